@@ -1,0 +1,1 @@
+"""Shoal: a GPU-aware job scheduler for Kubernetes."""

@@ -1,0 +1,140 @@
+"""The one small interface every cluster backend implements, and the worker environment
+they all give a worker.
+
+The scheduler loop is the only caller. It records a decision in the store first, then
+calls the backend; every call must be idempotent (a repeat after a crash is harmless):
+`launch` of an attempt that already runs does nothing, `stop` of a stopped job does
+nothing. Implementations: `kubernetes` (a real cluster), `local` (simulated nodes, real
+local processes), `sim` (virtual time, no processes).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+from scheduler.core.model import Node, WorkerPlacement
+from scheduler.spec import Framework, JobSpec
+
+MASTER_PORT = 29500
+
+
+class Enforcement(StrEnum):
+    """How a GPU fraction is held to: `advisory` is the launcher's cooperative memory cap."""
+
+    NONE = "none"
+    ADVISORY = "advisory"
+    ENFORCED = "enforced"
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchRequest:
+    """Start every worker of one attempt of a job at the given placements."""
+
+    job_id: str
+    spec: JobSpec
+    attempt: int
+    placements: tuple[WorkerPlacement, ...]
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+
+class WorkerState(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerStatus:
+    job_id: str
+    attempt: int
+    worker: int
+    state: WorkerState
+    exit_code: int | None = None
+    message: str = ""
+    node: str = ""
+
+
+class ClusterBackend(Protocol):
+    """What the scheduler loop needs from a cluster."""
+
+    def nodes(self) -> Sequence[Node]:
+        """Schedulable nodes with capacity left for Shoal (foreign usage subtracted)."""
+        ...
+
+    def launch(self, request: LaunchRequest) -> None:
+        """Create the attempt's workers; a repeat of the same attempt is a no-op."""
+        ...
+
+    def stop(self, job_id: str, grace_period_s: float) -> None:
+        """SIGTERM (and `SHOAL_PREEMPTED`), then kill after the grace period; idempotent."""
+        ...
+
+    def workers(self) -> Sequence[WorkerStatus]:
+        """The current state of every worker the backend knows of."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def worker_env(
+    spec: JobSpec,
+    placement: WorkerPlacement,
+    hosts: Sequence[str],
+    *,
+    job_id: str,
+    attempt: int,
+    gpu_ids: Sequence[str] = (),
+    enforcement: Enforcement = Enforcement.ADVISORY,
+    port: int = MASTER_PORT,
+) -> dict[str, str]:
+    """The environment of one worker, identical on every backend.
+
+    `hosts[i]` is worker i's stable address (a pod DNS name through the headless Service
+    on Kubernetes, 127.0.0.1 locally); `port` is the rendezvous port (the local backend
+    gives each job its own, as all its workers share one host); `gpu_ids` are the GPU
+    UUIDs or indices the worker may see. Shoal's variables are set after the user's
+    `env`, so a job cannot spoof its rank.
+    """
+    n, rank = len(hosts), placement.worker
+    env = dict(spec.env)
+    env.update(
+        SHOAL_JOB_ID=job_id,
+        SHOAL_JOB_NAME=spec.name,
+        SHOAL_QUEUE=spec.queue,
+        SHOAL_ATTEMPT=str(attempt),
+        SHOAL_WORKER_INDEX=str(rank),
+        SHOAL_NUM_WORKERS=str(n),
+        SHOAL_NODE=placement.node,
+        NVIDIA_VISIBLE_DEVICES=",".join(gpu_ids) if gpu_ids else "void",
+    )
+    if placement.gpus and placement.fraction < 1:
+        env["SHOAL_GPU_FRACTION"] = f"{placement.fraction:.4f}"
+        env["SHOAL_GPU_ENFORCEMENT"] = str(enforcement)
+    if spec.framework in (Framework.PYTORCH, Framework.GENERIC):
+        master = hosts[0]
+        env.update(
+            MASTER_ADDR=master,
+            MASTER_PORT=str(port),
+            WORLD_SIZE=str(n),
+            RANK=str(rank),
+            LOCAL_RANK="0",
+            PET_MASTER_ADDR=master,
+            PET_MASTER_PORT=str(port),
+            PET_NNODES=str(n),
+            PET_NODE_RANK=str(rank),
+            PET_NPROC_PER_NODE="1",
+        )
+    elif spec.framework is Framework.TENSORFLOW:
+        cluster = {"worker": [f"{h}:{port + 1 + i}" for i, h in enumerate(hosts)]}
+        env["TF_CONFIG"] = json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": rank}}
+        )
+    elif spec.framework is Framework.MPI:
+        env["OMPI_MCA_orte_default_hostfile"] = "/etc/shoal/hostfile"
+        env["SHOAL_MPI_HOSTS"] = ",".join(hosts)
+    return env

@@ -1,0 +1,181 @@
+"""The scheduling core's vocabulary: an immutable snapshot in, decisions out.
+
+Everything here is plain data (frozen dataclasses). The scheduler loop, the simulator
+and the benchmarks build a `Snapshot`; `scheduler.core.cycle.schedule` turns it into a
+`CycleResult`. Time is an input (`Snapshot.now`, seconds), never read from a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+# Fractions are floats; sums of shares are compared with this tolerance so that
+# four 0.25 workers fit one GPU exactly.
+EPS = 1e-9
+
+TOTAL = "total"  # the key of a quota that counts every GPU model
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A schedulable node: its allocatable CPU, memory and GPUs (all of one model)."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    gpu_count: int = 0
+    gpu_model: str = ""
+    gpu_memory_mib: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """GPUs in total and, optionally, per GPU model. `None` in a limit means unlimited."""
+
+    total: float | None = 0.0
+    by_model: Mapping[str, float] = field(default_factory=dict)
+
+    def of(self, model: str | None) -> float | None:
+        """The amount for one GPU model (or the total when `model` is None)."""
+        if model is None or model == TOTAL:
+            return self.total
+        return self.by_model.get(model)
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A queue (Run:ai project/department, Kueue ClusterQueue). `parent` makes a tree."""
+
+    name: str
+    guaranteed: Quota = field(default_factory=Quota)
+    limit: Quota = field(default_factory=lambda: Quota(total=None))
+    weight: float = 1.0
+    priority: int = 0
+    parent: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """What a job asks for, per worker. `gpu` is a fraction in (0, 1) or a whole number;
+    `gpu_memory_mib` (exclusive with `gpu`) becomes a fraction of the chosen GPU."""
+
+    id: str
+    queue: str
+    workers: int = 1
+    gpu: float = 0.0
+    gpu_memory_mib: int | None = None
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    gpu_types: tuple[str, ...] = ()
+    priority: int = 0
+    preemptible: bool | None = None  # None: preemptible when running over guarantee
+    submitted_at: float = 0.0
+    max_runtime_s: float | None = None
+    grace_period_s: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerPlacement:
+    """Where one worker runs: a node, GPU indices on it, and the share of each GPU."""
+
+    worker: int
+    node: str
+    gpus: tuple[int, ...] = ()
+    fraction: float = 1.0  # share of each listed GPU; < 1 only with a single GPU
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A job that holds resources (scheduled or running), with where and since when."""
+
+    job: JobRequest
+    placements: tuple[WorkerPlacement, ...]
+    started_at: float = 0.0
+
+
+class Policy(StrEnum):
+    BINPACK = "binpack"
+    SPREAD = "spread"
+    FGD = "fgd"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Scheduler policy knobs (the Helm chart's ConfigMap maps onto these)."""
+
+    policy: Policy = Policy.FGD
+    min_runtime_s: float = 60.0  # a job younger than this is never a preemption victim
+    starvation_s: float = 600.0  # a job pending this long gets a reservation
+    preemption: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one scheduling cycle may look at."""
+
+    nodes: tuple[Node, ...]
+    queues: tuple[Queue, ...]
+    running: tuple[RunningJob, ...] = ()
+    pending: tuple[JobRequest, ...] = ()
+    now: float = 0.0
+    config: Config = field(default_factory=Config)
+
+
+class ReasonCode(StrEnum):
+    QUEUE_LIMIT = "QueueLimit"
+    PARENT_LIMIT = "ParentLimit"
+    FAIR_SHARE = "FairShare"
+    GPU_TYPE = "GpuType"
+    NO_NODE = "NoFittingNode"
+    FRAGMENTATION = "Fragmentation"
+    RESERVED = "Reserved"
+    WAITING_FOR_PREEMPTION = "WaitingForPreemption"
+    UNKNOWN_QUEUE = "UnknownQueue"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingReason:
+    """Why a job still waits, in words a person can act on, plus the numbers."""
+
+    code: ReasonCode
+    message: str
+    details: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    job_id: str
+    placements: tuple[WorkerPlacement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    job_id: str
+    reason: str
+    grace_period_s: float
+    for_job: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KeepPending:
+    job_id: str
+    reason: PendingReason
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """Drift found by the invariant check: what runs no longer satisfies policy."""
+
+    kind: str
+    message: str
+    subject: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    places: tuple[Place, ...] = ()
+    preempts: tuple[Preempt, ...] = ()
+    pending: tuple[KeepPending, ...] = ()
+    violations: tuple[Violation, ...] = ()

@@ -1,0 +1,207 @@
+"""User-facing specs of queues and jobs (pydantic v2): the one validation shared by the
+REST API, the TrainingJob/Queue CRD controller and the CLI.
+
+Field names are the camelCase of the REST API and the CRDs; Python attributes are
+snake_case. Checks that need the store or the cluster (unknown queue, a request no node
+could hold) live in `scheduler.admission`, which takes these specs plus that context.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+MEMORY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|K|M|G|T)?$")
+_MIB_PER_UNIT = {
+    None: 1 / (1024 * 1024),
+    "Ki": 1 / 1024,
+    "K": 1000 / (1024 * 1024),
+    "Mi": 1.0,
+    "M": 1e6 / (1024 * 1024),
+    "Gi": 1024.0,
+    "G": 1e9 / (1024 * 1024),
+    "Ti": 1024.0 * 1024,
+    "T": 1e12 / (1024 * 1024),
+}
+
+Name = Annotated[str, Field(min_length=1, max_length=63, description="DNS-1123 label")]
+
+
+def parse_memory_mib(value: str | int) -> int:
+    """'16Gi' -> 16384; a bare number is bytes, as in Kubernetes quantities."""
+    if isinstance(value, int):
+        return value // (1024 * 1024)
+    m = MEMORY.match(value.strip())
+    if not m:
+        raise ValueError(f"{value!r} is not a memory quantity such as 512Mi or 16Gi")
+    return int(float(m.group(1)) * _MIB_PER_UNIT[m.group(2)])
+
+
+def parse_cpu_milli(value: str | float) -> int:
+    """'500m' -> 500, 2 -> 2000."""
+    if isinstance(value, (int, float)):
+        return round(value * 1000)
+    v = value.strip()
+    if v.endswith("m") and v[:-1].isdigit():
+        return int(v[:-1])
+    try:
+        return round(float(v) * 1000)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a CPU quantity such as 500m or 2") from None
+
+
+def _dns1123(value: str) -> str:
+    if not DNS1123_LABEL.match(value):
+        raise ValueError(
+            "must be a DNS-1123 label: lower-case letters, digits and '-', "
+            "starting and ending with a letter or digit, at most 63 characters"
+        )
+    return value
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class Framework(StrEnum):
+    PYTORCH = "pytorch"
+    TENSORFLOW = "tensorflow"
+    MPI = "mpi"
+    GENERIC = "generic"
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    SCHEDULED = "Scheduled"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    PREEMPTED = "Preempted"
+    CANCELLED = "Cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED)
+
+
+class QuotaSpec(_Spec):
+    """GPUs in total and per model: `{total: 8, H100: 4}` (also accepts a bare number)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    total: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _number_is_total(cls, data: Any) -> Any:
+        return {"total": data} if isinstance(data, (int, float)) else data
+
+    @model_validator(mode="after")
+    def _models_non_negative(self) -> QuotaSpec:
+        for model, amount in (self.model_extra or {}).items():
+            if not isinstance(amount, (int, float)) or isinstance(amount, bool) or amount < 0:
+                raise ValueError(f"{model}: GPU amount must be a number >= 0")
+        return self
+
+    @property
+    def by_model(self) -> dict[str, float]:
+        return {k: float(v) for k, v in (self.model_extra or {}).items()}
+
+
+class QueueSpec(_Spec):
+    name: Name
+    parent: str | None = None
+    guaranteed: QuotaSpec = Field(default_factory=QuotaSpec)
+    limit: QuotaSpec | None = None
+    weight: float = Field(default=1.0, gt=0)
+    priority: int = 0
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _dns1123(v)
+
+
+class JobSpec(_Spec):
+    name: Name
+    queue: Name
+    framework: Framework = Framework.PYTORCH
+    image: str = Field(min_length=1)
+    command: list[str] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    workers: int = Field(default=1, ge=1, le=4096)
+    gpu: float | None = Field(default=None, gt=0)
+    gpu_memory: str | None = None
+    cpu: str | float = "1"
+    memory: str = "2Gi"
+    gpu_type: list[str] = Field(default_factory=list)
+    priority: int | None = None
+    preemptible: bool | None = None
+    max_runtime: int | None = Field(default=None, gt=0, description="seconds")
+    backoff_limit: int = Field(default=0, ge=0, le=100)
+    termination_grace_period_seconds: int = Field(default=30, ge=0, le=3600)
+
+    @field_validator("name", "queue")
+    @classmethod
+    def _names(cls, v: str) -> str:
+        return _dns1123(v)
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str) -> str:
+        if not v.strip() or any(c.isspace() for c in v):
+            raise ValueError("must be a container image reference without spaces")
+        return v
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu(cls, v: float | None) -> float | None:
+        if v is not None and v > 1 and v != int(v):
+            raise ValueError("must be a fraction in (0, 1] or a whole number of GPUs")
+        return v
+
+    @field_validator("command", "args", mode="before")
+    @classmethod
+    def _argv(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            raise ValueError("must be a list of arguments, not a shell string")
+        return v
+
+    @field_validator("cpu")
+    @classmethod
+    def _cpu(cls, v: str | float) -> str | float:
+        if parse_cpu_milli(v) <= 0:
+            raise ValueError("must be positive")
+        return v
+
+    @field_validator("memory", "gpu_memory")
+    @classmethod
+    def _memory(cls, v: str | None) -> str | None:
+        if v is not None and parse_memory_mib(v) <= 0:
+            raise ValueError("must be positive")
+        return v
+
+    @model_validator(mode="after")
+    def _one_gpu_request(self) -> JobSpec:
+        if self.gpu is not None and self.gpu_memory is not None:
+            raise ValueError("give either gpu or gpuMemory, not both")
+        return self
+
+    @property
+    def cpu_milli(self) -> int:
+        return parse_cpu_milli(self.cpu)
+
+    @property
+    def memory_mib(self) -> int:
+        return parse_memory_mib(self.memory)
+
+    @property
+    def gpu_memory_mib(self) -> int | None:
+        return None if self.gpu_memory is None else parse_memory_mib(self.gpu_memory)
