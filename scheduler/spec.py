@@ -8,6 +8,7 @@ could hold) live in `scheduler.admission`, which takes these specs plus that con
 
 from __future__ import annotations
 
+import math
 import re
 from enum import StrEnum
 from typing import Annotated, Any
@@ -28,6 +29,9 @@ _MIB_PER_UNIT = {
     "Ti": 1024.0 * 1024,
     "T": 1e12 / (1024 * 1024),
 }
+
+# Priorities are stored in 32-bit integer columns.
+Priority = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
 
 Name = Annotated[str, Field(min_length=1, max_length=63, description="DNS-1123 label")]
 
@@ -51,7 +55,7 @@ def parse_cpu_milli(value: str | float) -> int:
         return int(v[:-1])
     try:
         return round(float(v) * 1000)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise ValueError(f"{value!r} is not a CPU quantity such as 500m or 2") from None
 
 
@@ -66,7 +70,11 @@ def _dns1123(value: str) -> str:
 
 class _Spec(BaseModel):
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        allow_inf_nan=False,  # NaN/Infinity pass json.loads but are no quantity
     )
 
 
@@ -105,7 +113,12 @@ class QuotaSpec(_Spec):
     @model_validator(mode="after")
     def _models_non_negative(self) -> QuotaSpec:
         for model, amount in (self.model_extra or {}).items():
-            if not isinstance(amount, (int, float)) or isinstance(amount, bool) or amount < 0:
+            if (
+                not isinstance(amount, (int, float))
+                or isinstance(amount, bool)
+                or not math.isfinite(amount)
+                or amount < 0
+            ):
                 raise ValueError(f"{model}: GPU amount must be a number >= 0")
         return self
 
@@ -120,7 +133,7 @@ class QueueSpec(_Spec):
     guaranteed: QuotaSpec = Field(default_factory=QuotaSpec)
     limit: QuotaSpec | None = None
     weight: float = Field(default=1.0, gt=0)
-    priority: int = 0
+    priority: Priority = 0
 
     @field_validator("name")
     @classmethod
@@ -142,7 +155,7 @@ class JobSpec(_Spec):
     cpu: str | float = "1"
     memory: str = "2Gi"
     gpu_type: list[str] = Field(default_factory=list)
-    priority: int | None = None
+    priority: Priority | None = None
     preemptible: bool | None = None
     max_runtime: int | None = Field(default=None, gt=0, description="seconds")
     backoff_limit: int = Field(default=0, ge=0, le=100)

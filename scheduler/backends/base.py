@@ -57,6 +57,11 @@ class WorkerStatus:
     exit_code: int | None = None
     message: str = ""
     node: str = ""
+    # Where the worker sits, so the loop can keep a stopping worker's GPUs reserved
+    # until its process is really gone (its job may already be back to Pending).
+    gpus: tuple[int, ...] = ()
+    fraction: float = 1.0
+    queue: str = ""
 
 
 class ClusterBackend(Protocol):

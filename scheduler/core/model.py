@@ -93,6 +93,9 @@ class RunningJob:
     job: JobRequest
     placements: tuple[WorkerPlacement, ...]
     started_at: float = 0.0
+    # A Preempt was already issued and the job has not stopped yet: it still holds its
+    # resources, is not chosen as a victim again, and its room is promised to a preemptor.
+    stopping: bool = False
 
 
 class Policy(StrEnum):

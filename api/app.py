@@ -1,0 +1,53 @@
+"""The FastAPI application factory: `create_app(settings)`.
+
+Nothing connects at import time: the factory opens the store (running migrations) unless
+`settings.database` hands one in, loads the tokens, and mounts every module in
+`api.routes`. `uvicorn --factory api.app:app_from_env` serves it from SHOAL_* variables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from api import errors, routes
+from api.auth import TokenTable
+from api.limits import BodySizeLimit
+from api.metrics import LatencyMiddleware, Metrics
+from api.settings import Settings
+from scheduler.store.db import open_database
+
+
+def create_app(settings: Settings) -> FastAPI:
+    database = settings.database or open_database(settings.database_url)
+    owns_database = settings.database is None
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if owns_database:
+            database.close()
+
+    app = FastAPI(
+        title="Shoal",
+        version="0.1.0",
+        description="GPU-aware job scheduler: queues, jobs, nodes.",
+        lifespan=lifespan,
+    )
+    app.state.database = database
+    app.state.tokens = TokenTable.load(path=settings.tokens_file, inline=settings.tokens_yaml)
+    app.state.metrics = Metrics(database)
+    errors.install(app)
+    for prefix, router in routes.discover():
+        common = {} if prefix == "" else errors.COMMON_RESPONSES
+        app.include_router(router, prefix=prefix, responses=common)
+    # Outermost first: the size limit answers before anything reads the body.
+    app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    return app
+
+
+def app_from_env() -> FastAPI:
+    return create_app(Settings.from_env())

@@ -1,0 +1,102 @@
+"""Bearer tokens and roles.
+
+Tokens come from a YAML file or the SHOAL_API_TOKENS variable, read once at start:
+
+    s3cret-token:            # or "sha256:<hex>" to keep only the digest on disk
+      user: alice
+      role: member           # admin | member | viewer
+      queues: [vision]       # member/viewer: the queues they may see; ["*"] for all
+
+Only sha256 digests are kept in memory and compared with `hmac.compare_digest`. An admin
+may do everything; a member may read, submit and cancel in its queues; a viewer may read
+its queues. Jobs and queues outside a caller's queues are reported as not found, so a
+member of one team cannot learn of another team's work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ALL = "*"
+
+
+class Role(StrEnum):
+    ADMIN = "admin"
+    MEMBER = "member"
+    VIEWER = "viewer"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    user: str
+    role: Role
+    queues: frozenset[str]
+
+    @property
+    def visible_queues(self) -> frozenset[str] | None:
+        """The queues this caller may see; None means all of them."""
+        if self.role is Role.ADMIN or ALL in self.queues:
+            return None
+        return self.queues
+
+    def sees(self, queue: str) -> bool:
+        visible = self.visible_queues
+        return visible is None or queue in visible
+
+    def may_submit(self, queue: str) -> bool:
+        return self.role is Role.ADMIN or (self.role is Role.MEMBER and self.sees(queue))
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class TokenTable:
+    """sha256(token) -> Principal."""
+
+    def __init__(self, entries: Mapping[str, Principal]) -> None:
+        self._entries = dict(entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def lookup(self, token: str) -> Principal | None:
+        wanted = digest(token)
+        found = None
+        # Compare against every entry so the time taken does not depend on which matched.
+        for known, principal in self._entries.items():
+            if hmac.compare_digest(known, wanted):
+                found = principal
+        return found
+
+    @classmethod
+    def parse(cls, data: Any) -> TokenTable:
+        if data is None:
+            return cls({})
+        if not isinstance(data, Mapping):
+            raise ValueError("the token file must map each token to {user, role, queues}")
+        entries = {}
+        for token, info in data.items():
+            if not isinstance(info, Mapping) or "user" not in info or "role" not in info:
+                raise ValueError("every token needs a user and a role")
+            queues: Collection[str] = info.get("queues") or []
+            key = str(token)
+            hashed = key.removeprefix("sha256:") if key.startswith("sha256:") else digest(key)
+            entries[hashed] = Principal(str(info["user"]), Role(info["role"]), frozenset(queues))
+        return cls(entries)
+
+    @classmethod
+    def load(cls, *, path: str | None, inline: str | None) -> TokenTable:
+        table: dict[str, Principal] = {}
+        for text in (Path(path).read_text() if path else None, inline):
+            if text:
+                table.update(cls.parse(yaml.safe_load(text))._entries)
+        return cls(table)

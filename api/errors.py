@@ -1,0 +1,125 @@
+"""One error shape for every 4xx/5xx: {"detail": [{"loc": [...], "msg": ..., "type": ...}]}.
+
+It is FastAPI's own validation-error shape, so clients parse one thing: `loc` names the
+field (["body", "gpu"], ["query", "cursor"], ["header", "Idempotency-Key"]), or is empty
+when the error is about the request as a whole (authentication, a missing route).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+
+from scheduler.admission import Problem
+from scheduler.store import errors
+
+log = logging.getLogger(__name__)
+
+
+class ErrorItem(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ErrorBody(BaseModel):
+    detail: list[ErrorItem]
+
+
+class ApiError(Exception):
+    """Raised by routes: an HTTP status with one or more field errors."""
+
+    def __init__(
+        self, status: int, items: Sequence[ErrorItem], headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(items[0].msg if items else "")
+        self.status = status
+        self.items = list(items)
+        self.headers = headers
+
+
+def fail(status: int, msg: str, *, loc: Sequence[str | int] = (), type: str = "error") -> ApiError:
+    return ApiError(status, [ErrorItem(loc=list(loc), msg=msg, type=type)])
+
+
+def admission_error(problems: Sequence[Problem]) -> ApiError:
+    return ApiError(
+        422, [ErrorItem(loc=["body", *p.loc], msg=p.msg, type="admission") for p in problems]
+    )
+
+
+def _body(items: Sequence[ErrorItem]) -> dict[str, object]:
+    return ErrorBody(detail=list(items)).model_dump()
+
+
+def response(
+    status: int, items: Sequence[ErrorItem], headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(_body(items), status_code=status, headers=headers)
+
+
+_STORE_STATUS: list[tuple[type[errors.StoreError], int, str]] = [
+    (errors.NotFound, 404, "not_found"),
+    (errors.Conflict, 409, "conflict"),
+    (errors.IdempotencyMismatch, 422, "idempotency_mismatch"),
+    (errors.Invalid, 422, "invalid"),
+]
+
+
+def _store_loc(exc: errors.StoreError) -> list[str | int]:
+    loc = list(exc.loc)
+    return loc if not loc or loc[0] in ("path", "query", "header", "body") else ["body", *loc]
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that give every error the shape above."""
+
+    @app.exception_handler(ApiError)
+    async def _api(_: Request, exc: ApiError) -> JSONResponse:
+        return response(exc.status, exc.items, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        items = [
+            ErrorItem(loc=list(e.get("loc", ())), msg=str(e.get("msg", "")), type=e["type"])
+            for e in exc.errors()
+        ]
+        return response(422, items)
+
+    @app.exception_handler(HTTPException)
+    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
+        headers = dict(exc.headers) if exc.headers else None
+        return response(
+            exc.status_code, [ErrorItem(loc=[], msg=str(exc.detail), type="http")], headers
+        )
+
+    @app.exception_handler(errors.StoreError)
+    async def _store(_: Request, exc: errors.StoreError) -> JSONResponse:
+        for kind, status, name in _STORE_STATUS:
+            if isinstance(exc, kind):
+                return response(
+                    status, [ErrorItem(loc=_store_loc(exc), msg=exc.message, type=name)]
+                )
+        return response(409, [ErrorItem(loc=_store_loc(exc), msg=exc.message, type="store")])
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", exc_info=exc)
+        return response(500, [ErrorItem(loc=[], msg="internal error", type="internal")])
+
+
+# Declared on every route so the OpenAPI document lists the statuses the API can return.
+COMMON_RESPONSES: dict[int | str, dict[str, object]] = {
+    401: {"model": ErrorBody, "description": "missing or unknown bearer token"},
+    403: {"model": ErrorBody, "description": "the token's role may not do this"},
+    404: {"model": ErrorBody, "description": "no such object (or not visible to the caller)"},
+    409: {"model": ErrorBody, "description": "conflicts with the current state"},
+    413: {"model": ErrorBody, "description": "request body too large"},
+    422: {"model": ErrorBody, "description": "invalid input; `loc` names the field"},
+}

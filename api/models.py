@@ -1,0 +1,168 @@
+"""Request and response bodies (pydantic v2), one family per entity: Create, Update,
+Public and a list of Public. Create bodies are the shared specs of `scheduler.spec`, so the
+REST API, the CRDs and the CLI validate alike. JSON field names are camelCase.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from scheduler.spec import JobSpec, Phase, Priority, QueueSpec, QuotaSpec
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+QueueCreate = QueueSpec
+JobCreate = JobSpec
+
+
+class QueueUpdate(_Model):
+    """PATCH: only the fields given change; `version` makes it conditional."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    parent: str | None = None
+    guaranteed: QuotaSpec | None = None
+    limit: QuotaSpec | None = None
+    weight: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    priority: Priority | None = None
+    version: int | None = Field(default=None, ge=1, le=2**31 - 1)
+
+
+class QueuePublic(_Model):
+    name: str
+    parent: str | None
+    guaranteed: dict[str, float | None]
+    limit: dict[str, float | None] | None
+    weight: float
+    priority: int
+    created_at: datetime
+    updated_at: datetime
+    version: int
+
+
+class QueuesPublic(_Model):
+    data: list[QueuePublic]
+    count: int
+
+
+class Placement(_Model):
+    worker: int
+    node: str
+    gpus: list[int]
+    fraction: float
+
+
+class PendingReasonPublic(_Model):
+    code: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class Condition(_Model):
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str = ""
+
+
+class JobPublic(_Model):
+    id: str
+    name: str
+    queue: str
+    submitter: str
+    spec: JobSpec
+    phase: Phase
+    priority: int
+    conditions: list[Condition]
+    placements: list[Placement]
+    pending_reason: PendingReasonPublic | None
+    attempt: int
+    restarts: int
+    cancel_requested: bool
+    created_at: datetime
+    scheduled_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    version: int
+
+
+class JobsPublic(_Model):
+    data: list[JobPublic]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page")
+
+
+class JobEventPublic(_Model):
+    at: datetime
+    kind: str
+    reason: str
+    message: str
+    data: dict[str, Any]
+
+
+class JobEventsPublic(_Model):
+    data: list[JobEventPublic]
+
+
+class GpuShare(_Model):
+    """One worker's share of a GPU; job and queue are null when hidden from the caller."""
+
+    job_id: str | None
+    queue: str | None
+    worker: int
+    fraction: float
+
+
+class GpuPublic(_Model):
+    index: int
+    model: str
+    memory_mib: int
+    allocated: float
+    free: float
+    shares: list[GpuShare]
+
+
+class NodePublic(_Model):
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    gpu_model: str
+    gpu_memory_mib: int
+    gpus: list[GpuPublic]
+
+
+class NodesPublic(_Model):
+    data: list[NodePublic]
+
+
+class GpuTotals(_Model):
+    total: float
+    allocated: float
+    idle: float
+
+
+class QueueUsage(_Model):
+    name: str
+    allocated: float
+    guaranteed: float
+    limit: float | None
+    pending: int
+    running: int
+
+
+class ClusterSummary(_Model):
+    gpus: GpuTotals
+    by_model: dict[str, GpuTotals]
+    queues: list[QueueUsage]
+    pending: int
+    jobs_by_phase: dict[str, int]
+
+
+class Health(_Model):
+    status: str

@@ -1,0 +1,49 @@
+"""Liveness, readiness (the database answers) and Prometheus metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy.exc import SQLAlchemyError
+
+from api import errors, models
+from api.deps import DatabaseDep, PrincipalDep
+from api.metrics import Metrics
+
+PREFIX = ""
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", response_model=models.Health)
+def healthz() -> models.Health:
+    """The process serves requests (no dependencies checked)."""
+    return models.Health(status="ok")
+
+
+@router.get(
+    "/readyz",
+    response_model=models.Health,
+    responses={503: {"model": models.Health, "description": "database unreachable"}},
+)
+def readyz(db: DatabaseDep, response: Response) -> models.Health:
+    """Ready when the database answers a query."""
+    try:
+        db.ping()
+    except SQLAlchemyError:
+        response.status_code = 503
+        return models.Health(status="database unreachable")
+    return models.Health(status="ok")
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {"content": {"text/plain": {}}, "description": "Prometheus text format"},
+        401: errors.COMMON_RESPONSES[401],
+    },
+)
+def metrics(request: Request, _: PrincipalDep) -> Response:
+    """Prometheus metrics; needs a token like every non-health endpoint."""
+    m: Metrics = request.app.state.metrics
+    return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,104 @@
+"""Jobs: submit (idempotent with Idempotency-Key), list, get, cancel, events.
+
+Every query is restricted to the caller's visible queues, so another team's job is
+"not found" rather than "forbidden".
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Path, Query, Response, status
+
+from api import models, views
+from api.auth import Role
+from api.deps import PrincipalDep, SessionDep
+from api.errors import admission_error, fail
+from scheduler import admission
+from scheduler.spec import Phase
+from scheduler.store import cycle, jobs
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+JobId = Path(min_length=1, max_length=32)
+
+
+@router.post(
+    "",
+    response_model=models.JobPublic,
+    status_code=status.HTTP_201_CREATED,
+    responses={200: {"model": models.JobPublic, "description": "replay of an Idempotency-Key"}},
+)
+def submit_job(
+    body: models.JobCreate,
+    session: SessionDep,
+    principal: PrincipalDep,
+    response: Response,
+    idempotency_key: Annotated[
+        str | None,
+        Header(alias="Idempotency-Key", min_length=1, max_length=255),
+    ] = None,
+) -> models.JobPublic:
+    """Submit a job. With `Idempotency-Key`, a retry with the same body returns the same
+    job (200); the same key with another body is refused (422)."""
+    if principal.role is Role.VIEWER:
+        raise fail(403, "role viewer is read-only")
+    # Queues the caller may not submit to are reported as unknown (no existence leak).
+    known = {q.name: q for q in cycle.load_queues(session=session) if principal.may_submit(q.name)}
+    problems = admission.check_job(body, queues=known, nodes=cycle.load_inventory(session=session))
+    if problems:
+        raise admission_error(problems)
+    row, created = jobs.submit_job(
+        session=session, spec=body, submitter=principal.user, idempotency_key=idempotency_key
+    )
+    if not created:
+        response.status_code = status.HTTP_200_OK
+    return views.job(row)
+
+
+@router.get("", response_model=models.JobsPublic)
+def list_jobs(
+    session: SessionDep,
+    principal: PrincipalDep,
+    queue: Annotated[str | None, Query(max_length=63)] = None,
+    phase: Phase | None = None,
+    submitter: Annotated[str | None, Query(max_length=128)] = None,
+    limit: Annotated[int, Query(ge=1, le=jobs.MAX_PAGE)] = 50,
+    cursor: Annotated[str | None, Query(max_length=64)] = None,
+) -> models.JobsPublic:
+    """Jobs newest first; follow `nextCursor` for older ones."""
+    page = jobs.list_jobs(
+        session=session,
+        queues=principal.visible_queues,
+        queue=queue,
+        phase=phase,
+        submitter=submitter,
+        limit=limit,
+        cursor=cursor,
+    )
+    return models.JobsPublic(data=[views.job(r) for r in page.items], next_cursor=page.next_cursor)
+
+
+@router.get("/{job_id}", response_model=models.JobPublic)
+def get_job(session: SessionDep, principal: PrincipalDep, job_id: str = JobId) -> models.JobPublic:
+    """One job with its placements and pending reason."""
+    return views.job(jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues))
+
+
+@router.post("/{job_id}/cancel", response_model=models.JobPublic)
+def cancel_job(
+    session: SessionDep, principal: PrincipalDep, job_id: str = JobId
+) -> models.JobPublic:
+    """Cancel: a pending job at once; a running one once the scheduler stops its workers."""
+    row = jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
+    if not principal.may_submit(row.queue):
+        raise fail(403, f"role {principal.role} may not cancel jobs")
+    return views.job(jobs.cancel_job(session=session, job_id=job_id, by=principal.user))
+
+
+@router.get("/{job_id}/events", response_model=models.JobEventsPublic)
+def job_events(
+    session: SessionDep, principal: PrincipalDep, job_id: str = JobId
+) -> models.JobEventsPublic:
+    """The job's history, oldest first."""
+    rows = jobs.list_events(session=session, job_id=job_id, queues=principal.visible_queues)
+    return models.JobEventsPublic(data=[views.event(r) for r in rows])

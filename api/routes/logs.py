@@ -1,0 +1,123 @@
+"""Worker output and progress: GET /jobs/{id}/logs, POST /jobs/{id}/progress.
+
+Logs come from whatever the serving process put in `app.state.log_source` (an object
+with `log_files(job_id) -> [(attempt, worker, path)]`; `shoal serve` gives the local
+backend). Without one the endpoint answers 501. Reads are by byte offset per worker, so
+`shoal logs -f` polls for what is new. Progress is what the worker launcher posts
+(heartbeat, step, loss); worker 0's progress is kept as a `Progress` event, at most one
+every two seconds per job, so `shoal job` can show the latest loss.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path as FilePath
+from typing import Any, Protocol
+
+from fastapi import APIRouter, Path, Query, Request, Response, status
+from pydantic import Field
+
+from api import models
+from api.auth import Role
+from api.deps import PrincipalDep, SessionDep
+from api.errors import fail
+from scheduler.store import cycle, jobs
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+JobId = Path(min_length=1, max_length=32)
+MAX_CHUNK = 256 * 1024
+PROGRESS_EVERY_S = 2.0
+
+
+class LogSource(Protocol):
+    def log_files(self, job_id: str) -> list[tuple[int, int, FilePath]]: ...
+
+
+class LogChunk(models._Model):
+    attempt: int
+    worker: int
+    offset: int
+    next_offset: int
+    text: str
+
+
+class LogsPublic(models._Model):
+    job_id: str
+    attempt: int | None
+    chunks: list[LogChunk]
+
+
+class ProgressReport(models._Model):
+    attempt: int = Field(ge=0)
+    worker: int = Field(ge=0)
+    progress: dict[str, Any] = Field(default_factory=dict)
+
+
+@router.get("/{job_id}/logs", response_model=LogsPublic)
+def job_logs(
+    request: Request,
+    session: SessionDep,
+    principal: PrincipalDep,
+    job_id: str = JobId,
+    attempt: int | None = Query(default=None, ge=0, description="default: the latest"),
+    offsets: str = Query(default="", description="comma-separated byte offsets by worker"),
+) -> LogsPublic:
+    """Each worker's output of one attempt from the given byte offsets (256 KiB at most)."""
+    jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
+    source: LogSource | None = getattr(request.app.state, "log_source", None)
+    if source is None:
+        raise fail(501, "this backend keeps no worker logs here; read them on the cluster")
+    files = source.log_files(job_id)
+    if attempt is None and files:
+        attempt = max(a for a, _, _ in files)
+    try:
+        starts = [int(x) for x in offsets.split(",")] if offsets else []
+    except ValueError:
+        raise fail(422, "offsets must be integers", loc=["query", "offsets"]) from None
+    chunks = []
+    for a, worker, path in files:
+        if a != attempt:
+            continue
+        start = starts[worker] if worker < len(starts) else 0
+        with open(path, "rb") as f:
+            f.seek(max(0, start))
+            data = f.read(MAX_CHUNK)
+        chunks.append(
+            LogChunk(
+                attempt=a,
+                worker=worker,
+                offset=start,
+                next_offset=start + len(data),
+                text=data.decode(errors="replace"),
+            )
+        )
+    return LogsPublic(job_id=job_id, attempt=attempt, chunks=chunks)
+
+
+@router.post("/{job_id}/progress", status_code=status.HTTP_204_NO_CONTENT)
+def report_progress(
+    body: ProgressReport,
+    request: Request,
+    session: SessionDep,
+    principal: PrincipalDep,
+    job_id: str = JobId,
+) -> Response:
+    """A worker's heartbeat and progress (from the worker launcher)."""
+    if principal.role is Role.VIEWER:
+        raise fail(403, "role viewer is read-only")
+    jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
+    last: dict[str, float] | None = getattr(request.app.state, "progress_seen", None)
+    if last is None:
+        last = request.app.state.progress_seen = {}
+    now = time.monotonic()
+    if body.worker == 0 and body.progress and now - last.get(job_id, 0.0) >= PROGRESS_EVERY_S:
+        last[job_id] = now
+        step, loss = body.progress.get("step"), body.progress.get("loss")
+        cycle.append_event(
+            session=session,
+            job_id=job_id,
+            kind="Progress",
+            message=f"step {step}" + (f" loss {loss}" if loss is not None else ""),
+            data={"attempt": body.attempt, **body.progress},
+        )
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,76 @@
+"""Queues: anyone reads the queues they may see; only admins create, change, delete."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Path, status
+
+from api import models, views
+from api.deps import AdminDep, PrincipalDep, SessionDep
+from api.errors import admission_error, fail
+from scheduler import admission
+from scheduler.spec import QueueSpec
+from scheduler.store import cycle, errors, queues
+
+router = APIRouter(prefix="/queues", tags=["queues"])
+QueueName = Path(min_length=1, max_length=63)
+
+
+def _not_found(name: str) -> errors.NotFound:
+    return errors.NotFound(f"queue {name!r} does not exist", loc=("path", "name"))
+
+
+@router.get("", response_model=models.QueuesPublic)
+def list_queues(session: SessionDep, principal: PrincipalDep) -> models.QueuesPublic:
+    visible = principal.visible_queues
+    rows = queues.list_queues(session=session, names=None if visible is None else sorted(visible))
+    return models.QueuesPublic(data=[views.queue(r) for r in rows], count=len(rows))
+
+
+@router.post("", response_model=models.QueuePublic, status_code=status.HTTP_201_CREATED)
+def create_queue(body: models.QueueCreate, session: SessionDep, _: AdminDep) -> models.QueuePublic:
+    known = {q.name: q for q in cycle.load_queues(session=session)}
+    if body.name in known:
+        raise fail(409, f"queue {body.name!r} already exists", loc=["body", "name"])
+    problems = admission.check_queue(body, queues=known)
+    if problems:
+        raise admission_error(problems)
+    return views.queue(queues.create_queue(session=session, spec=body))
+
+
+@router.get("/{name}", response_model=models.QueuePublic)
+def get_queue(
+    session: SessionDep, principal: PrincipalDep, name: str = QueueName
+) -> models.QueuePublic:
+    if not principal.sees(name):
+        raise _not_found(name)
+    try:
+        return views.queue(queues.get_queue(session=session, name=name))
+    except errors.NotFound:
+        raise _not_found(name) from None
+
+
+@router.patch("/{name}", response_model=models.QueuePublic)
+def update_queue(
+    body: models.QueueUpdate, session: SessionDep, _: AdminDep, name: str = QueueName
+) -> models.QueuePublic:
+    try:
+        row = queues.get_queue(session=session, name=name)
+    except errors.NotFound:
+        raise _not_found(name) from None
+    merged = queues.spec_of(row).model_dump(by_alias=True)
+    merged.update(body.model_dump(by_alias=True, exclude_unset=True, exclude={"version"}))
+    spec = QueueSpec.model_validate(merged)
+    known = {q.name: q for q in cycle.load_queues(session=session)}
+    problems = admission.check_queue(spec, queues=known)
+    if problems:
+        raise admission_error(problems)
+    updated = queues.update_queue(session=session, spec=spec, expected_version=body.version)
+    return views.queue(updated)
+
+
+@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_queue(session: SessionDep, _: AdminDep, name: str = QueueName) -> None:
+    try:
+        queues.delete_queue(session=session, name=name)
+    except errors.NotFound:
+        raise _not_found(name) from None

@@ -1,0 +1,127 @@
+"""Store rows -> the API's Public models."""
+
+from __future__ import annotations
+
+from api import models, usage
+from api.auth import Principal
+from scheduler.spec import JobSpec, Phase
+from scheduler.store import schema
+
+
+def queue(row: schema.QueueRow) -> models.QueuePublic:
+    return models.QueuePublic(
+        name=row.name,
+        parent=row.parent,
+        guaranteed=row.guaranteed,
+        limit=row.limit,
+        weight=row.weight,
+        priority=row.priority,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        version=row.version,
+    )
+
+
+def job(row: schema.JobRow) -> models.JobPublic:
+    reason = None
+    if row.pending_code is not None:
+        reason = models.PendingReasonPublic(
+            code=row.pending_code,
+            message=row.pending_message or "",
+            details=row.pending_details or {},
+        )
+    return models.JobPublic(
+        id=row.id,
+        name=row.name,
+        queue=row.queue,
+        submitter=row.submitter,
+        spec=JobSpec.model_validate(row.spec),
+        phase=Phase(row.phase),
+        priority=row.priority,
+        conditions=[models.Condition.model_validate(c) for c in row.conditions],
+        placements=[models.Placement.model_validate(p) for p in row.placements],
+        pending_reason=reason,
+        attempt=row.attempt,
+        restarts=row.restarts,
+        cancel_requested=row.cancel_requested,
+        created_at=row.created_at,
+        scheduled_at=row.scheduled_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        version=row.version,
+    )
+
+
+def event(row: schema.JobEventRow) -> models.JobEventPublic:
+    return models.JobEventPublic(
+        at=row.at, kind=row.kind, reason=row.reason, message=row.message, data=row.data
+    )
+
+
+def nodes(u: usage.Usage, principal: Principal) -> models.NodesPublic:
+    out = []
+    for n in u.nodes:
+        gpus = []
+        for i in range(n.gpu_count):
+            shares = [
+                models.GpuShare(
+                    job_id=s.job_id if principal.sees(s.queue) else None,
+                    queue=s.queue if principal.sees(s.queue) else None,
+                    worker=s.worker,
+                    fraction=s.fraction,
+                )
+                for s in u.shares.get((n.name, i), ())
+            ]
+            allocated = u.allocated(n.name, i)
+            gpus.append(
+                models.GpuPublic(
+                    index=i,
+                    model=n.gpu_model,
+                    memory_mib=n.gpu_memory_mib,
+                    allocated=allocated,
+                    free=max(0.0, 1.0 - allocated),
+                    shares=shares,
+                )
+            )
+        out.append(
+            models.NodePublic(
+                name=n.name,
+                cpu_milli=n.cpu_milli,
+                memory_mib=n.memory_mib,
+                gpu_model=n.gpu_model,
+                gpu_memory_mib=n.gpu_memory_mib,
+                gpus=gpus,
+            )
+        )
+    return models.NodesPublic(data=out)
+
+
+def summary(
+    u: usage.Usage,
+    queues: list[schema.QueueRow],
+    phases: dict[str, int],
+) -> models.ClusterSummary:
+    by_model = {
+        m: models.GpuTotals(total=t, allocated=a, idle=t - a) for m, (t, a) in u.by_model().items()
+    }
+    total = sum(t.total for t in by_model.values())
+    allocated = sum(t.allocated for t in by_model.values())
+    held, pending, running = u.by_queue(), u.pending_by_queue(), u.running_by_queue()
+    usages = [
+        models.QueueUsage(
+            name=q.name,
+            allocated=held.get(q.name, 0.0),
+            guaranteed=float(q.guaranteed.get("total") or 0.0),
+            limit=None if q.limit is None or q.limit.get("total") is None else q.limit["total"],
+            pending=pending.get(q.name, 0),
+            running=running.get(q.name, 0),
+        )
+        for q in queues
+    ]
+    return models.ClusterSummary(
+        gpus=models.GpuTotals(total=total, allocated=allocated, idle=total - allocated),
+        by_model=by_model,
+        queues=usages,
+        pending=sum(u.pending for u in usages),
+        jobs_by_phase=phases,
+    )

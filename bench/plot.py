@@ -1,0 +1,34 @@
+"""Plots for the benchmarks (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+
+def inflation(curves: dict[str, list[list[float]]], path: Path) -> None:
+    """Allocation ratio vs arrived GPU requests, mean over seeds, band = min..max."""
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
+    for name, cs in curves.items():
+        xs = list(range(len(cs[0])))
+        mean = [100 * sum(c[i] for c in cs) / len(cs) for i in xs]
+        lo = [100 * min(c[i] for c in cs) for i in xs]
+        hi = [100 * max(c[i] for c in cs) for i in xs]
+        width = 2.2 if name == "fgd" else 1.2
+        (line,) = ax.plot(xs, mean, label=name, linewidth=width)
+        ax.fill_between(xs, lo, hi, alpha=0.15, color=line.get_color())
+    ax.plot([0, 100], [0, 100], color="grey", linestyle=":", linewidth=0.8)
+    ax.set_xlabel("arrived GPU requests (% of 6,212 GPUs)")
+    ax.set_ylabel("GPUs allocated (%)")
+    ax.set_title("Workload inflation on the Alibaba openb trace (1,213 nodes)")
+    ax.set_xlim(60, 130)
+    ax.set_ylim(60, 100)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

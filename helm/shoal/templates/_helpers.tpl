@@ -1,0 +1,63 @@
+{{/* Names and labels shared by every template. */}}
+{{- define "shoal.name" -}}shoal{{- end -}}
+
+{{- define "shoal.fullname" -}}
+{{- if contains "shoal" .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-shoal" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "shoal.labels" -}}
+app.kubernetes.io/name: shoal
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "shoal.selectorLabels" -}}
+app.kubernetes.io/name: shoal
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: scheduler
+{{- end -}}
+
+{{- define "shoal.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "shoal.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "shoal.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "shoal.authSecret" -}}
+{{- default (printf "%s-auth" (include "shoal.fullname" .)) .Values.auth.existingSecret -}}
+{{- end -}}
+
+{{- define "shoal.dbSecret" -}}
+{{- default (printf "%s-database" (include "shoal.fullname" .)) .Values.database.postgres.existingSecret -}}
+{{- end -}}
+
+{{/* The admin token: given, else kept from the live Secret, else generated. */}}
+{{- define "shoal.adminToken" -}}
+{{- $live := lookup "v1" "Secret" .Release.Namespace (printf "%s-auth" (include "shoal.fullname" .)) -}}
+{{- if and $live $live.data (hasKey $live.data "admin-token") -}}
+{{- index $live.data "admin-token" | b64dec -}}
+{{- else -}}
+{{- randAlphaNum 40 -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "shoal.validate" -}}
+{{- if and (gt (int .Values.replicaCount) 1) (eq .Values.database.type "sqlite") -}}
+{{- fail "replicaCount > 1 needs database.type=postgres: SQLite on a PVC serves one replica" -}}
+{{- end -}}
+{{- if and (eq .Values.database.type "postgres") (not .Values.database.postgres.url) (not .Values.database.postgres.existingSecret) -}}
+{{- fail "database.type=postgres needs database.postgres.url or database.postgres.existingSecret" -}}
+{{- end -}}
+{{- end -}}

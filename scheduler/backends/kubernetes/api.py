@@ -1,0 +1,232 @@
+"""A narrow, dict-in dict-out seam over the official client, with bounded retries.
+
+Everything else in the backend talks to the cluster through `Kube`. Objects are plain
+JSON dicts both ways (`_preload_content=False`), so the backend never depends on the
+generated models' deserialisation. Transient failures (5xx, 429, connection errors,
+timeouts) are retried with exponential backoff until `retry_deadline_s`, then raised
+as `Unavailable`; other API errors surface at once as `ApiError` with the status code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import kubernetes
+import urllib3
+
+from scheduler.backends.kubernetes.config import KubeConfig
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+T = TypeVar("T")
+MERGE_PATCH = "application/merge-patch+json"
+TRANSIENT = {429, 500, 502, 503, 504}
+
+# resource -> (API class, method suffix, namespaced)
+_RESOURCES: dict[str, tuple[str, str, bool]] = {
+    "nodes": ("CoreV1Api", "node", False),
+    "pods": ("CoreV1Api", "pod", True),
+    "services": ("CoreV1Api", "service", True),
+    "configmaps": ("CoreV1Api", "config_map", True),
+    "events": ("CoreV1Api", "event", True),
+    "leases": ("CoordinationV1Api", "lease", True),
+}
+
+
+class ApiError(Exception):
+    """The API server answered with an error that retrying will not fix."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status, self.reason = status, reason
+
+
+class Unavailable(ApiError):
+    """The API server could not be reached, or kept failing, for `retry_deadline_s`."""
+
+
+def _error(e: kubernetes.client.ApiException) -> ApiError:
+    try:
+        body = json.loads(e.body or "{}")
+    except ValueError:
+        body = {}
+    return ApiError(int(e.status or 0), str(body.get("reason", e.reason)), body.get("message", ""))
+
+
+class Kube:
+    """Calls on the API server; safe to share between threads."""
+
+    def __init__(self, client: Any, config: KubeConfig) -> None:
+        self.client, self.config = client, config
+        self._apis: dict[str, Any] = {}
+        self.closed = threading.Event()  # set on shutdown: stop retrying
+
+    def _api(self, cls: str) -> Any:
+        if cls not in self._apis:
+            self._apis[cls] = getattr(kubernetes.client, cls)(self.client)
+        return self._apis[cls]
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """`fn()` with backoff on transient failures, bounded by `retry_deadline_s`."""
+        deadline = time.monotonic() + self.config.retry_deadline_s
+        delay = 0.05
+        while True:
+            try:
+                return fn()
+            except kubernetes.client.ApiException as e:
+                err = _error(e)
+                if err.status not in TRANSIENT:
+                    raise err from None
+                last: str = str(err)
+            except (urllib3.exceptions.HTTPError, OSError) as e:
+                last = f"{type(e).__name__}: {e}"
+            if time.monotonic() + delay > deadline or self.closed.is_set():
+                raise Unavailable(503, "Unavailable", f"{what}: {last}")
+            log.warning("%s failed (%s); retrying in %.2fs", what, last, delay)
+            self.closed.wait(delay * (0.5 + random.random() / 2))
+            delay = min(delay * 2, self.config.retry_max_delay_s)
+
+    def _do(self, verb: str, resource: str, namespace: str | None, **kw: Any) -> Obj:
+        cls, suffix, namespaced = _RESOURCES[resource]
+        scope = "namespaced_" if namespaced and namespace is not None else ""
+        if verb == "list" and namespaced and namespace is None:
+            scope, suffix = "", f"{suffix}_for_all_namespaces"
+        fn = getattr(self._api(cls), f"{verb}_{scope}{suffix}")
+        if scope:
+            kw["namespace"] = namespace
+        kw.update(_preload_content=False, _request_timeout=self.config.request_timeout_s)
+
+        def once() -> Obj:
+            resp = fn(**kw)
+            return json.loads(resp.data) if resp.data else {}
+
+        return self._call(f"{verb} {resource} {kw.get('name', '')}".strip(), once)
+
+    # ---- verbs ----
+
+    def list(
+        self, resource: str, namespace: str | None = None, *, labels: str = "", fields: str = ""
+    ) -> tuple[list[Obj], str]:
+        """(items, resourceVersion of the list)."""
+        out = self._do(
+            "list",
+            resource,
+            namespace,
+            label_selector=labels or None,
+            field_selector=fields or None,
+        )
+        return list(out.get("items") or []), str(out["metadata"].get("resourceVersion", ""))
+
+    def get(self, resource: str, name: str, namespace: str | None = None) -> Obj | None:
+        try:
+            return self._do("read", resource, namespace, name=name)
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def create(self, resource: str, body: Obj, namespace: str | None = None) -> Obj:
+        """Raises ApiError(409) when the object exists."""
+        return self._do("create", resource, namespace, body=body)
+
+    def replace(self, resource: str, name: str, body: Obj, namespace: str | None = None) -> Obj:
+        """Raises ApiError(409) when `body`'s resourceVersion is stale."""
+        return self._do("replace", resource, namespace, name=name, body=body)
+
+    def patch(self, resource: str, name: str, body: Obj, namespace: str | None = None) -> Obj:
+        return self._do(
+            "patch", resource, namespace, name=name, body=body, _content_type=MERGE_PATCH
+        )
+
+    def delete(
+        self,
+        resource: str,
+        name: str,
+        namespace: str | None = None,
+        grace_period_s: int | None = None,
+    ) -> bool:
+        """False when it was already gone."""
+        try:
+            self._do(
+                "delete",
+                resource,
+                namespace,
+                name=name,
+                grace_period_seconds=grace_period_s,
+                propagation_policy="Background",
+            )
+            return True
+        except ApiError as e:
+            if e.status == 404:
+                return False
+            raise
+
+    def bind(self, namespace: str, pod: str, node: str) -> bool:
+        """Bind through pods/binding; False when the pod was already bound (409)."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        api = self._api("CoreV1Api")
+        try:
+            self._call(
+                f"bind pod {pod}",
+                lambda: api.create_namespaced_pod_binding(
+                    pod,
+                    namespace,
+                    body,
+                    _preload_content=False,
+                    _request_timeout=self.config.request_timeout_s,
+                ),
+            )
+            return True
+        except ApiError as e:
+            if e.status == 409:
+                return False
+            raise
+
+    def watch(
+        self, resource: str, resource_version: str, namespace: str | None = None
+    ) -> Iterator[Obj]:
+        """Watch events after `resource_version` (no retries: the reflector relists).
+        An expired version arrives as an ERROR event with a 410 Status, or as
+        ApiError(410)."""
+        cls, suffix, namespaced = _RESOURCES[resource]
+        api = self._api(cls)
+        if namespaced and namespace is None:
+            fn, kw = getattr(api, f"list_{suffix}_for_all_namespaces"), {}
+        elif namespaced:
+            fn, kw = getattr(api, f"list_namespaced_{suffix}"), {"namespace": namespace}
+        else:
+            fn, kw = getattr(api, f"list_{suffix}"), {}
+        timeout = self.config.watch_timeout_s
+        try:
+            resp = fn(
+                **kw,
+                watch=True,
+                resource_version=resource_version,
+                timeout_seconds=timeout,
+                allow_watch_bookmarks=True,
+                _preload_content=False,
+                _request_timeout=(self.config.request_timeout_s, timeout + 5),
+            )
+        except kubernetes.client.ApiException as e:
+            raise _error(e) from None
+        try:
+            buf = b""
+            for chunk in resp.stream(4096, decode_content=True):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            resp.release_conn()

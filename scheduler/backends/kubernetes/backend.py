@@ -1,0 +1,339 @@
+"""The Kubernetes cluster backend: Shoal's `ClusterBackend` on a real cluster.
+
+The scheduler loop calls it (only while its replica leads). Reads come from
+list-and-watch caches of Nodes and Pods; writes go to the API server with bounded
+retries and are idempotent: objects have deterministic names, 409 AlreadyExists on an
+object Shoal owns counts as success, and a pod already bound is never bound again. A
+background reconcile step binds fractional workers once their GPU's UUID is known,
+finishes launches a crash interrupted, reports failures as Events, releases unused GPU
+reservations and deletes finished jobs' objects after `finished_ttl_s`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from scheduler.backends import base
+from scheduler.backends.kubernetes import events, inventory, manifests, names, shares, status
+from scheduler.backends.kubernetes.api import ApiError, Kube, Unavailable
+from scheduler.backends.kubernetes.config import KubeConfig, api_client
+from scheduler.backends.kubernetes.reflector import Reflector
+from scheduler.core.model import Node, WorkerPlacement
+from scheduler.spec import Framework
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+
+class KubernetesBackend:
+    def __init__(
+        self,
+        config: KubeConfig | None = None,
+        *,
+        client: Any = None,
+        start: bool = True,
+        is_leader: Callable[[], bool] = lambda: True,
+        sync_timeout_s: float = 30.0,
+    ) -> None:
+        self.config = config or KubeConfig()
+        self.kube = Kube(client if client is not None else api_client(self.config), self.config)
+        self.node_cache = Reflector(self.kube, "nodes")
+        self.pod_cache = Reflector(self.kube, "pods")
+        self.events = events.Recorder(self.kube, self.config.event_component)
+        self.reservations = shares.Reservations(self.kube, self.config, self.events)
+        self.is_leader = is_leader
+        self.last_error: str | None = None
+        self._lock = threading.RLock()  # launch/stop/reconcile never interleave
+        self._closed = threading.Event()
+        self._reported: set[str] = set()  # pod uids whose failure has an Event
+        self._bound: set[str] = set()  # pod uids this process bound (the cache may lag)
+        self._finished_since: dict[str, float] = {}
+        self._thread: threading.Thread | None = None
+        if start:
+            self.start(sync_timeout_s)
+
+    # ---- lifecycle ----
+
+    def start(self, sync_timeout_s: float = 30.0) -> None:
+        """Start the caches (and the reconcile thread); wait for their first list."""
+        self.node_cache.start()
+        self.pod_cache.start()
+        for cache in (self.node_cache, self.pod_cache):
+            if not cache.wait_synced(sync_timeout_s):
+                raise Unavailable(
+                    503, "Unavailable", f"could not list {cache.resource}: {cache.last_error}"
+                )
+        if self._thread is None and self.config.reconcile_interval_s > 0:
+            self._thread = threading.Thread(
+                target=self._run, name="shoal-kube-reconcile", daemon=True
+            )
+            self._thread.start()
+
+    def close(self) -> None:
+        self._closed.set()
+        self.kube.closed.set()
+        self.node_cache.stop()
+        self.pod_cache.stop()
+
+    def errors(self) -> dict[str, str]:
+        """What is failing now (empty when healthy): caches and the reconcile step."""
+        out = {c.resource: c.last_error for c in (self.node_cache, self.pod_cache)}
+        out["reconcile"] = self.last_error
+        return {k: v for k, v in out.items() if v}
+
+    # ---- ClusterBackend ----
+
+    def nodes(self) -> list[Node]:
+        return inventory.schedulable_nodes(
+            self.node_cache.items(), self.pod_cache.items(), self.config.tolerations
+        )
+
+    def excluded_nodes(self) -> dict[str, str]:
+        """node -> why Shoal does not offer it (cordoned, a taint, NotReady)."""
+        out = {}
+        for n in self.node_cache.items():
+            reason = inventory.unschedulable_reason(n, self.config.tolerations)
+            if reason:
+                out[n["metadata"]["name"]] = reason
+        return out
+
+    def launch(self, request: base.LaunchRequest) -> None:
+        ns, req = self.config.namespace, request
+        stem = names.job_base(req.job_id, req.spec.name)
+        hosts = [
+            f"{names.pod_name(stem, req.attempt, p.worker)}.{stem}.{ns}.svc"
+            for p in sorted(req.placements, key=lambda p: p.worker)
+        ]
+        with self._lock:
+            self._ensure("services", manifests.service(req, stem, ns), req.job_id)
+            if req.spec.framework is Framework.MPI:
+                self._ensure("configmaps", manifests.hostfile(req, stem, ns, hosts), req.job_id)
+            for p in req.placements:
+                if manifests.is_fractional(p):
+                    self.reservations.ensure(p.node, p.gpus[0])
+            pods = [
+                self._ensure(
+                    "pods", manifests.worker_pod(req, p, stem, ns, hosts, self.config), req.job_id
+                )
+                for p in req.placements
+            ]
+            for pod in pods:
+                self._bind_if_ready(pod)
+            if pods:
+                where = ", ".join(sorted({p.node for p in req.placements}))
+                self.events.emit(
+                    pods[0],
+                    "Launched",
+                    f"attempt {req.attempt} of job {req.job_id}: {len(pods)} worker(s) on {where}",
+                )
+
+    def stop(self, job_id: str, grace_period_s: float, *, reason: str = "Stopped") -> None:
+        """Delete the job's pods with the grace period (the kubelet sends SIGTERM, then
+        SIGKILL), after setting `shoal.dev/preempted` (a file in the pod); then its
+        Service and ConfigMaps, and any GPU reservation it was the last share of."""
+        with self._lock:
+            pods = self._job_pods(job_id)
+            used = {names.labels_of(p).get(names.RESERVATION) for p in pods} - {None}
+            for pod in pods:
+                meta = pod["metadata"]
+                if meta.get("deletionTimestamp"):
+                    continue
+                self._patch_quietly(pod, {names.PREEMPTED: "1"})
+                self.events.emit(
+                    pod,
+                    reason,
+                    f"stopping worker (grace {grace_period_s:.0f}s)",
+                    events.WARNING if reason == "Preempted" else events.NORMAL,
+                )
+                self.kube.delete(
+                    "pods", meta["name"], meta["namespace"], grace_period_s=int(grace_period_s)
+                )
+            self._delete_job_objects(job_id)
+            for name in sorted(str(u) for u in used):
+                self.reservations.release_if_unused(name)
+
+    def workers(self) -> list[base.WorkerStatus]:
+        out = [status.worker_status(p) for p in self.pod_cache.items() if status.is_worker(p)]
+        return sorted(out, key=lambda w: (w.job_id, w.attempt, w.worker))
+
+    # ---- start-up and foreign pods ----
+
+    def allocations(self) -> dict[str, status.Allocation]:
+        """job id -> what it holds now, rebuilt from pods (for the loop at start-up)."""
+        return status.allocations(self.pod_cache.items())
+
+    def foreign_pods(self) -> list[status.ForeignPod]:
+        """Pending pods Shoal did not create that name it as their scheduler."""
+        found = (status.foreign_pod(p, self.config.scheduler_name) for p in self.pod_cache.items())
+        return sorted((f for f in found if f), key=lambda f: (f.namespace, f.name))
+
+    def bind(self, pod: status.ForeignPod, placement: WorkerPlacement) -> bool:
+        """Adopt a foreign pod as the single worker of job `pod.job_id` and bind it.
+        False: it is fractional and waits for its GPU's UUID (reconcile binds it)."""
+        ann = {
+            names.JOB_ID: pod.job_id,
+            names.NODE: placement.node,
+            names.GPUS: names.gpus_text(placement.gpus),
+        }
+        patch: Obj = {"metadata": {"annotations": ann}}
+        with self._lock:
+            if manifests.is_fractional(placement):
+                ann[names.GPU_FRACTION] = f"{placement.fraction:.4f}"
+                ann[names.ENFORCEMENT] = str(base.Enforcement.ADVISORY)
+                res = self.reservations.ensure(placement.node, placement.gpus[0])
+                patch["metadata"]["labels"] = {names.RESERVATION: res["metadata"]["name"]}
+            updated = self.kube.patch("pods", pod.name, patch, pod.namespace)
+            return self._bind_if_ready(updated)
+
+    # ---- reconcile ----
+
+    def reconcile(self) -> None:
+        """One pass of the background upkeep (safe to call from the loop too)."""
+        if not self.is_leader():
+            return
+        with self._lock:
+            pods = self.pod_cache.items()
+            for pod in pods:
+                if not status.is_worker(pod) or pod["metadata"].get("deletionTimestamp"):
+                    continue
+                if not pod["spec"].get("nodeName") and pod["metadata"]["uid"] not in self._bound:
+                    # A fraction's UUID came, or a crash interrupted a launch. The cache
+                    # may lag behind our own binding: read the pod again first.
+                    live = self.kube.get(
+                        "pods", pod["metadata"]["name"], pod["metadata"]["namespace"]
+                    )
+                    if live and not live["metadata"].get("deletionTimestamp"):
+                        self._bind_if_ready(live)
+                elif (pod.get("status") or {}).get("phase") == "Failed":
+                    self._report_failure(pod)
+            self.reservations.sweep(pods)
+            self._expire_finished(pods)
+            self._bound &= {p["metadata"].get("uid", "") for p in pods}
+
+    def _run(self) -> None:
+        while not self._closed.wait(self.config.reconcile_interval_s):
+            try:
+                self.reconcile()
+                self.last_error = None
+            except Exception as e:  # keep upkeep going; say what fails
+                self.last_error = f"{type(e).__name__}: {e}"
+                log.warning("reconcile failed: %s", self.last_error)
+
+    # ---- helpers ----
+
+    def _ensure(self, resource: str, body: Obj, job_id: str) -> Obj:
+        """Create `body`; if it exists and Shoal made it for this job, that is success."""
+        meta = body["metadata"]
+        try:
+            return self.kube.create(resource, body, meta["namespace"])
+        except ApiError as e:
+            if e.status != 409:
+                raise
+        found = self.kube.get(resource, meta["name"], meta["namespace"])
+        if found is None:
+            return self.kube.create(resource, body, meta["namespace"])
+        if not names.is_managed(found) or names.annotations_of(found).get(names.JOB_ID) != job_id:
+            raise ApiError(
+                409,
+                "Conflict",
+                f"{resource} {meta['namespace']}/{meta['name']} "
+                "exists and does not belong to this job",
+            )
+        return found
+
+    def _bind_if_ready(self, pod: Obj) -> bool:
+        """Bind to the annotated node; a fraction first gets its reservation's UUID."""
+        meta = pod["metadata"]
+        if pod["spec"].get("nodeName") or meta.get("uid") in self._bound:
+            return True
+        ann, node = names.annotations_of(pod), names.annotations_of(pod).get(names.NODE, "")
+        if names.GPU_FRACTION in ann and not ann.get(names.GPU_UUID):
+            uuid = self.reservations.uuid(names.labels_of(pod).get(names.RESERVATION, ""))
+            if not uuid:
+                return False
+            self.kube.patch(
+                "pods",
+                meta["name"],
+                {"metadata": {"annotations": {names.GPU_UUID: uuid}}},
+                meta["namespace"],
+            )
+        bound = self.kube.bind(meta["namespace"], meta["name"], node)
+        self._bound.add(meta.get("uid", ""))
+        if bound:
+            self.events.emit(
+                pod,
+                "Scheduled",
+                f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}",
+            )
+        return True
+
+    def _job_pods(self, job_id: str) -> list[Obj]:
+        if job_id.startswith("pod:"):  # an adopted foreign pod
+            ns, _, name = job_id[4:].partition("/")
+            pod = self.kube.get("pods", name, ns)
+            return [pod] if pod else []
+        pods, _ = self.kube.list(
+            "pods", self.config.namespace, labels=f"{names.JOB}={names.label_value(job_id)}"
+        )
+        return [p for p in pods if names.annotations_of(p).get(names.JOB_ID) == job_id]
+
+    def _delete_job_objects(self, job_id: str) -> None:
+        selector = f"{names.JOB}={names.label_value(job_id)},{names.MANAGED_BY}={names.SHOAL}"
+        for resource in ("services", "configmaps"):
+            items, _ = self.kube.list(resource, self.config.namespace, labels=selector)
+            for obj in items:
+                if names.annotations_of(obj).get(names.JOB_ID) == job_id:
+                    self.kube.delete(resource, obj["metadata"]["name"], self.config.namespace)
+
+    def _patch_quietly(self, pod: Obj, ann: dict[str, str]) -> None:
+        try:
+            self.kube.patch(
+                "pods",
+                pod["metadata"]["name"],
+                {"metadata": {"annotations": ann}},
+                pod["metadata"]["namespace"],
+            )
+        except ApiError as e:  # the signal is a courtesy; deletion is what counts
+            log.info("could not annotate %s: %s", pod["metadata"]["name"], e)
+
+    def _report_failure(self, pod: Obj) -> None:
+        uid = pod["metadata"].get("uid", pod["metadata"]["name"])
+        if uid in self._reported:
+            return
+        self._reported.add(uid)
+        w = status.worker_status(pod)
+        self.events.emit(
+            pod,
+            "WorkerFailed",
+            f"worker {w.worker} of job {w.job_id} failed (exit code {w.exit_code}): {w.message}",
+            events.WARNING,
+        )
+
+    def _expire_finished(self, pods: list[Obj]) -> None:
+        ttl = self.config.finished_ttl_s
+        if ttl is None:
+            return
+        by_job: dict[str, list[Obj]] = {}
+        for p in pods:
+            if status.is_worker(p) and names.is_managed(p):
+                by_job.setdefault(names.annotations_of(p)[names.JOB_ID], []).append(p)
+        now = time.monotonic()
+        for job, group in by_job.items():
+            if any((p.get("status") or {}).get("phase") not in inventory.TERMINAL for p in group):
+                self._finished_since.pop(job, None)
+                continue
+            since = self._finished_since.setdefault(job, now)
+            if now - since >= ttl:
+                log.info("deleting finished job %s's objects (ttl %.0fs)", job, ttl)
+                for p in group:
+                    self.kube.delete("pods", p["metadata"]["name"], p["metadata"]["namespace"])
+                self._delete_job_objects(job)
+                self._finished_since.pop(job, None)
+
+
+if TYPE_CHECKING:  # mypy checks that the backend satisfies the shared interface
+    _conforms: type[base.ClusterBackend] = KubernetesBackend

@@ -1,0 +1,137 @@
+"""Node inventory: Kubernetes Node and Pod objects in, `core.model.Node`s out (pure).
+
+A node is offered to Shoal when it is Ready, not cordoned, and every NoSchedule /
+NoExecute taint on it is tolerated by the configured tolerations. Its capacity is the
+allocatable CPU, memory and `nvidia.com/gpu`, less what pods Shoal did not place request
+(non-terminal pods bound to it): Shoal's own pods are accounted by the scheduler loop from
+its placements, so subtracting them here would count them twice. GPU model and memory
+come from GPU Feature Discovery labels; `shoal.dev/gpu-model` on a node overrides the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from kubernetes.utils import quantity
+
+from scheduler.backends.kubernetes import names
+from scheduler.core.model import Node
+
+Obj = dict[str, Any]
+GPU = "nvidia.com/gpu"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB
+MODEL_OVERRIDE = "shoal.dev/gpu-model"
+TERMINAL = ("Succeeded", "Failed")
+
+
+def _q(value: Any) -> Decimal:
+    try:
+        return Decimal(quantity.parse_quantity(value))  # type: ignore[no-untyped-call]
+    except (ValueError, TypeError, ArithmeticError):
+        return Decimal(0)
+
+
+def is_ready(node: Obj) -> bool:
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+def _tolerates(tol: Mapping[str, str], taint: Mapping[str, str]) -> bool:
+    if tol.get("effect") and tol.get("effect") != taint.get("effect"):
+        return False
+    if tol.get("operator") == "Exists":
+        return not tol.get("key") or tol.get("key") == taint.get("key")
+    return tol.get("key") == taint.get("key") and tol.get("value", "") == taint.get("value", "")
+
+
+def unschedulable_reason(node: Obj, tolerations: Sequence[Mapping[str, str]]) -> str | None:
+    """Why Shoal may not place on `node`, or None."""
+    spec = node.get("spec") or {}
+    if spec.get("unschedulable"):
+        return "cordoned"
+    for taint in spec.get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(
+            _tolerates(t, taint) for t in tolerations
+        ):
+            return f"taint {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')}"
+    if not is_ready(node):
+        return "NotReady"
+    return None
+
+
+def pod_requests(pod: Obj) -> tuple[int, int, int]:
+    """(cpu milli, memory MiB, whole GPUs) a pod holds: the larger of its containers' sum
+    and its largest init container, as kube-scheduler counts; a limit without a request
+    counts as the request (the API server defaults it so)."""
+
+    def one(c: Obj) -> tuple[Decimal, Decimal, Decimal]:
+        res = c.get("resources") or {}
+        req = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        return _q(req.get("cpu", 0)), _q(req.get("memory", 0)), _q(req.get(GPU, 0))
+
+    spec = pod.get("spec") or {}
+    main = [one(c) for c in spec.get("containers") or []]
+    init = [one(c) for c in spec.get("initContainers") or []]
+    totals = [sum((m[i] for m in main), Decimal(0)) for i in range(3)]
+    for i in range(3):
+        totals[i] = max([totals[i], *(c[i] for c in init)])
+    cpu, mem, gpu = totals
+    return int(cpu * 1000), int(mem / (1024 * 1024)), int(gpu)
+
+
+def holds_resources(pod: Obj) -> bool:
+    """Bound and not finished (a pod being deleted still holds its resources)."""
+    return bool((pod.get("spec") or {}).get("nodeName")) and (
+        (pod.get("status") or {}).get("phase") not in TERMINAL
+    )
+
+
+def foreign_usage(pods: Iterable[Obj]) -> dict[str, tuple[int, int, int]]:
+    """node -> (cpu milli, memory MiB, GPUs) requested by pods Shoal did not place."""
+    used: dict[str, tuple[int, int, int]] = {}
+    for pod in pods:
+        if not holds_resources(pod) or names.is_shoal_placed(pod):
+            continue
+        node = pod["spec"]["nodeName"]
+        c, m, g = pod_requests(pod)
+        uc, um, ug = used.get(node, (0, 0, 0))
+        used[node] = (uc + c, um + m, ug + g)
+    return used
+
+
+def to_node(node: Obj, used: tuple[int, int, int] = (0, 0, 0)) -> Node:
+    """The capacity Shoal may use on one node (never negative)."""
+    meta, alloc = node["metadata"], (node.get("status") or {}).get("allocatable") or {}
+    labels = meta.get("labels") or {}
+    cpu = int(_q(alloc.get("cpu", 0)) * 1000) - used[0]
+    mem = int(_q(alloc.get("memory", 0)) / (1024 * 1024)) - used[1]
+    gpus = int(_q(alloc.get(GPU, 0))) - used[2]
+    try:
+        gpu_mem = int(labels.get(MEMORY_LABEL, "0"))
+    except ValueError:
+        gpu_mem = 0
+    return Node(
+        name=meta["name"],
+        cpu_milli=max(cpu, 0),
+        memory_mib=max(mem, 0),
+        gpu_count=max(gpus, 0),
+        gpu_model=labels.get(MODEL_OVERRIDE) or labels.get(PRODUCT_LABEL, ""),
+        gpu_memory_mib=gpu_mem,
+    )
+
+
+def schedulable_nodes(
+    nodes: Iterable[Obj], pods: Iterable[Obj], tolerations: Sequence[Mapping[str, str]]
+) -> list[Node]:
+    used = foreign_usage(pods)
+    out = [
+        to_node(n, used.get(n["metadata"]["name"], (0, 0, 0)))
+        for n in nodes
+        if unschedulable_reason(n, tolerations) is None
+    ]
+    return sorted(out, key=lambda n: n.name)

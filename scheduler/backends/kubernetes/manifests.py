@@ -1,0 +1,254 @@
+"""The objects one launch creates, as plain JSON dicts (pure; validated by the tests
+against the official schemas): a headless Service, an MPI hostfile ConfigMap, worker
+pods, and the reservation pod that holds a shared GPU through the device plugin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from scheduler.backends import base
+from scheduler.backends.kubernetes import names
+from scheduler.backends.kubernetes.config import KubeConfig
+from scheduler.core.model import EPS, WorkerPlacement
+from scheduler.spec import Framework
+
+Obj = dict[str, Any]
+OWNER_UID = "SHOAL_TRAININGJOB_UID"  # extra_env keys the loop sets for CR-backed jobs
+OWNER_NAME = "SHOAL_TRAININGJOB_NAME"
+PREEMPT_FILE = "/etc/shoal/podinfo/preempted"
+GPU = "nvidia.com/gpu"
+
+
+def is_fractional(p: WorkerPlacement) -> bool:
+    return len(p.gpus) == 1 and p.fraction < 1 - EPS
+
+
+def owner_refs(req: base.LaunchRequest) -> list[Obj]:
+    uid = req.extra_env.get(OWNER_UID)
+    if not uid:
+        return []
+    return [
+        {
+            "apiVersion": "shoal.dev/v1alpha1",
+            "kind": "TrainingJob",
+            "name": req.extra_env.get(OWNER_NAME, req.spec.name),
+            "uid": uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def job_labels(req: base.LaunchRequest, base_name: str, component: str) -> dict[str, str]:
+    return {
+        names.NAME: "shoal",
+        names.INSTANCE: base_name,
+        names.COMPONENT: component,
+        names.MANAGED_BY: names.SHOAL,
+        names.JOB: names.label_value(req.job_id),
+        names.QUEUE: req.spec.queue,
+        names.ATTEMPT: str(req.attempt),
+    }
+
+
+def _meta(
+    name: str,
+    ns: str,
+    labels: Mapping[str, str],
+    req: base.LaunchRequest,
+    annotations: Mapping[str, str] | None = None,
+) -> Obj:
+    meta: Obj = {
+        "name": name,
+        "namespace": ns,
+        "labels": dict(labels),
+        "annotations": {names.JOB_ID: req.job_id, **(annotations or {})},
+    }
+    if refs := owner_refs(req):
+        meta["ownerReferences"] = refs
+    return meta
+
+
+def service(req: base.LaunchRequest, base_name: str, ns: str) -> Obj:
+    labels = job_labels(req, base_name, names.RENDEZVOUS)
+    labels.pop(names.ATTEMPT)  # one Service serves every attempt
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(base_name, ns, labels, req),
+        "spec": {
+            "clusterIP": "None",
+            "selector": {names.JOB: names.label_value(req.job_id), names.COMPONENT: names.WORKER},
+            "publishNotReadyAddresses": True,  # rendezvous happens before readiness
+            "ports": [{"name": "rendezvous", "port": base.MASTER_PORT}],
+        },
+    }
+
+
+def hostfile(req: base.LaunchRequest, base_name: str, ns: str, hosts: Sequence[str]) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(
+            names.hostfile_name(base_name, req.attempt),
+            ns,
+            job_labels(req, base_name, names.HOSTFILE),
+            req,
+        ),
+        "data": {"hostfile": "".join(f"{h} slots=1\n" for h in hosts)},
+    }
+
+
+def worker_pod(
+    req: base.LaunchRequest,
+    p: WorkerPlacement,
+    base_name: str,
+    ns: str,
+    hosts: Sequence[str],
+    config: KubeConfig,
+) -> Obj:
+    """One worker. Whole GPUs: `nvidia.com/gpu: N` (the device plugin then picks and
+    exposes them). A fraction: no GPU request; NVIDIA_VISIBLE_DEVICES comes from the
+    pod's `shoal.dev/gpu-uuid` annotation, which Shoal sets from the reservation pod
+    before it binds the worker (the kubelet resolves it when the container starts)."""
+    spec = req.spec
+    name = names.pod_name(base_name, req.attempt, p.worker)
+    frac = is_fractional(p)
+    env = base.worker_env(spec, p, hosts, job_id=req.job_id, attempt=req.attempt)
+    env.update({k: v for k, v in req.extra_env.items() if k not in (OWNER_UID, OWNER_NAME)})
+    env["SHOAL_PREEMPT_FILE"] = PREEMPT_FILE
+    if p.gpus and not frac:
+        env.pop("NVIDIA_VISIBLE_DEVICES")  # the device plugin sets it
+    env_list: list[Obj] = [
+        {"name": k, "value": v}
+        for k, v in sorted(env.items())
+        if not (frac and k == "NVIDIA_VISIBLE_DEVICES")
+    ]
+    if frac:
+        env_list.append(
+            {
+                "name": "NVIDIA_VISIBLE_DEVICES",
+                "valueFrom": {
+                    "fieldRef": {"fieldPath": f"metadata.annotations['{names.GPU_UUID}']"}
+                },
+            }
+        )
+    requests: Obj = {"cpu": f"{spec.cpu_milli}m", "memory": f"{spec.memory_mib}Mi"}
+    limits: Obj = {"memory": f"{spec.memory_mib}Mi"}
+    if p.gpus and not frac:
+        requests[GPU] = limits[GPU] = str(len(p.gpus))
+    labels = job_labels(req, base_name, names.WORKER)
+    labels[names.WORKER_INDEX] = str(p.worker)
+    ann = {
+        names.NODE: p.node,
+        names.GPUS: names.gpus_text(p.gpus),
+        names.WORKERS: str(len(req.placements)),
+    }
+    if frac:
+        ann[names.GPU_FRACTION] = f"{p.fraction:.4f}"
+        ann[names.ENFORCEMENT] = str(base.Enforcement.ADVISORY)
+        labels[names.RESERVATION] = names.reservation_name(p.node, p.gpus[0])
+    ports = [{"name": "rendezvous", "containerPort": base.MASTER_PORT}]
+    if spec.framework is Framework.TENSORFLOW:
+        ports.append({"name": "tf", "containerPort": base.MASTER_PORT + 1 + p.worker})
+    container: Obj = {
+        "name": "worker",
+        "image": spec.image,
+        "env": env_list,
+        "ports": ports,
+        "resources": {"requests": requests, "limits": limits},
+        "securityContext": dict(config.security_context),
+        "volumeMounts": [{"name": "podinfo", "mountPath": "/etc/shoal/podinfo"}],
+    }
+    if spec.command:
+        container["command"] = list(spec.command)
+    if spec.args:
+        container["args"] = list(spec.args)
+    preempted = {"fieldPath": f"metadata.annotations['{names.PREEMPTED}']"}
+    volumes: list[Obj] = [
+        {
+            "name": "podinfo",
+            "downwardAPI": {"items": [{"path": "preempted", "fieldRef": preempted}]},
+        }
+    ]
+    if spec.framework is Framework.MPI:
+        container["volumeMounts"].append(
+            {"name": "hostfile", "mountPath": "/etc/shoal/hostfile", "subPath": "hostfile"}
+        )
+        volumes.append(
+            {"name": "hostfile", "configMap": {"name": names.hostfile_name(base_name, req.attempt)}}
+        )
+    pod_spec: Obj = {
+        "schedulerName": config.scheduler_name,
+        "restartPolicy": "Never",  # Shoal retries with a new attempt (backoffLimit)
+        "hostname": name,
+        "subdomain": base_name,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": spec.termination_grace_period_seconds,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if config.tolerations:
+        pod_spec["tolerations"] = [dict(t) for t in config.tolerations]
+    if config.service_account:
+        pod_spec["serviceAccountName"] = config.service_account
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _meta(name, ns, labels, req, ann),
+        "spec": pod_spec,
+    }
+
+
+def reservation_pod(node: str, gpu: int, config: KubeConfig) -> Obj:
+    """Holds one physical GPU for fractional workers and reports its UUID."""
+    name = names.reservation_name(node, gpu)
+    field = {"fieldRef": {"fieldPath": "metadata.name"}}
+    spec: Obj = {
+        "schedulerName": config.scheduler_name,
+        "restartPolicy": "Always",
+        "serviceAccountName": config.reserve_service_account,
+        "terminationGracePeriodSeconds": 5,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [
+            {
+                "name": "reserve",
+                "image": config.reserve_image,
+                "command": ["shoal", "reserve"],
+                "env": [
+                    {"name": "POD_NAME", "valueFrom": field},
+                    {
+                        "name": "POD_NAMESPACE",
+                        "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+                    },
+                ],
+                "resources": {
+                    "requests": {"cpu": "10m", "memory": "64Mi", GPU: "1"},
+                    "limits": {"memory": "64Mi", GPU: "1"},
+                },
+                "securityContext": dict(config.security_context),
+            }
+        ],
+    }
+    if config.tolerations:
+        spec["tolerations"] = [dict(t) for t in config.tolerations]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": config.namespace,
+            "labels": {
+                names.NAME: "shoal",
+                names.COMPONENT: names.RESERVATION_COMPONENT,
+                names.MANAGED_BY: names.SHOAL,
+                names.NODE_LABEL: names.label_value(node),
+                names.GPU_INDEX: str(gpu),
+            },
+            "annotations": {names.NODE: node, names.GPUS: str(gpu)},
+        },
+        "spec": spec,
+    }

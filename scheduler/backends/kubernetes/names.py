@@ -1,0 +1,111 @@
+"""Deterministic object names, and the labels and annotations Shoal puts on objects.
+
+Names are a pure function of (job, attempt, worker) so a repeat of a launch after a
+crash finds the objects it made before (409 AlreadyExists) instead of making more.
+Labels select; annotations carry the placement back when the scheduler restarts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+Obj = dict[str, Any]
+DOMAIN = "shoal.dev"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+COMPONENT = "app.kubernetes.io/component"
+INSTANCE = "app.kubernetes.io/instance"
+NAME = "app.kubernetes.io/name"
+JOB = f"{DOMAIN}/job"
+QUEUE = f"{DOMAIN}/queue"
+WORKER_INDEX = f"{DOMAIN}/worker-index"
+ATTEMPT = f"{DOMAIN}/attempt"
+RESERVATION = f"{DOMAIN}/reservation"  # label: the reservation pod a share runs on
+NODE_LABEL = f"{DOMAIN}/node"
+GPU_INDEX = f"{DOMAIN}/gpu-index"
+# annotations
+JOB_ID = f"{DOMAIN}/job-id"
+NODE = f"{DOMAIN}/node"
+GPUS = f"{DOMAIN}/gpus"
+GPU_FRACTION = f"{DOMAIN}/gpu-fraction"
+GPU_MEMORY = f"{DOMAIN}/gpu-memory"
+GPU_UUID = f"{DOMAIN}/gpu-uuid"
+ENFORCEMENT = f"{DOMAIN}/gpu-enforcement"
+PREEMPTED = f"{DOMAIN}/preempted"
+WORKERS = f"{DOMAIN}/workers"
+FINISHED_AT = f"{DOMAIN}/finished-at"
+
+SHOAL = "shoal"
+WORKER, RESERVATION_COMPONENT, RENDEZVOUS, HOSTFILE = (
+    "worker",
+    "gpu-reservation",
+    "rendezvous",
+    "hostfile",
+)
+
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+def _h(text: str, n: int = 6) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def _dns(text: str, limit: int) -> str:
+    s = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:limit].rstrip("-")
+    return s if s and s[0].isalpha() else f"x{s}"[:limit]
+
+
+def job_base(job_id: str, job_name: str) -> str:
+    """The stem of a job's object names: the id itself when it is a short DNS label
+    starting with a letter (a Service name must), else the job name plus a hash."""
+    if len(job_id) <= 40 and _DNS_LABEL.match(job_id):
+        return job_id
+    return f"{_dns(job_name, 33)}-{_h(job_id)}"
+
+
+def pod_name(base: str, attempt: int, worker: int) -> str:
+    return f"{base}-a{attempt}-w{worker}"
+
+
+def hostfile_name(base: str, attempt: int) -> str:
+    return f"{base}-a{attempt}-hostfile"
+
+
+def reservation_name(node: str, gpu: int) -> str:
+    """`shoal-gpu-{node}-g{index}`; long or dotted node names are shortened with a hash."""
+    short = _dns(node, 36)
+    if short != node:
+        short = f"{_dns(node, 29)}-{_h(node)}"
+    return f"shoal-gpu-{short}-g{gpu}"
+
+
+def label_value(text: str) -> str:
+    """`text` if it is a valid label value, else a stable hash of it."""
+    return text if len(text) <= 63 and _LABEL_VALUE.match(text) else f"h-{_h(text, 20)}"
+
+
+def labels_of(obj: Obj) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def annotations_of(obj: Obj) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def is_managed(obj: Obj) -> bool:
+    return labels_of(obj).get(MANAGED_BY) == SHOAL
+
+
+def is_shoal_placed(pod: Obj) -> bool:
+    """Created by Shoal, or a foreign pod Shoal adopted and bound (it carries a job id)."""
+    return is_managed(pod) or JOB_ID in annotations_of(pod)
+
+
+def gpus_text(gpus: tuple[int, ...]) -> str:
+    return ",".join(str(g) for g in gpus)
+
+
+def parse_gpus(text: str) -> tuple[int, ...]:
+    return tuple(int(g) for g in text.split(",") if g.strip().isdigit())

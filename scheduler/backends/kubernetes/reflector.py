@@ -1,0 +1,131 @@
+"""List-then-watch caches of cluster objects, kept fresh by a background thread.
+
+A `Reflector` lists a resource, then watches from the list's resourceVersion, applying
+ADDED/MODIFIED/DELETED to an in-memory map. A watch that ends (server timeout) resumes
+from the last version seen; an expired version (410 Gone, as an HTTP status or an ERROR
+event) triggers a fresh list; other failures back off (bounded) and relist. The
+backend keeps one reflector for Nodes and one for Pods in all namespaces.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from typing import Any
+
+from scheduler.backends.kubernetes.api import ApiError, Kube
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old: list again."""
+
+
+def key_of(obj: Obj) -> str:
+    meta = obj["metadata"]
+    ns = meta.get("namespace") or ""
+    return f"{ns}/{meta['name']}" if ns else str(meta["name"])
+
+
+class Reflector:
+    def __init__(self, kube: Kube, resource: str, max_backoff_s: float = 5.0) -> None:
+        self.kube, self.resource, self.max_backoff_s = kube, resource, max_backoff_s
+        self._items: dict[str, Obj] = {}
+        self._lock = threading.Lock()
+        self._synced = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.resource_version = ""
+        self.last_error: str | None = None
+        self.relists = 0
+
+    # ---- reading ----
+
+    def items(self) -> list[Obj]:
+        """A copy of the cached objects (callers may keep or mutate it)."""
+        with self._lock:
+            return [copy.deepcopy(o) for o in self._items.values()]
+
+    def get(self, key: str) -> Obj | None:
+        with self._lock:
+            obj = self._items.get(key)
+            return copy.deepcopy(obj) if obj else None
+
+    def wait_synced(self, timeout_s: float) -> bool:
+        return self._synced.wait(timeout_s)
+
+    # ---- running ----
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name=f"shoal-reflector-{self.resource}", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def relist(self) -> None:
+        items, rv = self.kube.list(self.resource)
+        with self._lock:
+            self._items = {key_of(o): o for o in items}
+            self.resource_version = rv
+        self.relists += 1
+        self._synced.set()
+
+    def _run(self) -> None:
+        backoff = 0.1
+        need_list = True
+        while not self._stop.is_set():
+            try:
+                if need_list:
+                    self.relist()
+                    need_list = False
+                self._watch_once()
+                backoff, self.last_error = 0.1, None
+            except Gone:
+                log.info("%s watch expired at %s; relisting", self.resource, self.resource_version)
+                need_list = True
+            except Exception as e:  # keep the cache alive whatever happens; say why
+                self.last_error = f"{type(e).__name__}: {e}"
+                log.warning(
+                    "%s watch failed: %s; retrying in %.1fs",
+                    self.resource,
+                    self.last_error,
+                    backoff,
+                )
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, self.max_backoff_s)
+                need_list = True  # events may have been missed: rebuild from a list
+
+    def _watch_once(self) -> None:
+        try:
+            for event in self.kube.watch(self.resource, self.resource_version):
+                if self._stop.is_set():
+                    return
+                self._apply(event)
+        except ApiError as e:
+            if e.status == 410:
+                raise Gone() from None
+            raise
+
+    def _apply(self, event: Obj) -> None:
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise Gone()
+            raise ApiError(
+                int(obj.get("code") or 500), str(obj.get("reason")), str(obj.get("message"))
+            )
+        rv = str(obj.get("metadata", {}).get("resourceVersion", ""))
+        with self._lock:
+            if kind in ("ADDED", "MODIFIED"):
+                self._items[key_of(obj)] = obj
+            elif kind == "DELETED":
+                self._items.pop(key_of(obj), None)
+            if rv:  # BOOKMARK carries only a version
+                self.resource_version = rv

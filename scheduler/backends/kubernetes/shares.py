@@ -1,0 +1,98 @@
+"""Reservation pods: how fractional workers share one physical GPU.
+
+A reservation pod per shared (node, GPU index) requests `nvidia.com/gpu: 1`, so the
+device plugin allocates a real GPU to it and no other pod gets that GPU; its `shoal
+reserve` process writes the GPU's UUID into the pod's `shoal.dev/gpu-uuid` annotation.
+Fractional workers request no GPU, carry the label `shoal.dev/reservation=<pod>`, and
+are bound once that UUID is known. A reservation is deleted when no live worker uses it
+any more (at once from `stop`, and by the periodic sweep for any left behind).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+from scheduler.backends.kubernetes import events, inventory, manifests, names
+from scheduler.backends.kubernetes.api import ApiError, Kube
+from scheduler.backends.kubernetes.config import KubeConfig
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+
+def _age_s(obj: Obj) -> float:
+    created = obj["metadata"].get("creationTimestamp")
+    if not created:
+        return 0.0
+    t = dt.datetime.fromisoformat(str(created).replace("Z", "+00:00"))
+    return (dt.datetime.now(dt.UTC) - t).total_seconds()
+
+
+def is_reservation(pod: Obj) -> bool:
+    return names.is_managed(pod) and (
+        names.labels_of(pod).get(names.COMPONENT) == names.RESERVATION_COMPONENT
+    )
+
+
+class Reservations:
+    def __init__(self, kube: Kube, config: KubeConfig, recorder: events.Recorder) -> None:
+        self.kube, self.config, self.events = kube, config, recorder
+
+    def ensure(self, node: str, gpu: int) -> Obj:
+        """The reservation pod for (node, gpu), created and bound if need be."""
+        body = manifests.reservation_pod(node, gpu, self.config)
+        name, ns = body["metadata"]["name"], self.config.namespace
+        try:
+            pod = self.kube.create("pods", body, ns)
+        except ApiError as e:
+            if e.status != 409:
+                raise
+            pod = self._existing(node, gpu)
+        if not (pod.get("spec") or {}).get("nodeName") and self.kube.bind(ns, name, node):
+            self.events.emit(pod, "Scheduled", f"Reserved GPU {gpu} of {node} for shared use")
+        return pod
+
+    def _existing(self, node: str, gpu: int) -> Obj:
+        name = names.reservation_name(node, gpu)
+        found = self.kube.get("pods", name, self.config.namespace)
+        if found is None:  # deleted in between: make it again
+            return self.ensure(node, gpu)
+        if not is_reservation(found):
+            raise ApiError(409, "Conflict", f"pod {name} exists and is not Shoal's")
+        return found
+
+    def uuid(self, name: str) -> str | None:
+        """The GPU UUID the reservation reported, or None while it has not yet."""
+        pod = self.kube.get("pods", name, self.config.namespace)
+        return names.annotations_of(pod).get(names.GPU_UUID) if pod else None
+
+    def release_if_unused(self, name: str, min_age_s: float = 0.0) -> bool:
+        """Delete the reservation when no worker that still holds resources uses it
+        (a worker being deleted still does: its processes may still run on the GPU)."""
+        ns = self.config.namespace
+        res = self.kube.get("pods", name, ns)
+        if res is None or not is_reservation(res) or _age_s(res) < min_age_s:
+            return False
+        users, _ = self.kube.list("pods", None, labels=f"{names.RESERVATION}={name}")
+        if any((u.get("status") or {}).get("phase") not in inventory.TERMINAL for u in users):
+            return False
+        log.info("releasing GPU reservation %s: no share left", name)
+        return self.kube.delete("pods", name, ns, grace_period_s=5)
+
+    def sweep(self, pods: list[Obj]) -> None:
+        """Release every reservation no cached worker uses (confirmed with a live list)."""
+        used = {
+            names.labels_of(p).get(names.RESERVATION)
+            for p in pods
+            if (p.get("status") or {}).get("phase") not in inventory.TERMINAL
+        }
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            if (
+                is_reservation(pod)
+                and name not in used
+                and not pod["metadata"].get("deletionTimestamp")
+            ):
+                self.release_if_unused(name, self.config.reservation_grace_s)

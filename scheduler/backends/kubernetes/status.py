@@ -1,0 +1,194 @@
+"""Reading state back from pods (pure): worker status, the allocations Shoal holds, and
+foreign pods that ask Shoal to schedule them.
+
+Worker pods carry their job, attempt and index as labels and their placement as
+annotations, so a restarted scheduler rebuilds every allocation from the cluster alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.backends.base import WorkerState, WorkerStatus
+from scheduler.backends.kubernetes import inventory, names
+from scheduler.core.model import JobRequest, WorkerPlacement
+from scheduler.spec import parse_memory_mib
+
+Obj = dict[str, Any]
+_PHASES = {
+    "Pending": WorkerState.PENDING,
+    "Running": WorkerState.RUNNING,
+    "Succeeded": WorkerState.SUCCEEDED,
+    "Failed": WorkerState.FAILED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """What one job holds on the cluster now (its newest live attempt)."""
+
+    job_id: str
+    attempt: int
+    queue: str
+    placements: tuple[WorkerPlacement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignPod:
+    """A pod someone else created with `schedulerName: shoal`, waiting to be placed."""
+
+    namespace: str
+    name: str
+    uid: str
+    queue: str
+    gpu: float = 0.0  # a fraction, or whole GPUs from its nvidia.com/gpu request
+    gpu_memory_mib: int | None = None
+    cpu_milli: int = 0
+    memory_mib: int = 0
+
+    @property
+    def job_id(self) -> str:
+        return f"pod:{self.namespace}/{self.name}"
+
+    def to_job_request(self, submitted_at: float = 0.0, priority: int = 0) -> JobRequest:
+        """A single-worker job for the scheduling core."""
+        return JobRequest(
+            id=self.job_id,
+            queue=self.queue,
+            workers=1,
+            gpu=self.gpu,
+            gpu_memory_mib=self.gpu_memory_mib,
+            cpu_milli=self.cpu_milli,
+            memory_mib=self.memory_mib,
+            priority=priority,
+            submitted_at=submitted_at,
+        )
+
+
+def is_worker(pod: Obj) -> bool:
+    """A Shoal worker pod, or an adopted foreign pod (not a reservation)."""
+    if names.labels_of(pod).get(names.COMPONENT) == names.RESERVATION_COMPONENT:
+        return False
+    return names.JOB_ID in names.annotations_of(pod) and (
+        names.is_managed(pod) or names.NODE in names.annotations_of(pod)
+    )
+
+
+def _container(pod: Obj) -> Obj:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    for cs in statuses:
+        if cs.get("name") == "worker":
+            return dict(cs)
+    return dict(statuses[0]) if statuses else {}
+
+
+def worker_status(pod: Obj) -> WorkerStatus:
+    labels, ann = names.labels_of(pod), names.annotations_of(pod)
+    st = pod.get("status") or {}
+    state = _PHASES.get(st.get("phase", "Pending"), WorkerState.PENDING)
+    cs = _container(pod)
+    term = (
+        (cs.get("state") or {}).get("terminated")
+        or (cs.get("lastState") or {}).get("terminated")
+        or {}
+    )
+    waiting = (cs.get("state") or {}).get("waiting") or {}
+    exit_code = term.get("exitCode")
+    if state is WorkerState.SUCCEEDED and exit_code is None:
+        exit_code = 0
+    node = (pod.get("spec") or {}).get("nodeName", "")
+    if state is WorkerState.FAILED:
+        message = ": ".join(
+            x
+            for x in (
+                st.get("reason") or term.get("reason", ""),
+                st.get("message") or term.get("message", ""),
+            )
+            if x
+        )
+    elif not node:
+        message = (
+            "waiting for the GPU reservation's UUID"
+            if names.GPU_FRACTION in ann
+            else "not bound yet"
+        )
+    else:
+        message = ": ".join(x for x in (waiting.get("reason", ""), waiting.get("message", "")) if x)
+    return WorkerStatus(
+        job_id=ann[names.JOB_ID],
+        attempt=int(labels.get(names.ATTEMPT, "0")),
+        worker=int(labels.get(names.WORKER_INDEX, "0")),
+        state=state,
+        exit_code=None if exit_code is None else int(exit_code),
+        message=message,
+        node=node,
+        gpus=names.parse_gpus(ann.get(names.GPUS, "")),
+        fraction=float(ann.get(names.GPU_FRACTION, "1")),
+        queue=labels.get(names.QUEUE, ""),
+    )
+
+
+def placement_of(pod: Obj) -> WorkerPlacement:
+    ann = names.annotations_of(pod)
+    return WorkerPlacement(
+        worker=int(names.labels_of(pod).get(names.WORKER_INDEX, "0")),
+        node=(pod.get("spec") or {}).get("nodeName") or ann.get(names.NODE, ""),
+        gpus=names.parse_gpus(ann.get(names.GPUS, "")),
+        fraction=float(ann.get(names.GPU_FRACTION, "1")),
+    )
+
+
+def allocations(pods: list[Obj]) -> dict[str, Allocation]:
+    """job id -> the placements of its newest attempt that still holds resources
+    (bound or about to be; pods being deleted count until they are gone)."""
+    newest: dict[str, int] = {}
+    live: dict[tuple[str, int], list[Obj]] = {}
+    for pod in pods:
+        if not is_worker(pod) or (pod.get("status") or {}).get("phase") in inventory.TERMINAL:
+            continue
+        job = names.annotations_of(pod)[names.JOB_ID]
+        attempt = int(names.labels_of(pod).get(names.ATTEMPT, "0"))
+        newest[job] = max(newest.get(job, attempt), attempt)
+        live.setdefault((job, attempt), []).append(pod)
+    out: dict[str, Allocation] = {}
+    for job, attempt in newest.items():
+        group = live[(job, attempt)]
+        out[job] = Allocation(
+            job_id=job,
+            attempt=attempt,
+            queue=names.labels_of(group[0]).get(names.QUEUE, ""),
+            placements=tuple(sorted((placement_of(p) for p in group), key=lambda w: w.worker)),
+        )
+    return out
+
+
+def foreign_pod(pod: Obj, scheduler_name: str) -> ForeignPod | None:
+    """The request of a pending foreign pod addressed to Shoal, or None."""
+    meta, spec = pod["metadata"], pod.get("spec") or {}
+    labels, ann = names.labels_of(pod), names.annotations_of(pod)
+    if (
+        spec.get("schedulerName") != scheduler_name
+        or spec.get("nodeName")
+        or names.is_shoal_placed(pod)
+        or meta.get("deletionTimestamp")
+        or names.QUEUE not in labels
+        or (pod.get("status") or {}).get("phase", "Pending") != "Pending"
+    ):
+        return None
+    cpu, mem, whole = inventory.pod_requests(pod)
+    gpu, gpu_mem = float(whole), None
+    if not whole and names.GPU_FRACTION in ann:
+        gpu = float(ann[names.GPU_FRACTION])
+    elif not whole and names.GPU_MEMORY in ann:
+        gpu_mem = parse_memory_mib(ann[names.GPU_MEMORY])
+    return ForeignPod(
+        namespace=meta.get("namespace", ""),
+        name=meta["name"],
+        uid=meta.get("uid", ""),
+        queue=labels[names.QUEUE],
+        gpu=gpu,
+        gpu_memory_mib=gpu_mem,
+        cpu_milli=cpu,
+        memory_mib=mem,
+    )

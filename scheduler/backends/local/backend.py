@@ -1,0 +1,307 @@
+"""The `local` backend: simulated nodes from a YAML file, every worker a real process.
+
+Used by `shoal serve` on a laptop. A worker gets exactly the environment its pod would
+(`base.worker_env`, all hosts 127.0.0.1 and one free rendezvous port per attempt) plus
+the few host variables a process needs to run at all (PATH, HOME, LANG, TMPDIR). There
+are no images here: `image` is recorded but ignored, `python`/`python3` as argv[0] mean
+the service's own interpreter, and the working directory is the service's.
+
+Each worker runs under `shim` (see there), in its own session, with stdout and stderr
+in `<state>/jobs/<job>/<attempt>/worker-<i>.log`. Attempts are recorded in `records`
+before anything starts, so `launch` of a known attempt is a no-op even across restarts.
+`stop` writes `SHOAL_PREEMPTED=1` to the attempt's `SHOAL_PREEMPT_FILE`, sends SIGTERM,
+and SIGKILLs the process group once the grace period is over (checked by `workers()`
+and by the watcher thread, so `stop` itself never blocks).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from scheduler.backends import base
+from scheduler.backends.local import cluster, records
+from scheduler.core.model import Node
+
+HOST_VARS = ("HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
+
+
+def free_port(taken: set[int]) -> int:
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        # TF workers use port+1+i, so keep a little room between jobs.
+        if all(abs(port - t) > 64 for t in taken):
+            return port
+    raise RuntimeError("no free local port")
+
+
+class LocalBackend:
+    """`base.ClusterBackend` with local processes; thread-safe."""
+
+    def __init__(
+        self,
+        state_dir: str | Path,
+        *,
+        cluster_file: str | Path | None = None,
+        nodes: Sequence[Node] | None = None,
+        on_change: Callable[[], None] | None = None,
+        watch_interval_s: float = 0.1,
+    ) -> None:
+        self.state_dir = Path(state_dir)
+        self._nodes = tuple(nodes) if nodes is not None else cluster.load_nodes(cluster_file)
+        self._lock = threading.RLock()
+        self.records = records.Records(self.state_dir / "local")
+        self._procs: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
+        self._recover()
+        self._on_change = on_change
+        self._closed = threading.Event()
+        self._watcher = threading.Thread(
+            target=self._watch, args=(watch_interval_s,), name="local-watch", daemon=True
+        )
+        self._watcher.start()
+
+    # -- the interface -------------------------------------------------------------
+
+    def nodes(self) -> Sequence[Node]:
+        return self._nodes
+
+    def launch(self, request: base.LaunchRequest) -> None:
+        key = records.attempt_key(request.job_id, request.attempt)
+        with self._lock:
+            if key in self.records.attempts:
+                return  # idempotent: this attempt was launched (or began to be) before
+            d = self.state_dir / "jobs" / request.job_id / str(request.attempt)
+            d.mkdir(parents=True, exist_ok=True)
+            taken = {a.port for a in self.records.attempts.values()}
+            rec = records.AttemptRecord(
+                job_id=request.job_id,
+                attempt=request.attempt,
+                queue=request.spec.queue,
+                port=free_port(taken),
+                preempt_file=str(d / "preempted"),
+                workers=[
+                    records.WorkerRecord(
+                        worker=p.worker,
+                        node=p.node,
+                        gpus=list(p.gpus),
+                        fraction=p.fraction,
+                        log=str(d / f"worker-{p.worker}.log"),
+                        exit_file=str(d / f"worker-{p.worker}.exit"),
+                    )
+                    for p in request.placements
+                ],
+            )
+            # Recorded before the first process starts: a crash from here on leaves a
+            # record, so a restarted service adopts or reports the workers, never reruns.
+            self.records.attempts[key] = rec
+            self.records.save()
+            hosts = ["127.0.0.1"] * len(request.placements)
+            for p, w in zip(request.placements, rec.workers, strict=True):
+                env = base.worker_env(
+                    request.spec,
+                    p,
+                    hosts,
+                    job_id=request.job_id,
+                    attempt=request.attempt,
+                    gpu_ids=[f"local-{p.node}-gpu{g}" for g in p.gpus],
+                    port=rec.port,
+                )
+                env.update(request.extra_env)
+                env["SHOAL_PREEMPT_FILE"] = rec.preempt_file
+                self._spawn(request, rec, w, env)
+                self.records.save()
+            rec.launched = True
+            self.records.save()
+
+    def stop(self, job_id: str, grace_period_s: float) -> None:
+        with self._lock:
+            now = time.time()
+            for rec in self.records.attempts.values():
+                if rec.job_id != job_id or rec.killed:
+                    continue
+                if not any(records.alive(w) for w in rec.workers):
+                    rec.killed = True
+                    continue
+                if rec.stop_deadline is None:
+                    Path(rec.preempt_file).write_text("SHOAL_PREEMPTED=1\n")
+                    rec.stop_deadline = now + max(0.0, grace_period_s)
+                    for w in rec.workers:
+                        if records.alive(w) and w.pid is not None:
+                            _signal(w.pid, signal.SIGTERM, group=False)
+                else:  # a second stop may shorten the grace, never lengthen it
+                    rec.stop_deadline = min(rec.stop_deadline, now + grace_period_s)
+            self._escalate()
+            self.records.save()
+
+    def workers(self) -> Sequence[base.WorkerStatus]:
+        with self._lock:
+            self._reap()
+            if self._escalate():
+                self.records.save()
+            return [
+                self._status(rec, w) for rec in self.records.attempts.values() for w in rec.workers
+            ]
+
+    def close(self) -> None:
+        """Stops the watcher; running workers keep running (a restart adopts them)."""
+        self._closed.set()
+        self._watcher.join(timeout=2)
+
+    # -- extras for the loop, the logs route and the tests -----------------------------
+
+    def forget(self, job_id: str) -> None:
+        """Drop the records of a finished job whose processes are all gone."""
+        with self._lock:
+            for key, rec in list(self.records.attempts.items()):
+                if rec.job_id == job_id and not any(records.alive(w) for w in rec.workers):
+                    del self.records.attempts[key]
+            self.records.save()
+
+    def log_files(self, job_id: str) -> list[tuple[int, int, Path]]:
+        """(attempt, worker, path) of every worker log of a job, oldest attempt first."""
+        root = self.state_dir / "jobs" / job_id
+        out = []
+        if root.is_dir():
+            for d in root.iterdir():
+                if d.name.isdigit():
+                    for f in d.glob("worker-*.log"):
+                        out.append((int(d.name), int(f.stem.split("-")[1]), f))
+        return sorted(out)
+
+    def kill_all(self) -> None:
+        """SIGKILL every worker this state directory knows of (tests, `serve --clean`)."""
+        with self._lock:
+            for rec in self.records.attempts.values():
+                for w in rec.workers:
+                    if records.alive(w) and w.pid is not None:
+                        _signal(w.pid, signal.SIGKILL, group=True)
+            self._reap()
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _spawn(
+        self,
+        request: base.LaunchRequest,
+        rec: records.AttemptRecord,
+        w: records.WorkerRecord,
+        env: dict[str, str],
+    ) -> None:
+        argv = [*request.spec.command, *request.spec.args]
+        if argv and argv[0] in ("python", "python3"):
+            argv[0] = sys.executable
+        bin_dir = str(Path(sys.executable).parent)
+        env["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin")
+        env.update({k: os.environ[k] for k in HOST_VARS if k in os.environ})
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        if not argv:
+            Path(w.exit_file).write_text("127\n")
+            Path(w.log).write_text("shoal: the job has no command\n")
+            return
+        shim = [sys.executable, "-m", "scheduler.backends.local.shim"]
+        shim += ["--exit-file", w.exit_file, "--ledger", str(self.records.ledger)]
+        shim += ["--key", self.records.shim_key(rec.job_id, rec.attempt, w.worker), "--"]
+        with open(w.log, "ab") as log:
+            proc = subprocess.Popen(
+                shim + argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # survives the service; its own process group
+            )
+        w.pid = proc.pid
+        w.start_ticks = records.start_ticks(proc.pid)
+        self._procs[(rec.key, w.worker)] = proc
+
+    def _recover(self) -> None:
+        """After a restart: adopt shims started by an interrupted launch."""
+        pending = [r for r in self.records.attempts.values() if not r.launched]
+        if not pending:
+            return
+        found = records.find_shims(self.records.instance)
+        for rec in pending:
+            for w in rec.workers:
+                pid = found.get(self.records.shim_key(rec.job_id, rec.attempt, w.worker))
+                if w.pid is None and pid is not None:
+                    w.pid, w.start_ticks = pid, records.start_ticks(pid)
+            rec.launched = True  # settled: missing workers are reported failed
+        self.records.save()
+
+    def _reap(self) -> None:
+        for k, proc in list(self._procs.items()):
+            if proc.poll() is not None:
+                del self._procs[k]
+
+    def _escalate(self) -> bool:
+        now, changed = time.time(), False
+        for rec in self.records.attempts.values():
+            if rec.stop_deadline is not None and not rec.killed and now >= rec.stop_deadline:
+                for w in rec.workers:
+                    if records.alive(w) and w.pid is not None:
+                        _signal(w.pid, signal.SIGKILL, group=True)
+                rec.killed = changed = True
+        return changed
+
+    def _status(self, rec: records.AttemptRecord, w: records.WorkerRecord) -> base.WorkerStatus:
+        exit_path = Path(w.exit_file)
+        code: int | None = None
+        if exit_path.exists():
+            try:
+                code = int(exit_path.read_text().strip() or "1")
+            except ValueError:
+                code = 1
+        if code is not None:
+            state = base.WorkerState.SUCCEEDED if code == 0 else base.WorkerState.FAILED
+            message = "" if code == 0 else f"exit code {code}"
+        elif records.alive(w):
+            state, message = base.WorkerState.RUNNING, ""
+        elif w.pid is None:
+            state, message = (
+                base.WorkerState.FAILED,
+                "never started: the service stopped during launch",
+            )
+        else:
+            state, message = base.WorkerState.FAILED, "worker process vanished (killed)"
+        return base.WorkerStatus(
+            job_id=rec.job_id,
+            attempt=rec.attempt,
+            worker=w.worker,
+            state=state,
+            exit_code=code,
+            message=message,
+            node=w.node,
+            gpus=tuple(w.gpus),
+            fraction=w.fraction,
+            queue=rec.queue,
+        )
+
+    def _watch(self, interval: float) -> None:
+        last: list[tuple[str, int, int, str]] = []
+        while not self._closed.wait(interval):
+            try:
+                now = [(s.job_id, s.attempt, s.worker, s.state.value) for s in self.workers()]
+            except Exception:  # a transient /proc or file race; try again next tick
+                continue
+            if now != last:
+                last = now
+                if self._on_change is not None:
+                    self._on_change()
+
+
+def _signal(pid: int, sig: signal.Signals, *, group: bool) -> None:
+    try:
+        if group:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

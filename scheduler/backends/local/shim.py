@@ -1,0 +1,69 @@
+"""The supervisor the local backend starts for every worker: `python -m
+scheduler.backends.local.shim --exit-file F --ledger L --key K -- ARGV...`.
+
+Why a shim: the service may be killed and restarted while workers run, and a restarted
+service is no longer their parent, so it could not learn their exit codes. The shim
+outlives the service, forwards SIGTERM/SIGINT to the user's process and writes the exit
+code to `--exit-file` (atomically) when it ends. It first appends one line to the launch
+ledger, the record tests use to prove no worker ever started twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from types import FrameType
+
+
+def _write_atomic(path: str, text: str) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--" not in argv:
+        print("usage: shim --exit-file F --ledger L --key K -- ARGV...", file=sys.stderr)
+        return 2
+    cut = argv.index("--")
+    parser = argparse.ArgumentParser(prog="shoal-local-shim")
+    parser.add_argument("--exit-file", required=True)
+    parser.add_argument("--ledger", required=True)
+    parser.add_argument("--key", required=True)
+    args = parser.parse_args(argv[:cut])
+    command = argv[cut + 1 :]
+    # One short O_APPEND write is atomic, so concurrent shims never interleave lines.
+    fd = os.open(args.ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.write(fd, f"{args.key} {os.getpid()} {time.time():.3f}\n".encode())
+    os.fsync(fd)
+    os.close(fd)
+    try:
+        child = subprocess.Popen(command)
+    except OSError as exc:
+        print(f"shoal: cannot start {command[:1]}: {exc}", file=sys.stderr, flush=True)
+        _write_atomic(args.exit_file, "127\n")
+        return 127
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    code = child.wait()
+    # A child killed by signal N exits as 128 + N, as a shell (and Kubernetes) reports it.
+    code = 128 - code if code < 0 else code
+    _write_atomic(args.exit_file, f"{code}\n")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The `shoal` command line (typer + rich); `main.app` is the console script."""

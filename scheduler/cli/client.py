@@ -1,0 +1,104 @@
+"""The CLI's HTTP client: where the API is, which token, and errors as exit codes.
+
+URL: --url, else SHOAL_URL, else the `url` file `shoal serve` writes in its state
+directory (SHOAL_STATE_DIR, default var/shoal), else http://127.0.0.1:8080. Token:
+--token, else SHOAL_TOKEN, else the state directory's `admin-token`. Exit codes: 0 ok,
+1 the API refused (4xx/5xx, its message printed), 2 the API could not be reached.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, NoReturn
+
+import httpx
+import typer
+from rich.console import Console
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+EXIT_REFUSED = 1
+EXIT_UNREACHABLE = 2
+
+err = Console(stderr=True)
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("SHOAL_STATE_DIR", "var/shoal"))
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def resolve(url: str | None, token: str | None) -> tuple[str, str | None]:
+    url = url or os.environ.get("SHOAL_URL") or _read(state_dir() / "url") or DEFAULT_URL
+    token = token or os.environ.get("SHOAL_TOKEN") or _read(state_dir() / "admin-token")
+    return url.rstrip("/"), token
+
+
+def die(message: str, code: int = EXIT_REFUSED) -> NoReturn:
+    err.print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def describe(resp: httpx.Response) -> str:
+    try:
+        body = resp.json()
+    except ValueError:
+        return f"HTTP {resp.status_code}: {resp.text[:300]}"
+    items = body.get("detail") if isinstance(body, dict) else None
+    if isinstance(items, list):
+        lines = []
+        for item in items:
+            loc = ".".join(str(x) for x in item.get("loc", []) if x not in ("body",))
+            lines.append(f"{loc}: {item.get('msg')}" if loc else str(item.get("msg")))
+        return f"HTTP {resp.status_code}: " + "; ".join(lines)
+    return f"HTTP {resp.status_code}: {items or body}"
+
+
+class Api:
+    """A thin wrapper: JSON in and out, errors turned into messages and exit codes."""
+
+    def __init__(self, url: str | None = None, token: str | None = None) -> None:
+        self.url, token = resolve(url, token)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(base_url=self.url, headers=headers, timeout=10.0)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            resp = self.http.request(method, "/api/v1" + path, **kwargs)
+        except httpx.TransportError as exc:
+            die(
+                f"cannot reach Shoal at {self.url} ({exc}); is `shoal serve` running?",
+                EXIT_UNREACHABLE,
+            )
+        if resp.status_code >= 400:
+            die(describe(resp))
+        return None if resp.status_code == 204 or not resp.content else resp.json()
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
+
+    def post(self, path: str, body: Any = None, **kwargs: Any) -> Any:
+        return self.request("POST", path, json=body, **kwargs)
+
+    def find_job(self, name_or_id: str) -> dict[str, Any]:
+        """A job by id, else the newest job of that name."""
+        resp = self.http.get(f"/api/v1/jobs/{name_or_id}") if len(name_or_id) <= 32 else None
+        if resp is not None and resp.status_code == 200:
+            job: dict[str, Any] = resp.json()
+            return job
+        cursor = None
+        for _ in range(20):
+            page = self.get("/jobs", limit=500, cursor=cursor)
+            for job in page["data"]:
+                if job["name"] == name_or_id:
+                    return dict(job)
+            cursor = page.get("nextCursor")
+            if not cursor:
+                break
+        die(f"no job named {name_or_id!r}")

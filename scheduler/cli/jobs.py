@@ -1,0 +1,188 @@
+"""`shoal submit | jobs | job | logs | cancel`: jobs through the REST API."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from scheduler.cli.client import Api, die
+from scheduler.spec import JobSpec
+from scheduler.worker import progress
+
+out = Console(highlight=False)
+FINISHED = ("Succeeded", "Failed", "Cancelled")
+
+
+def age(ts: str | None) -> str:
+    if not ts:
+        return "-"
+    s = (datetime.now(UTC) - datetime.fromisoformat(ts)).total_seconds()
+    return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m" if s < 7200 else f"{s / 3600:.0f}h"
+
+
+def build_spec(file: Path | None, flags: dict[str, Any], command: list[str]) -> dict[str, Any]:
+    """The job body: the file's fields, overridden by the flags that were given."""
+    body: dict[str, Any] = {}
+    if file is not None:
+        try:
+            loaded = yaml.safe_load(file.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            die(f"cannot read {file}: {exc}")
+        if isinstance(loaded, dict) and loaded.get("kind") == "TrainingJob":
+            loaded = {"name": loaded["metadata"]["name"], **loaded.get("spec", {})}
+        if not isinstance(loaded, dict):
+            die(f"{file} must hold one job (a mapping)")
+        body.update(loaded)
+    body.update({k: v for k, v in flags.items() if v is not None})
+    if command:
+        body["command"] = command
+        body.pop("args", None)
+    body.setdefault("image", "local")
+    if "name" not in body:
+        body["name"] = f"job-{secrets.token_hex(3)}"
+    try:  # the same validation as the API, so mistakes are caught before any request
+        return JobSpec.model_validate(body).model_dump(
+            mode="json", by_alias=True, exclude_none=True
+        )
+    except ValidationError as exc:
+        lines = [f"{'.'.join(str(x) for x in e['loc']) or 'job'}: {e['msg']}" for e in exc.errors()]
+        die("invalid job: " + "; ".join(lines))
+
+
+def submit(api: Api, body: dict[str, Any]) -> dict[str, Any]:
+    job: dict[str, Any] = api.post("/jobs", body)
+    out.print(f"job [bold]{job['name']}[/bold] submitted (id {job['id']}, queue {job['queue']})")
+    return job
+
+
+def gpu_of(spec: dict[str, Any]) -> str:
+    if spec.get("gpu") is not None:
+        return f"{spec['workers']}x{spec['gpu']:g}"
+    if spec.get("gpuMemory"):
+        return f"{spec['workers']}x{spec['gpuMemory']}"
+    return "-"
+
+
+def jobs_table(api: Api, queue: str | None, phase: str | None, limit: int) -> None:
+    page = api.get("/jobs", queue=queue, phase=phase, limit=limit)
+    t = Table(box=None, header_style="bold")
+    for col in ("NAME", "ID", "QUEUE", "PHASE", "GPU", "RESTARTS", "AGE", "REASON"):
+        t.add_column(col)
+    for j in page["data"]:
+        reason = (
+            (j.get("pendingReason") or {}).get("message", "") if j["phase"] == "Pending" else ""
+        )
+        t.add_row(
+            j["name"],
+            j["id"],
+            j["queue"],
+            colour(j["phase"]),
+            gpu_of(j["spec"]),
+            str(j["restarts"]),
+            age(j["createdAt"]),
+            reason,
+        )
+    out.print(t)
+
+
+def colour(phase: str) -> str:
+    c = {
+        "Running": "green",
+        "Succeeded": "cyan",
+        "Failed": "red",
+        "Pending": "yellow",
+        "Cancelled": "magenta",
+        "Preempted": "red",
+        "Scheduled": "blue",
+    }.get(phase, "white")
+    return f"[{c}]{phase}[/{c}]"
+
+
+def show_job(api: Api, name: str) -> None:
+    j = api.find_job(name)
+    out.print(
+        f"[bold]{j['name']}[/bold]  id {j['id']}  queue {j['queue']}  phase {colour(j['phase'])}"
+        f"  attempt {j['attempt']}  restarts {j['restarts']}"
+    )
+    spec = j["spec"]
+    argv = " ".join(spec.get("command", []) + spec.get("args", []))
+    out.print(f"  workers {spec['workers']}  gpu {gpu_of(spec)}  command {argv}")
+    if j.get("pendingReason") and j["phase"] == "Pending":
+        r = j["pendingReason"]
+        out.print(f"  [yellow]pending:[/yellow] {r['code']}: {r['message']}")
+    if j["placements"]:
+        t = Table(title="placement", box=None, header_style="bold")
+        for col in ("WORKER", "NODE", "GPUS", "FRACTION"):
+            t.add_column(col)
+        for p in j["placements"]:
+            t.add_row(
+                str(p["worker"]),
+                p["node"],
+                ",".join(map(str, p["gpus"])) or "-",
+                f"{p['fraction']:g}",
+            )
+        out.print(t)
+    events = api.get(f"/jobs/{j['id']}/events")["data"]
+    t = Table(title="events", box=None, header_style="bold")
+    for col in ("AGE", "KIND", "REASON", "MESSAGE"):
+        t.add_column(col)
+    shown = [e for e in events if e["kind"] != "Progress"]
+    last = [e for e in events if e["kind"] == "Progress"][-1:]
+    for e in shown[-15:] + last:
+        t.add_row(age(e["at"]), e["kind"], e["reason"], e["message"])
+    out.print(t)
+
+
+def follow_logs(
+    api: Api, name: str, *, follow: bool, worker: int | None, attempt: int | None
+) -> int:
+    """Print the logs; with `follow`, until the job finishes: 0 if it Succeeded, else 1."""
+    j = api.find_job(name)
+    offsets: dict[tuple[int, int], int] = {}
+    current = attempt
+    while True:
+        starts = None
+        if current is not None:
+            starts = ",".join(
+                str(offsets.get((current, w), 0)) for w in range(j["spec"]["workers"])
+            )
+        resp = api.get(f"/jobs/{j['id']}/logs", attempt=current, offsets=starts)
+        current = resp["attempt"]
+        new_text = False
+        for c in resp["chunks"]:
+            if worker is not None and c["worker"] != worker:
+                continue
+            offsets[(c["attempt"], c["worker"])] = c["nextOffset"]
+            new_text = new_text or bool(c["text"])
+            for line in c["text"].splitlines():
+                print_line(c["worker"], line)
+        if not follow:
+            return 0
+        j = api.get(f"/jobs/{j['id']}")
+        if attempt is None and j["attempt"] and current is not None and j["attempt"] > current:
+            current = j["attempt"]
+            out.print(f"[bold]--- attempt {current} (restarts {j['restarts']}) ---[/bold]")
+            continue
+        if j["phase"] in FINISHED and not new_text:
+            out.print(f"job {j['name']}: {colour(j['phase'])}")
+            return 0 if j["phase"] == "Succeeded" else 1
+        time.sleep(0.5)
+
+
+def print_line(worker: int, line: str) -> None:
+    data = progress.parse(line)
+    if data is None:
+        out.print(f"[dim]w{worker}[/dim] ", end="")
+        out.print(line, markup=False)
+        return
+    loss = data.get("loss")
+    extra = f"  loss [bold]{loss:.4f}[/bold]" if isinstance(loss, (int, float)) else ""
+    out.print(f"[dim]w{worker}[/dim] step {data.get('step')}{extra}")

@@ -1,0 +1,252 @@
+"""The `shoal` command (typer): `serve`, `submit`, `jobs`, `job`, `logs`, `cancel`,
+`queues`, `nodes`, `simulate`, `worker`. Everything but `serve`, `simulate` and `worker`
+talks to the REST API (see `client` for the URL and token)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from scheduler.cli import cluster, jobs
+from scheduler.cli.client import Api
+
+app = typer.Typer(
+    name="shoal",
+    help="Shoal: a GPU-aware job scheduler.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+queues_app = typer.Typer(help="List queues, or create one.", invoke_without_command=True)
+app.add_typer(queues_app, name="queues")
+
+Url = Annotated[str | None, typer.Option("--url", help="API URL (default: SHOAL_URL)")]
+Token = Annotated[str | None, typer.Option("--token", help="bearer token (default: SHOAL_TOKEN)")]
+
+
+@app.command()
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    state_dir: Annotated[str, typer.Option(envvar="SHOAL_STATE_DIR")] = "var/shoal",
+    database_url: Annotated[
+        str | None,
+        typer.Option(envvar="SHOAL_DATABASE_URL", help="default: SQLite in the state dir"),
+    ] = None,
+    cluster_file: Annotated[
+        str | None, typer.Option("--cluster", help="nodes YAML (default: 2 nodes x 4 GPUs)")
+    ] = None,
+    backend: str = "local",
+    policy: str = "fgd",
+    interval: Annotated[
+        float, typer.Option(help="seconds between cycles when nothing happens")
+    ] = 1.0,
+    min_runtime: Annotated[
+        float, typer.Option(help="seconds a job runs before it may be preempted")
+    ] = 60.0,
+) -> None:
+    """Run the API and the scheduler on the embedded default (SQLite, local workers)."""
+    from scheduler.cli import serve as serving
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    serving.serve(
+        host=host,
+        port=port,
+        state_dir=state_dir,
+        database_url=database_url,
+        cluster=cluster_file,
+        backend_kind=backend,
+        policy=policy,
+        interval_s=interval,
+        min_runtime_s=min_runtime,
+    )
+
+
+@app.command(context_settings={"allow_extra_args": True, "allow_interspersed_args": False})
+def submit(
+    ctx: typer.Context,
+    file: Annotated[Path | None, typer.Option("-f", "--file", help="job YAML")] = None,
+    name: str | None = None,
+    queue: str | None = None,
+    workers: int | None = None,
+    gpu: float | None = None,
+    gpu_memory: Annotated[str | None, typer.Option("--gpu-memory")] = None,
+    image: str | None = None,
+    framework: str | None = None,
+    cpu: str | None = None,
+    memory: str | None = None,
+    priority: int | None = None,
+    max_runtime: Annotated[int | None, typer.Option("--max-runtime")] = None,
+    backoff_limit: Annotated[int | None, typer.Option("--backoff-limit")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE")] = None,
+    follow: Annotated[bool, typer.Option("--follow", help="follow the logs until it ends")] = False,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """Submit a job from YAML (-f) and/or flags; the command goes after `--`.
+
+    shoal submit --queue vision --workers 2 --gpu 0.5 -- python train.py
+    """
+    flags = {
+        "name": name,
+        "queue": queue,
+        "workers": workers,
+        "gpu": gpu,
+        "gpuMemory": gpu_memory,
+        "image": image,
+        "framework": framework,
+        "cpu": cpu,
+        "memory": memory,
+        "priority": priority,
+        "maxRuntime": max_runtime,
+        "backoffLimit": backoff_limit,
+    }
+    if env:
+        flags["env"] = dict(e.split("=", 1) for e in env if "=" in e)  # type: ignore[assignment]
+    body = jobs.build_spec(file, flags, list(ctx.args))
+    api = Api(url, token)
+    job = jobs.submit(api, body)
+    if follow:
+        raise typer.Exit(jobs.follow_logs(api, job["id"], follow=True, worker=None, attempt=None))
+
+
+@app.command("jobs")
+def list_jobs(
+    queue: str | None = None,
+    phase: str | None = None,
+    limit: int = 50,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """List jobs, newest first."""
+    jobs.jobs_table(Api(url, token), queue, phase, limit)
+
+
+@app.command()
+def job(name: str, url: Url = None, token: Token = None) -> None:
+    """One job: phase, placement, pending reason, events, latest progress."""
+    jobs.show_job(Api(url, token), name)
+
+
+@app.command()
+def logs(
+    name: str,
+    follow: Annotated[bool, typer.Option("-f", "--follow")] = False,
+    worker: int | None = None,
+    attempt: int | None = None,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """Worker output (latest attempt); -f follows to the end (exit 1 unless Succeeded)."""
+    raise typer.Exit(
+        jobs.follow_logs(Api(url, token), name, follow=follow, worker=worker, attempt=attempt)
+    )
+
+
+@app.command()
+def cancel(name: str, url: Url = None, token: Token = None) -> None:
+    """Cancel a job (its workers get SIGTERM and their grace period)."""
+    api = Api(url, token)
+    j = api.find_job(name)
+    j = api.post(f"/jobs/{j['id']}/cancel")
+    jobs.out.print(f"job {j['name']}: {'cancelling' if j['phase'] != 'Cancelled' else 'Cancelled'}")
+
+
+@queues_app.callback()
+def queues(ctx: typer.Context, url: Url = None, token: Token = None) -> None:
+    """Queues with guarantees, limits and what they hold now."""
+    if ctx.invoked_subcommand is None:
+        cluster.queues_table(Api(url, token))
+
+
+@queues_app.command("create")
+def create_queue(
+    name: str,
+    guaranteed: float = 0.0,
+    limit: float | None = None,
+    weight: float = 1.0,
+    priority: int = 0,
+    parent: str | None = None,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """Create a queue (admin)."""
+    body = {
+        "name": name,
+        "guaranteed": {"total": guaranteed},
+        "weight": weight,
+        "priority": priority,
+        "parent": parent,
+    }
+    if limit is not None:
+        body["limit"] = {"total": limit}
+    q = Api(url, token).post("/queues", body)
+    jobs.out.print(
+        f"queue {q['name']} created (guaranteed {guaranteed:g}, "
+        f"limit {'-' if limit is None else f'{limit:g}'})"
+    )
+
+
+@app.command()
+def nodes(url: Url = None, token: Token = None) -> None:
+    """Nodes and a map of every GPU with the fractions its workers hold."""
+    cluster.nodes_map(Api(url, token))
+
+
+@app.command()
+def simulate(
+    trace_file: Annotated[
+        Path, typer.Argument(help="trace CSV/YAML (Shoal or Alibaba openb form)")
+    ],
+    cluster_file: Annotated[Path | None, typer.Option("--cluster", help="nodes YAML")] = None,
+    alibaba_nodes: Annotated[Path | None, typer.Option(help="openb_node_list CSV instead")] = None,
+    nodes_limit: Annotated[int | None, typer.Option("--nodes", help="first N nodes of it")] = None,
+    queues_file: Annotated[Path | None, typer.Option("--queues", help="queue specs YAML")] = None,
+    limit: Annotated[int | None, typer.Option(help="first N jobs of the trace")] = 300,
+    policy: str = "fgd",
+    tick: Annotated[float, typer.Option(help="virtual seconds between idle cycles")] = 60.0,
+    max_duration: Annotated[float, typer.Option(help="cap on a job's duration (s)")] = 86400.0,
+    arrival_scale: Annotated[
+        float, typer.Option(help="multiply submit times (<1: more load)")
+    ] = 1.0,
+    series: Annotated[Path | None, typer.Option(help="write the utilisation series CSV")] = None,
+) -> None:
+    """Replay a job trace in virtual time through the same loop and core."""
+    from scheduler.cli import simulate as sim
+
+    logging.basicConfig(level=logging.ERROR)  # the core's reports are counted instead
+    sim.run(
+        trace_file,
+        cluster_file=cluster_file,
+        alibaba_node_file=alibaba_nodes,
+        node_limit=nodes_limit,
+        queues_file=queues_file,
+        limit=limit,
+        policy=policy,
+        tick_s=tick,
+        arrival_scale=arrival_scale,
+        max_duration_s=max_duration,
+        series_out=series,
+    )
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def worker(ctx: typer.Context) -> None:
+    """Run a command as a Shoal worker: `shoal worker -- python train.py`."""
+    from scheduler.worker import launcher
+
+    raise typer.Exit(launcher.run(list(ctx.args)))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""`shoal serve`: the whole service in one process - the API (uvicorn) and the scheduler
+loop (a thread) on one store, with the local backend by default.
+
+On first start it creates, in the state directory (default var/shoal): `shoal.db`
+(SQLite), `admin-token` and `worker-token` (random; the CLI reads the admin token from
+here), `tokens.yaml` for the API, and `url`. Workers get SHOAL_API_URL and the worker
+token to report progress. Stopping the server leaves running workers alone; the next
+start adopts them (see docs/loop.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+import yaml
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api.app import create_app
+from api.settings import Settings
+from scheduler.backends import base
+from scheduler.backends.local import LocalBackend
+from scheduler.core import model
+from scheduler.loop.service import Loop, LoopConfig
+from scheduler.store.db import open_database
+
+log = logging.getLogger("shoal.serve")
+
+
+def _token(path: Path) -> str:
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(24) + "\n")
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def prepare_state(state: Path, url: str) -> tuple[str, str, Path]:
+    """Tokens and the token file for the API; returns (admin, worker, tokens.yaml)."""
+    state.mkdir(parents=True, exist_ok=True)
+    admin, worker = _token(state / "admin-token"), _token(state / "worker-token")
+    tokens = state / "tokens.yaml"
+    tokens.write_text(
+        yaml.safe_dump(
+            {
+                admin: {"user": "admin", "role": "admin", "queues": ["*"]},
+                worker: {"user": "shoal-worker", "role": "member", "queues": ["*"]},
+            }
+        )
+    )
+    tokens.chmod(0o600)
+    (state / "url").write_text(url + "\n")
+    return admin, worker, tokens
+
+
+class WakeOnWrite:
+    """ASGI middleware: any successful write through the API wakes the loop at once."""
+
+    def __init__(self, app: ASGIApp, loop: Loop) -> None:
+        self.app, self.loop = app, loop
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+
+        async def send_and_wake(message: dict[str, Any]) -> None:
+            await send(message)
+            if message["type"] == "http.response.start" and message["status"] < 400:
+                self.loop.wake()
+
+        await self.app(scope, receive, send_and_wake)  # type: ignore[arg-type]
+
+
+def make_backend(kind: str, state: Path, cluster: str | None, wake: Any) -> base.ClusterBackend:
+    if kind == "local":
+        return LocalBackend(state, cluster_file=cluster, on_change=wake)
+    raise SystemExit(f"backend {kind!r} is not available in `shoal serve` (use local)")
+
+
+def serve(
+    *,
+    host: str,
+    port: int,
+    state_dir: str,
+    database_url: str | None,
+    cluster: str | None,
+    backend_kind: str,
+    policy: str,
+    interval_s: float,
+    min_runtime_s: float,
+) -> None:
+    state = Path(state_dir).resolve()
+    url = f"http://{host}:{port}"
+    admin, worker_token, tokens = prepare_state(state, url)
+    db_url = database_url or f"sqlite:///{state / 'shoal.db'}"
+    database = open_database(db_url)
+    holder = f"serve-{os.getpid()}"
+    wake: list[Loop] = []
+
+    def on_change() -> None:  # the backend exists before the loop it wakes
+        if wake:
+            wake[0].wake()
+
+    backend = make_backend(backend_kind, state, cluster, on_change)
+    loop = Loop(
+        database,
+        backend,
+        config=LoopConfig(
+            holder=holder,
+            interval_s=interval_s,
+            core=model.Config(policy=model.Policy(policy), min_runtime_s=min_runtime_s),
+            worker_env={"SHOAL_API_URL": url, "SHOAL_API_TOKEN": worker_token},
+        ),
+    )
+    wake.append(loop)
+    loop.run_once()  # the inventory is in the store before the first submission
+    settings = Settings(
+        database_url=db_url,
+        tokens_file=str(tokens),
+        tokens_yaml=os.environ.get("SHOAL_API_TOKENS"),
+        database=database,
+    )
+    app = create_app(settings)
+    app.state.log_source = backend
+    app.add_middleware(WakeOnWrite, loop=loop)
+    stop = threading.Event()
+    thread = threading.Thread(target=loop.run_forever, args=(stop,), name="loop", daemon=True)
+    thread.start()
+    print(f"Shoal serving on {url}  (state {state}, database {db_url})", flush=True)
+    print(f"admin token: {admin}  (also in {state / 'admin-token'})", flush=True)
+    try:
+        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
+    finally:
+        stop.set()
+        loop.wake()
+        thread.join(timeout=10)
+        backend.close()
+        database.close()
+        print("Shoal stopped", flush=True)

@@ -1,0 +1,134 @@
+"""`shoal simulate TRACE`: replay a trace in virtual time and print what happened."""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from scheduler.backends.local import cluster
+from scheduler.backends.sim import replay, trace
+from scheduler.core import model
+from scheduler.spec import QueueSpec
+
+out = Console(highlight=False)
+
+
+def alibaba_nodes(path: Path, limit: int | None) -> tuple[model.Node, ...]:
+    nodes = []
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            nodes.append(
+                model.Node(
+                    name=row["sn"],
+                    cpu_milli=int(row["cpu_milli"]),
+                    memory_mib=int(row["memory_mib"]),
+                    gpu_count=int(row["gpu"]),
+                    gpu_model=row["model"],
+                    gpu_memory_mib=32768 if "32" in row["model"] else 16384,
+                )
+            )
+            if limit is not None and len(nodes) >= limit:
+                break
+    return tuple(nodes)
+
+
+def run(
+    trace_file: Path,
+    *,
+    cluster_file: Path | None,
+    alibaba_node_file: Path | None,
+    node_limit: int | None,
+    queues_file: Path | None,
+    limit: int | None,
+    policy: str,
+    tick_s: float,
+    arrival_scale: float,
+    max_duration_s: float,
+    series_out: Path | None,
+) -> None:
+    jobs = trace.load(trace_file, limit=limit, max_duration_s=max_duration_s)
+    if alibaba_node_file is not None:
+        nodes = alibaba_nodes(alibaba_node_file, node_limit)
+    else:
+        nodes = cluster.load_nodes(cluster_file)
+    queues = None
+    if queues_file is not None:
+        data = yaml.safe_load(queues_file.read_text())
+        queues = [QueueSpec.model_validate(q) for q in (data.get("queues", data) or [])]
+    gpus = sum(n.gpu_count for n in nodes)
+    out.print(
+        f"replaying {len(jobs)} GPU jobs from {trace_file.name} on {len(nodes)} nodes "
+        f"({gpus} GPUs), policy {policy}"
+    )
+    rep = replay.simulate(
+        jobs,
+        nodes,
+        queues=queues,
+        config=model.Config(policy=model.Policy(policy)),
+        tick_s=tick_s,
+        arrival_scale=arrival_scale,
+    )
+    span = rep.end - rep.start
+    out.print(
+        f"virtual time {span / 3600:.1f} h in {rep.cycles} cycles; placed {rep.placed}, "
+        f"finished {rep.finished}, never placed {rep.never_placed}"
+        + (
+            f"; {rep.dropped_gpu_types} GPU-type constraints dropped (no such model here)"
+            if rep.dropped_gpu_types
+            else ""
+        )
+    )
+    out.print(f"mean GPU utilisation {rep.mean_utilisation():.1%}")
+    if rep.invariant_reports:
+        kinds = ", ".join(f"{k} x{n}" for k, n in sorted(rep.invariant_reports.items()))
+        out.print(f"core invariant reports (cycles): {kinds}")
+    t = Table(title="utilisation over time", box=None, header_style="bold")
+    t.add_column("FROM (h)")
+    t.add_column("GPUs HELD")
+    buckets = 10
+    width = span / buckets if span > 0 else 1.0
+    for b in range(buckets):
+        lo, hi = rep.start + b * width, rep.start + (b + 1) * width
+        segs = [
+            (max(lo, t0), min(hi, t1), u)
+            for (t0, u), (t1, _) in zip(rep.utilisation, rep.utilisation[1:], strict=False)
+            if t1 > lo and t0 < hi
+        ]
+        area = sum((e - s) * u for s, e, u in segs)
+        share = area / width if width else 0.0
+        t.add_row(f"{(lo - rep.start) / 3600:.1f}", f"{'█' * round(share * 30):<30} {share:.0%}")
+    out.print(t)
+    q = Table(title="per queue", box=None, header_style="bold")
+    for col in (
+        "QUEUE",
+        "PLACED",
+        "MEAN WAIT (s)",
+        "P95 WAIT (s)",
+        "PREEMPTIONS",
+        "GUARANTEE VIOLATION (s)",
+    ):
+        q.add_column(col)
+    for name in sorted(set(rep.delays) | set(rep.preemptions) | set(rep.violation_s)):
+        d = sorted(rep.delays.get(name, []))
+        p95 = d[min(len(d) - 1, int(0.95 * len(d)))] if d else 0.0
+        q.add_row(
+            name,
+            str(len(d)),
+            f"{statistics.fmean(d):.0f}" if d else "-",
+            f"{p95:.0f}",
+            str(rep.preemptions.get(name, 0)),
+            f"{rep.violation_s.get(name, 0.0):.0f}",
+        )
+    out.print(q)
+    if series_out is not None:
+        with series_out.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["t_s", "gpu_utilisation"])
+            for ts, u in rep.utilisation:
+                w.writerow([f"{ts - rep.start:.1f}", f"{u:.4f}"])
+        out.print(f"utilisation series written to {series_out}")

@@ -1,0 +1,280 @@
+"""Pure reconcile functions of the CR controller: a TrainingJob or Queue custom resource
+(a plain dict, as the API server returns it) plus what the store holds -> one store
+action and the status patch to write back.
+
+The CR watcher (`scheduler.backends.kubernetes.crds`) calls these and hands the action to
+`scheduler.controller.apply`; nothing here does I/O, so every case is a table test.
+Validation is `scheduler.spec` itself, the same the REST API runs, so a CR and a POST
+are accepted or refused for the same reasons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+import pydantic
+
+from scheduler.spec import JobSpec, Phase, QueueSpec
+from scheduler.store.jobs import spec_json  # the one canonical JSON form of a spec
+
+GROUP_VERSION = "shoal.dev/v1alpha1"
+INVALID = "Invalid"  # status.phase of a CR that never reached the store
+
+
+class StoredJob(Protocol):
+    """What reconcile reads of a stored job (`scheduler.store.schema.JobRow` fits)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def spec(self) -> dict[str, Any]: ...
+    @property
+    def phase(self) -> str: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def placements(self) -> list[Any]: ...
+    @property
+    def pending_message(self) -> str | None: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def restarts(self) -> int: ...
+    @property
+    def cancel_requested(self) -> bool: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def started_at(self) -> datetime | None: ...
+    @property
+    def finished_at(self) -> datetime | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Submit:
+    spec: JobSpec
+    submitter: str  # "crd:<namespace>"
+    idempotency_key: str  # the CR's uid: a repeat after a crash finds the first job
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class UpsertQueue:
+    spec: QueueSpec
+    create: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteQueue:
+    name: str
+
+
+Action = Submit | Cancel | UpsertQueue | DeleteQueue | None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    action: Action
+    status: dict[str, Any] = field(default_factory=dict)  # merge-patch of .status
+
+
+def condition(type_: str, ok: bool, reason: str, message: str = "") -> dict[str, Any]:
+    # lastTransitionTime is stamped by the writer (it owns the clock).
+    return {
+        "type": type_,
+        "status": "True" if ok else "False",
+        "reason": reason,
+        "message": message,
+    }
+
+
+def _meta(cr: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = cr.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def errors_of(exc: pydantic.ValidationError, prefix: str = "spec") -> list[str]:
+    """'spec.gpu: must be a fraction in (0, 1] ...' for every error pydantic found."""
+    out = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "__root__")
+        msg = err["msg"].removeprefix("Value error, ")
+        out.append(f"{loc}: {msg}")
+    return out
+
+
+def job_spec_of(cr: Mapping[str, Any]) -> JobSpec:
+    """The JobSpec of a TrainingJob: its spec with metadata.name as the job's name."""
+    spec = cr.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        spec = {"_": spec}  # a non-object spec: let pydantic say so
+    if "name" in spec:
+        raise ValueError("spec.name: not allowed, metadata.name is the job's name")
+    return JobSpec.model_validate({**spec, "name": _meta(cr).get("name", "")})
+
+
+def queue_spec_of(cr: Mapping[str, Any]) -> QueueSpec:
+    spec = cr.get("spec") or {}
+    if not isinstance(spec, Mapping) or "name" in spec:
+        raise ValueError("spec.name: not allowed, metadata.name is the queue's name")
+    return QueueSpec.model_validate({**spec, "name": _meta(cr).get("name", "")})
+
+
+def _invalid(reasons: Sequence[str], generation: Any) -> Outcome:
+    return Outcome(
+        None,
+        {
+            "phase": INVALID,
+            "reason": "; ".join(reasons),
+            "observedGeneration": generation,
+            "conditions": [condition("Valid", False, "InvalidSpec", "; ".join(reasons))],
+        },
+    )
+
+
+def changed_fields(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Top-level spec fields whose values differ (`name` never counts)."""
+    keys = (set(old) | set(new)) - {"name"}
+    return sorted(k for k in keys if old.get(k) != new.get(k))
+
+
+def reconcile_trainingjob(cr: Mapping[str, Any], existing: StoredJob | None) -> Outcome:
+    """One TrainingJob against its stored job (None: not submitted yet).
+
+    - invalid spec: no action, `Valid=False` naming each field and reason, phase Invalid;
+    - valid and new: Submit (idempotent on the CR's uid);
+    - being deleted (deletionTimestamp): Cancel unless already finished;
+    - spec edited after submission: refused, `SpecApplied=False` naming the fields (a
+      job's spec is immutable, as a Pod's is); the job keeps running as submitted;
+    - otherwise: the status of the stored job.
+    """
+    meta = _meta(cr)
+    generation = meta.get("generation")
+    if meta.get("deletionTimestamp"):
+        if existing is not None and not Phase(existing.phase).finished:
+            return Outcome(Cancel(existing.id))
+        return Outcome(None)
+    try:
+        spec = job_spec_of(cr)
+    except pydantic.ValidationError as exc:
+        if existing is None:
+            return _invalid(errors_of(exc), generation)
+        spec = None
+        problems = errors_of(exc)
+    except ValueError as exc:
+        if existing is None:
+            return _invalid([str(exc)], generation)
+        spec, problems = None, [str(exc)]
+    if existing is None:
+        assert spec is not None
+        namespace = str(meta.get("namespace", "default"))
+        uid = str(meta.get("uid") or f"{namespace}/{spec.name}")
+        status = {
+            "phase": Phase.PENDING.value,
+            "reason": "submitted to the scheduler",
+            "queue": spec.queue,
+            "workers": spec.workers,
+            "observedGeneration": generation,
+            "conditions": [condition("Valid", True, "Accepted")],
+        }
+        return Outcome(Submit(spec, f"crd:{namespace}", f"cr:{uid}"), status)
+    status = status_for(existing)
+    status["observedGeneration"] = generation
+    if spec is None:
+        status["conditions"].append(
+            condition(
+                "SpecApplied",
+                False,
+                "InvalidEdit",
+                "; ".join(problems) + "; the job runs as first submitted",
+            )
+        )
+        return Outcome(None, status)
+    changed = changed_fields(existing.spec, spec_json(spec))
+    if changed:
+        fields = ", ".join(f"spec.{f}" for f in changed)
+        status["conditions"].append(
+            condition(
+                "SpecApplied",
+                False,
+                "ImmutableField",
+                f"{fields} cannot change after submission; the job runs as first "
+                "submitted (delete and re-create the TrainingJob to change it)",
+            )
+        )
+    else:
+        status["conditions"].append(condition("SpecApplied", True, "UpToDate"))
+    return Outcome(None, status)
+
+
+def _iso(at: datetime | None) -> str | None:
+    return None if at is None else at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _gpus(placements: Sequence[Mapping[str, Any]]) -> str:
+    total = sum(len(p.get("gpus") or ()) * float(p.get("fraction", 1.0)) for p in placements)
+    return f"{total:g}"
+
+
+def status_for(job: StoredJob) -> dict[str, Any]:
+    """The TrainingJob status that shows a stored job (phase, reason, placements...)."""
+    phase = Phase(job.phase)
+    placements = [dict(p) for p in job.placements]
+    status: dict[str, Any] = {
+        "jobId": job.id,
+        "phase": phase.value,
+        "queue": job.queue,
+        "workers": int(job.spec.get("workers", 1)),
+        "gpus": _gpus(placements),
+        "attempt": job.attempt,
+        "restarts": job.restarts,
+        "placements": placements,
+        "reason": (job.pending_message or "") if phase is Phase.PENDING else "",
+        "conditions": [
+            condition("Valid", True, "Accepted"),
+            condition(
+                "Scheduled",
+                bool(placements) or phase is Phase.SUCCEEDED,
+                "Placed" if placements else phase.value,
+                job.pending_message or "",
+            ),
+            condition("Finished", phase.finished, phase.value),
+        ],
+    }
+    for key, at in (
+        ("submittedAt", job.created_at),
+        ("startedAt", job.started_at),
+        ("finishedAt", job.finished_at),
+    ):
+        if at is not None:
+            status[key] = _iso(at)
+    return status
+
+
+def reconcile_queue(cr: Mapping[str, Any], existing: QueueSpec | None) -> Outcome:
+    """One Queue CR against the stored queue: create, update, delete, or say why not."""
+    meta = _meta(cr)
+    generation = meta.get("generation")
+    name = str(meta.get("name", ""))
+    if meta.get("deletionTimestamp"):
+        return Outcome(DeleteQueue(name) if existing is not None else None)
+    try:
+        spec = queue_spec_of(cr)
+    except pydantic.ValidationError as exc:
+        return _invalid(errors_of(exc), generation)
+    except ValueError as exc:
+        return _invalid([str(exc)], generation)
+    status = {
+        "observedGeneration": generation,
+        "conditions": [condition("Valid", True, "Accepted")],
+    }
+    if existing == spec:
+        return Outcome(None, status)
+    return Outcome(UpsertQueue(spec, create=existing is None), status)

@@ -1,0 +1,161 @@
+"""Admission: try each pending job in order, quota first, then gang placement.
+
+Called by `cycle.schedule` once per cycle with the ordered pending jobs. Starving jobs
+go first; one that does not fit gets a reservation (`reservation`), which binds every
+job after it. A job is admitted whole (every worker placed) or not at all; its queue
+and every ancestor stay within their limits, in total and per GPU model (a job that
+may run on several models is steered away from models whose limit is reached).
+Placement failures of one request shape are remembered for the rest of the cycle: the
+cluster only fills up during admission, so a shape that failed fails again (backfill
+jobs still try the held room, which only they may use).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from scheduler import placement
+from scheduler.core import context, reasons, reservation
+from scheduler.core import model as m
+
+Shape = tuple[int, float, int | None, int, int, tuple[str, ...]]
+
+
+@dataclass(slots=True)
+class Outcome:
+    places: list[m.Place] = field(default_factory=list)
+    failed: list[tuple[m.JobRequest, m.PendingReason]] = field(default_factory=list)
+    reservations: list[reservation.Reservation] = field(default_factory=list)
+
+
+def quota(ctx: context.Context, job: m.JobRequest) -> m.JobRequest | m.PendingReason:
+    """The job as placement should see it (GPU types narrowed to models its queues still
+    have room for), or the limit it would break."""
+    ledger = ctx.ledger
+    if job.queue not in ctx.model_limited:
+        hit = ledger.over_limit(job.queue, None, ctx.est.total(job))
+        return job if hit is None else reasons.over_limit(job, *hit, ctx.est.total(job))
+    per = ctx.est.per_worker(job)
+    allowed = ctx.est.allowed_models(job)
+    fits = []
+    first: m.PendingReason | None = None
+    for model in allowed:
+        need = job.workers * per[model]
+        hit = ledger.over_limit(job.queue, model, need)
+        if hit is None:
+            fits.append(model)
+        elif first is None:
+            first = reasons.over_limit(job, *hit, need)
+    if not fits and first is not None:
+        return first
+    if len(fits) < len(allowed):
+        return dataclasses.replace(job, gpu_types=tuple(fits))
+    return job
+
+
+def _within_limits(
+    ctx: context.Context, job: m.JobRequest, placed: Sequence[m.WorkerPlacement]
+) -> m.PendingReason | None:
+    """Exact check once the models and shares are known (gpuMemory jobs, model limits)."""
+    use = ctx.usage_of(placed)
+    keys = [k for k in use if k != m.TOTAL] if job.queue in ctx.model_limited else []
+    for key in keys:
+        hit = ctx.ledger.over_limit(job.queue, key, use[key])
+        if hit is not None:
+            return reasons.over_limit(job, *hit, use[key])
+    hit = ctx.ledger.over_limit(job.queue, None, use.get(m.TOTAL, 0.0))
+    return None if hit is None else reasons.over_limit(job, *hit, use.get(m.TOTAL, 0.0))
+
+
+def _place(
+    ctx: context.Context, job: m.JobRequest, ignore: Sequence[reservation.Reservation]
+) -> tuple[m.WorkerPlacement, ...] | placement.PlacementFailure:
+    """Place with the holds in `ignore` lifted (the state is left unchanged)."""
+    if not ignore:
+        return placement.place_gang(ctx.state, job, ctx.snapshot.config.policy)
+    mark = ctx.state.checkpoint()
+    for res in ignore:
+        for hold_id in res.hold_ids:
+            if ctx.state.holds(hold_id):
+                ctx.state.release(hold_id)
+    try:
+        return placement.place_gang(ctx.state, job, ctx.snapshot.config.policy)
+    finally:
+        ctx.state.rollback(mark)
+
+
+def _shape(job: m.JobRequest) -> Shape:
+    return (job.workers, job.gpu, job.gpu_memory_mib, job.cpu_milli, job.memory_mib, job.gpu_types)
+
+
+def _try(
+    ctx: context.Context,
+    job: m.JobRequest,
+    out: Outcome,
+    failures: dict[Shape, m.PendingReason],
+) -> m.PendingReason | None:
+    checked = quota(ctx, job)
+    if isinstance(checked, m.PendingReason):
+        return checked
+    now = ctx.snapshot.now
+    shape = _shape(checked)
+    backfill = [r for r in out.reservations if reservation.may_backfill(job, r, now)]
+    cached = failures.get(shape)
+    result: tuple[m.WorkerPlacement, ...] | placement.PlacementFailure | None = None
+    if cached is None:
+        result = placement.place_gang(ctx.state, checked, ctx.snapshot.config.policy)
+    if not isinstance(result, tuple) and backfill:
+        result = _place(ctx, checked, backfill)
+        if isinstance(result, tuple):
+            # Backfill: it ends before the reservations start, so it may use their room.
+            for res in backfill:
+                reservation.unhold(ctx, res)
+    if isinstance(result, tuple):
+        over = _within_limits(ctx, job, result)
+        if over is None:
+            ctx.commit(job, result)
+            out.places.append(m.Place(job.id, result))
+        for res in backfill:
+            if not res.hold_ids:
+                reservation.hold(ctx, res)
+        return over
+    if cached is not None:
+        reason = cached
+    else:
+        assert isinstance(result, placement.PlacementFailure)
+        reason = reasons.placement(result.code, result.message, result.details)
+        if out.reservations:
+            # Would it fit but for the held room? Then the reservation is the reason.
+            free = _place(ctx, checked, out.reservations)
+            if isinstance(free, tuple):
+                used = {p.node for p in free}
+                holder = next(
+                    (r for r in out.reservations if used & set(r.nodes)), out.reservations[0]
+                )
+                reason = reasons.reserved(job, holder.job_id, holder.nodes, holder.start, now)
+        failures[shape] = reason
+    if reservation.starving(job, ctx.snapshot) and len(out.reservations) < (
+        reservation.MAX_RESERVATIONS
+    ):
+        made = reservation.reserve(ctx, checked)
+        if made is not None:
+            reservation.hold(ctx, made)
+            out.reservations.append(made)
+            failures.clear()  # the held room changes what fits
+            reason = reasons.with_reservation(reason, made.nodes, made.start, now)
+    return reason
+
+
+def admit(ctx: context.Context, ordered: Sequence[m.JobRequest]) -> Outcome:
+    """Admit what fits, in order (starving jobs first); the rest with their reasons."""
+    out = Outcome()
+    failures: dict[Shape, m.PendingReason] = {}
+    first = [j for j in ordered if reservation.starving(j, ctx.snapshot)]
+    rest = [j for j in ordered if not reservation.starving(j, ctx.snapshot)]
+    for job in first + rest:
+        reason = _try(ctx, job, out, failures)
+        if reason is not None:
+            out.failed.append((job, reason))
+    return out

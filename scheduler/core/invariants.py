@@ -1,0 +1,154 @@
+"""Drift detection: does what runs still satisfy policy?
+
+`check(snapshot)` is run by `cycle.schedule` every cycle (its result is
+`CycleResult.violations`) and is usable on its own by tests and the loop. It trusts no
+earlier decision: it recomputes GPU shares, node totals, gang completeness and queue
+usage from the running jobs alone. Reclaim corrects an unmet guarantee; the rest is
+reported for the loop to act on (or for a person to read).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from scheduler.core import accounting
+from scheduler.core import model as m
+
+
+def _placements(snapshot: m.Snapshot, nodes: dict[str, m.Node]) -> list[m.Violation]:
+    out: list[m.Violation] = []
+    gpu_share: dict[tuple[str, int], float] = defaultdict(float)
+    cpu: dict[str, int] = defaultdict(int)
+    mem: dict[str, int] = defaultdict(int)
+    for run in snapshot.running:
+        job = run.job
+        workers = sorted(p.worker for p in run.placements)
+        if workers != list(range(job.workers)):
+            out.append(
+                m.Violation(
+                    "gang-incomplete",
+                    f"job {job.id} has placements for workers {workers} of {job.workers}",
+                    job.id,
+                )
+            )
+        for p in run.placements:
+            node = nodes.get(p.node)
+            if node is None:
+                out.append(
+                    m.Violation(
+                        "unknown-node", f"job {job.id} runs on unknown node {p.node}", job.id
+                    )
+                )
+                continue
+            cpu[p.node] += job.cpu_milli
+            mem[p.node] += job.memory_mib
+            if len(p.gpus) > 1 and p.fraction < 1.0 - m.EPS:
+                out.append(
+                    m.Violation(
+                        "fraction-spans-gpus",
+                        f"job {job.id} worker {p.worker} holds {p.fraction} of {len(p.gpus)} GPUs",
+                        job.id,
+                    )
+                )
+            for g in p.gpus:
+                if not 0 <= g < node.gpu_count:
+                    out.append(
+                        m.Violation(
+                            "unknown-gpu",
+                            f"job {job.id} uses GPU {g} of node {p.node}, "
+                            f"which has {node.gpu_count}",
+                            job.id,
+                        )
+                    )
+                gpu_share[(p.node, g)] += p.fraction
+    for (node_name, g), share in sorted(gpu_share.items()):
+        if share > 1.0 + m.EPS:
+            out.append(
+                m.Violation(
+                    "gpu-overcommit",
+                    f"GPU {g} of node {node_name} is {share:.3g} allocated",
+                    f"{node_name}/{g}",
+                )
+            )
+    for name in sorted(cpu):
+        node = nodes[name]
+        if cpu[name] > node.cpu_milli:
+            out.append(
+                m.Violation(
+                    "cpu-overcommit",
+                    f"node {name} has {cpu[name]}m CPU allocated of {node.cpu_milli}m",
+                    name,
+                )
+            )
+        if mem[name] > node.memory_mib:
+            out.append(
+                m.Violation(
+                    "memory-overcommit",
+                    f"node {name} has {mem[name]} MiB allocated of {node.memory_mib} MiB",
+                    name,
+                )
+            )
+    return out
+
+
+def _queues(snapshot: m.Snapshot, nodes: dict[str, m.Node]) -> list[m.Violation]:
+    out: list[m.Violation] = []
+    tree = accounting.QueueTree.build(snapshot.queues)
+    for run in snapshot.running:
+        if run.job.queue not in tree.queues:
+            out.append(
+                m.Violation(
+                    "unknown-queue",
+                    f"job {run.job.id} runs in unknown queue {run.job.queue}",
+                    run.job.id,
+                )
+            )
+    ledger = accounting.build_ledger(tree, snapshot.running, nodes)
+    for name in sorted(tree.queues):
+        q = tree.queues[name]
+        for key in sorted(ledger.usage[name]):
+            cap = accounting.limit(q, key)
+            holds = ledger.of(name, key)
+            if cap is not None and holds > cap + m.EPS:
+                what = "GPUs" if key == m.TOTAL else f"{key} GPUs"
+                out.append(
+                    m.Violation(
+                        "queue-over-limit",
+                        f"queue {name} holds {holds:g} {what} of its limit {cap:g}",
+                        name,
+                    )
+                )
+    # A guarantee is unmet when a queue under it has a pending job that fits inside it
+    # while another queue runs over its own guarantee (borrowed GPUs it should return).
+    est = accounting.Estimator(snapshot.nodes)
+    borrowers = [
+        n
+        for n in sorted(tree.queues)
+        if not tree.children.get(n)
+        and ledger.of(n) > accounting.guaranteed(tree.queues[n], m.TOTAL) + m.EPS
+    ]
+    waiting: set[str] = set()
+    for job in snapshot.pending:
+        owner = tree.queues.get(job.queue)
+        if owner is None or job.queue in waiting:
+            continue
+        room = accounting.guaranteed(owner, m.TOTAL) - ledger.of(job.queue)
+        if est.total(job) <= room + m.EPS and any(b != job.queue for b in borrowers):
+            waiting.add(job.queue)
+    for name in sorted(waiting):
+        out.append(
+            m.Violation(
+                "guarantee-unmet",
+                f"queue {name} holds {ledger.of(name):g} of its guarantee "
+                f"{accounting.guaranteed(tree.queues[name], m.TOTAL):g} with fitting work pending "
+                f"while {', '.join(b for b in borrowers if b != name)} borrow",
+                name,
+            )
+        )
+    return out
+
+
+def check(snapshot: m.Snapshot) -> list[m.Violation]:
+    """Every violation of policy in what the snapshot says is running."""
+    nodes = {n.name: n for n in snapshot.nodes}
+    return _placements(snapshot, nodes) + _queues(snapshot, nodes)

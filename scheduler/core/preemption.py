@@ -1,0 +1,210 @@
+"""Reclaim and preemption for jobs that admission could not place.
+
+Called by `cycle.schedule` after admission, with the jobs that did not fit, in order.
+Two kinds of victims, both whole running jobs:
+
+- reclaim: a queue whose usage plus the job stays within its guarantee takes GPUs
+  back from other queues that hold more than their guarantee;
+- priority: within one queue, a higher-priority job displaces lower-priority ones.
+
+A victim must be preemptible (`preemptible` True, or None and running over its
+queue's guarantee), have run at least `Config.min_runtime_s`, and not be stopping
+already. Candidates go lowest priority first, most recently started first, fewest
+GPUs first. Each plan is tried on the cluster state (release, `place_gang`, roll
+back), then shrunk to a minimal set. A committed plan leaves the state as it will be
+once the victims stop (victims released, preemptor allocated), so the next plan
+cannot count the same room twice; admission is over, so nothing else is placed on it.
+The preemptor itself stays pending (WaitingForPreemption) until its victims stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scheduler import placement
+from scheduler.core import accounting, context, reasons
+from scheduler.core import model as m
+
+MAX_PREEMPTORS = 16  # plans tried per cycle (each costs several placement trials)
+MAX_VICTIMS = 64  # victims one plan may add before it gives up
+MAX_SHRINK = 16  # plans with more victims than this are not shrunk
+_SKIP = {m.ReasonCode.UNKNOWN_QUEUE, m.ReasonCode.GPU_TYPE, m.ReasonCode.RESERVED}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    job: m.JobRequest
+    victims: tuple[m.RunningJob, ...]
+    stopping: tuple[m.RunningJob, ...]  # already stopping; their room is promised to it
+    placements: tuple[m.WorkerPlacement, ...]
+
+
+def _key(run: m.RunningJob) -> tuple[int, float, float, str]:
+    return (run.job.priority, -run.started_at, accounting.placed_gpus(run.placements), run.job.id)
+
+
+def _helps(ctx: context.Context, run: m.RunningJob, allowed: frozenset[str] | None) -> bool:
+    """Whether evicting `run` frees anything of a model the job may use."""
+    if allowed is None:
+        return True
+    return any(
+        (node := ctx.nodes.get(p.node)) is not None and node.gpu_model in allowed
+        for p in run.placements
+    )
+
+
+def _fits(
+    ctx: context.Context, job: m.JobRequest, gone: Sequence[m.RunningJob], mark: int
+) -> tuple[m.WorkerPlacement, ...] | None:
+    """Place `job` with `gone` released and their GPUs off their queues' books."""
+    ctx.state.rollback(mark)
+    for run in gone:
+        ctx.state.release(run.job.id)
+    freed = [(run.job.queue, accounting.running_usage(run, ctx.nodes)) for run in gone]
+    for queue, use in freed:
+        ctx.ledger.add(queue, use, -1.0)
+    try:
+        if ctx.ledger.over_limit(job.queue, None, ctx.est.total(job)) is not None:
+            return None
+        result = placement.place_gang(ctx.state, job, ctx.snapshot.config.policy)
+        return result if isinstance(result, tuple) else None
+    finally:
+        for queue, use in freed:
+            ctx.ledger.add(queue, use)
+
+
+def _free_upper_bound(ctx: context.Context, allowed: frozenset[str] | None) -> float:
+    """GPUs free now on the models a job may use, at most (holds not subtracted)."""
+    cap = ctx.capacity
+    keys = [m.TOTAL] if allowed is None else sorted(allowed)
+    return sum(cap.get(k, 0.0) - ctx.used_by_model.get(k, 0.0) for k in keys)
+
+
+def _plan(
+    ctx: context.Context,
+    job: m.JobRequest,
+    pool: list[m.RunningJob],
+    reclaim: bool,
+    allowed: frozenset[str] | None,
+) -> Plan | None:
+    """The smallest set of victims (stopping jobs first in `pool`) that lets `job` place."""
+    mark = ctx.state.checkpoint()
+    need = ctx.est.total(job)
+    freed = _free_upper_bound(ctx, allowed)
+    found: tuple[m.WorkerPlacement, ...] | None = None
+    chosen: list[m.RunningJob] = []
+    taken_from: dict[str, float] = {}
+    for run in pool:
+        if len(chosen) >= MAX_VICTIMS:
+            break
+        q = run.job.queue
+        gpus = accounting.placed_gpus(run.placements)
+        if reclaim and q != job.queue and not run.stopping:
+            # Reclaim only while the victim's queue still holds more than its guarantee.
+            holds = ctx.ledger.of(q) - taken_from.get(q, 0.0)
+            if holds <= accounting.guaranteed(ctx.tree.queues[q], m.TOTAL) + m.EPS:
+                continue
+        chosen.append(run)
+        taken_from[q] = taken_from.get(q, 0.0) + gpus
+        freed += gpus
+        # Trials are costly: only once enough GPUs could be free.
+        if freed + m.EPS >= need:
+            found = _fits(ctx, job, chosen, mark)
+            if found is not None:
+                break
+    if found is None:
+        ctx.state.rollback(mark)
+        return None
+    if len(chosen) <= MAX_SHRINK:
+        # Keep the cheapest victims: try dropping the most valuable ones first.
+        for run in reversed(chosen[:]):
+            rest = [c for c in chosen if c is not run]
+            again = _fits(ctx, job, rest, mark) if rest else None
+            if again is not None:
+                chosen, found = rest, again
+    ctx.state.rollback(mark)
+    return Plan(
+        job,
+        tuple(r for r in chosen if not r.stopping),
+        tuple(r for r in chosen if r.stopping),
+        found,
+    )
+
+
+def _commit(ctx: context.Context, plan: Plan) -> None:
+    """Leave the state and ledger as they will be once the victims have stopped."""
+    for run in (*plan.stopping, *plan.victims):
+        ctx.state.release(run.job.id)
+        ctx.ledger.add(run.job.queue, accounting.running_usage(run, ctx.nodes), -1.0)
+    ctx.commit(plan.job, plan.placements)
+
+
+def _why(ctx: context.Context, victim: m.RunningJob, job: m.JobRequest) -> str:
+    if victim.job.queue == job.queue:
+        return (
+            f"preempted for job {job.id} of higher priority ({job.priority} > "
+            f"{victim.job.priority}) in queue {job.queue}"
+        )
+    q = ctx.tree.queues[job.queue]
+    return (
+        f"reclaimed for job {job.id}: queue {job.queue} is below its guarantee "
+        f"{accounting.guaranteed(q, m.TOTAL):g} GPUs and queue {victim.job.queue} is above its own"
+    )
+
+
+def preempt(
+    ctx: context.Context, failed: Sequence[tuple[m.JobRequest, m.PendingReason]]
+) -> tuple[list[m.Preempt], dict[str, m.PendingReason]]:
+    """Preemptions for the jobs that did not fit, and their new pending reasons."""
+    snap = ctx.snapshot
+    stopping = sorted((r for r in snap.running if r.stopping), key=_key)
+    victims = sorted(
+        (
+            r
+            for r in snap.running
+            if context.preemptible(ctx, r)
+            and snap.now - r.started_at >= snap.config.min_runtime_s
+            and r.job.queue in ctx.tree.queues
+        ),
+        key=_key,
+    )
+    gone: set[str] = set()
+    out: list[m.Preempt] = []
+    waiting: dict[str, m.PendingReason] = {}
+    tries = 0
+    for job, reason in failed:
+        if reason.code in _SKIP or tries >= MAX_PREEMPTORS:
+            continue
+        needs_gpu = job.gpu > 0 or job.gpu_memory_mib is not None
+        allowed = frozenset(ctx.est.allowed_models(job)) if needs_gpu else None
+        room = accounting.guaranteed(ctx.tree.queues[job.queue], m.TOTAL) - ctx.ledger.of(job.queue)
+        reclaim = ctx.est.total(job) <= room + m.EPS
+        promised = [r for r in stopping if r.job.id not in gone and _helps(ctx, r, allowed)]
+        pool: list[m.RunningJob] = []
+        if snap.config.preemption:
+            pool = [
+                r
+                for r in victims
+                if r.job.id not in gone
+                and _helps(ctx, r, allowed)
+                and (
+                    (r.job.queue == job.queue and r.job.priority < job.priority)
+                    or (reclaim and r.job.queue != job.queue)
+                )
+            ]
+        if not pool and not promised:
+            continue
+        tries += 1
+        plan = _plan(ctx, job, promised + pool, reclaim, allowed)
+        if plan is None:
+            continue
+        _commit(ctx, plan)
+        gone.update(r.job.id for r in (*plan.victims, *plan.stopping))
+        gpus = sum(accounting.placed_gpus(v.placements) for v in plan.victims)
+        for v in plan.victims:
+            out.append(m.Preempt(v.job.id, _why(ctx, v, job), v.job.grace_period_s, job.id))
+        waiting[job.id] = reasons.waiting_for_preemption(
+            plan.victims, gpus, [s.job.id for s in plan.stopping]
+        )
+    return out, waiting

@@ -1,0 +1,96 @@
+"""Pending reasons a person can act on: which rule held the job back, with numbers,
+and what it would take to fit.
+
+Called by `admission`, `preemption` and `reservation` when a job stays pending; the
+placement-side reasons (no node, GPU type, fragmentation) come from
+`scheduler.placement.PlacementFailure` and are passed through unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler.core import model as m
+
+
+def _gpus(key: str) -> str:
+    return "GPUs" if key == m.TOTAL else f"{key} GPUs"
+
+
+def unknown_queue(job: m.JobRequest) -> m.PendingReason:
+    return m.PendingReason(
+        m.ReasonCode.UNKNOWN_QUEUE,
+        f"queue {job.queue} does not exist; create it or resubmit to an existing queue",
+        {"queue": job.queue},
+    )
+
+
+def over_limit(
+    job: m.JobRequest, queue: str, key: str, holds: float, limit: float, need: float
+) -> m.PendingReason:
+    """The job's queue (or an ancestor) would go over a limit."""
+    parent = queue != job.queue
+    code = m.ReasonCode.PARENT_LIMIT if parent else m.ReasonCode.QUEUE_LIMIT
+    whose = f"parent queue {queue} of {job.queue}" if parent else f"queue {queue}"
+    free = max(0.0, limit - holds)
+    return m.PendingReason(
+        code,
+        f"{whose} holds {holds:g} of its limit {limit:g} {_gpus(key)}; the job needs "
+        f"{need:g}: it fits when {need - free:g} {_gpus(key)} of {queue} are released "
+        f"or the limit is raised to {holds + need:g}",
+        {"queue": queue, "resource": key, "holds": holds, "limit": limit, "needs": need},
+    )
+
+
+def placement(failure_code: m.ReasonCode, message: str, details: object) -> m.PendingReason:
+    """A placement failure as a reason (details kept when they are a mapping)."""
+    return m.PendingReason(
+        failure_code, message, dict(details) if isinstance(details, dict) else {}
+    )
+
+
+def waiting_for_preemption(
+    victims: Sequence[m.RunningJob], gpus: float, stopping: Sequence[str]
+) -> m.PendingReason:
+    names = [v.job.id for v in victims]
+    parts = []
+    if names:
+        parts.append(f"preempting {', '.join(names)} ({gpus:g} GPUs)")
+    if stopping:
+        parts.append(f"waiting for {', '.join(stopping)} to stop")
+    return m.PendingReason(
+        m.ReasonCode.WAITING_FOR_PREEMPTION,
+        f"{'; '.join(parts)}; the job is placed once they have stopped",
+        {"victims": names, "victim_gpus": gpus, "stopping": list(stopping)},
+    )
+
+
+def reserved(
+    job: m.JobRequest, holder: str, nodes: Sequence[str], start: float | None, now: float
+) -> m.PendingReason:
+    """A lower-ordered job would take room held for a starving job."""
+    when = f"in about {start - now:.0f}s" if start is not None else "when running jobs end"
+    fix = (
+        f"declare maxRuntime under {start - now:.0f}s to backfill"
+        if start is not None and start > now
+        else "wait for the reservation to start"
+    )
+    return m.PendingReason(
+        m.ReasonCode.RESERVED,
+        f"the free room that fits it on {', '.join(nodes[:5])} is reserved for job {holder}, "
+        f"which starts {when}; {fix}",
+        {"reserved_for": holder, "nodes": list(nodes), "estimated_start": start},
+    )
+
+
+def with_reservation(
+    reason: m.PendingReason, nodes: Sequence[str], start: float | None, now: float
+) -> m.PendingReason:
+    """A starving job's own reason, noting the room now held for it."""
+    when = f"in about {start - now:.0f}s" if start is not None else "as running jobs end"
+    return m.PendingReason(
+        reason.code,
+        f"{reason.message}; room on {', '.join(nodes[:5])} is reserved for it, "
+        f"expected free {when}",
+        {**reason.details, "reserved_nodes": list(nodes), "estimated_start": start},
+    )

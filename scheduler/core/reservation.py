@@ -1,0 +1,145 @@
+"""No starvation: reservations for long-waiting jobs, and Slurm-style backfill.
+
+Called by `admission` (which tries starving jobs first). A job pending longer than
+`Config.starvation_s` that does not fit now gets a reservation: the placement it would
+get once enough running jobs end, releasing them in order of their estimated end
+(`started_at + max_runtime_s`; jobs without one last, in start order). The room of
+that placement is then held in the cluster state for the rest of the cycle, so
+lower-ordered jobs cannot take it. A lower-ordered job may still use held room when
+its own `max_runtime_s` ends before the reservation's estimated start (backfill);
+without an estimate (some needed job declares no max runtime) the room is simply held.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from scheduler import placement
+from scheduler.core import context
+from scheduler.core import model as m
+
+# Reservations are costly (a search over running jobs); like Slurm's bf_max_job_test,
+# only the first few starving jobs in order get one per cycle.
+MAX_RESERVATIONS = 8
+HOLD_PREFIX = "reservation/"  # ids of the holds in the cluster state
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    job: m.JobRequest
+    placements: tuple[m.WorkerPlacement, ...]
+    start: float | None  # estimated time the room is free; None: unknown
+    hold_ids: list[str] = field(default_factory=list)  # what `hold` allocated
+
+    @property
+    def job_id(self) -> str:
+        return self.job.id
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(sorted({p.node for p in self.placements}))
+
+
+def starving(job: m.JobRequest, snapshot: m.Snapshot) -> bool:
+    return snapshot.now - job.submitted_at >= snapshot.config.starvation_s
+
+
+def _end(run: m.RunningJob) -> float | None:
+    if run.job.max_runtime_s is None:
+        return None
+    return run.started_at + run.job.max_runtime_s
+
+
+def _fits_after(ctx: context.Context, job: m.JobRequest, ending: list[m.RunningJob]) -> object:
+    for run in ending:
+        ctx.state.release(run.job.id)
+    return placement.place_gang(ctx.state, job, ctx.snapshot.config.policy, explain=False)
+
+
+def reserve(ctx: context.Context, job: m.JobRequest) -> Reservation | None:
+    """Where and when `job` would fit as running jobs end; None when it never would.
+    Leaves the cluster state as it found it."""
+    allowed = set(ctx.est.allowed_models(job)) if job.gpu > 0 or job.gpu_memory_mib else None
+    candidates = [
+        r
+        for r in ctx.snapshot.running
+        if allowed is None
+        or any(
+            (node := ctx.nodes.get(p.node)) is not None and node.gpu_model in allowed
+            for p in r.placements
+        )
+    ]
+    candidates.sort(key=lambda r: (_end(r) is None, _end(r) or 0.0, r.started_at, r.job.id))
+    mark = ctx.state.checkpoint()
+    try:
+        if not isinstance(_fits_after(ctx, job, candidates), tuple):
+            return None
+        # Binary search the shortest prefix of endings after which the job fits.
+        lo, hi = 1, len(candidates)
+        best: tuple[m.WorkerPlacement, ...] | None = None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            ctx.state.rollback(mark)
+            result = _fits_after(ctx, job, candidates[:mid])
+            if isinstance(result, tuple):
+                best, hi = result, mid - 1
+            else:
+                lo = mid + 1
+        assert best is not None  # the full prefix fits, so the search found one
+        needed = candidates[:lo]
+        ends = [_end(r) for r in needed]
+        known = [e for e in ends if e is not None]
+        start = max(known, default=ctx.snapshot.now) if len(known) == len(ends) else None
+        return Reservation(job, best, start)
+    finally:
+        ctx.state.rollback(mark)
+
+
+def hold(ctx: context.Context, res: Reservation) -> None:
+    """Take, for the rest of the cycle, the part of the reservation's room that is
+    free now: each planned GPU's share up to what is free on it, and the CPU and
+    memory of its workers up to what is free on their nodes."""
+    by_node: dict[str, list[m.WorkerPlacement]] = defaultdict(list)
+    for p in res.placements:
+        by_node[p.node].append(p)
+    for node, workers in sorted(by_node.items()):
+        free = list(ctx.state.gpu_free(node))
+        parts: list[m.WorkerPlacement] = []
+        for p in workers:
+            for g in p.gpus:
+                take = min(p.fraction, free[g])
+                if take > m.EPS:
+                    free[g] -= take
+                    parts.append(m.WorkerPlacement(len(parts), node, (g,), take))
+        cpu = min(ctx.state.free_cpu(node), res.job.cpu_milli * len(workers))
+        mem = min(ctx.state.free_memory(node), res.job.memory_mib * len(workers))
+        parts.append(m.WorkerPlacement(len(parts), node, (), 1.0))
+        hold_id = f"{HOLD_PREFIX}{res.job.id}/{node}"
+        # The non-GPU part carries the CPU and memory; GPU parts carry none.
+        request = dataclasses.replace(res.job, id=hold_id, cpu_milli=0, memory_mib=0)
+        try:
+            ctx.state.allocate(hold_id + "/gpu", tuple(parts[:-1]), request=request)
+            res.hold_ids.append(hold_id + "/gpu")
+            request = dataclasses.replace(request, cpu_milli=max(0, cpu), memory_mib=max(0, mem))
+            ctx.state.allocate(hold_id, (parts[-1],), request=request)
+            res.hold_ids.append(hold_id)
+        except ValueError:  # rounding at the edge of a GPU: hold what was taken
+            continue
+
+
+def unhold(ctx: context.Context, res: Reservation) -> None:
+    for hold_id in res.hold_ids:
+        if ctx.state.holds(hold_id):
+            ctx.state.release(hold_id)
+    res.hold_ids.clear()
+
+
+def may_backfill(job: m.JobRequest, res: Reservation, now: float) -> bool:
+    """A job may use held room if it surely ends before the reservation starts."""
+    return (
+        job.max_runtime_s is not None
+        and res.start is not None
+        and now + job.max_runtime_s <= res.start + m.EPS
+    )

@@ -1,0 +1,118 @@
+"""Step 6 of a cycle: carry out the core's decisions, store first, backend second.
+
+- Preempt: Preempted (restart counted), then Pending again with its submission time
+  untouched (so it keeps its place), then `backend.stop` with the grace period. A crash
+  before the stop leaves workers their job no longer holds; the next cycle stops them.
+- Place: `record_placement` with attempt = previous + 1 BEFORE `backend.launch`. A crash
+  after the record leaves a Scheduled job without workers, which the next cycle
+  launches; the backend ignores a second launch of one attempt. No attempt runs twice.
+- Keep pending: the reason, written only when it changed (the store skips repeats).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sqlalchemy.orm import Session
+
+from scheduler.backends import base
+from scheduler.core import model
+from scheduler.loop import faults
+from scheduler.loop.clock import as_datetime
+from scheduler.spec import Phase
+from scheduler.store import cycle as store
+from scheduler.store import errors
+
+log = logging.getLogger(__name__)
+_RACES = (errors.VersionConflict, errors.InvalidTransition, errors.NotFound)
+
+
+@dataclass
+class Applied:
+    placed: list[str] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+    pending: int = 0
+    violations: list[model.Violation] = field(default_factory=list)
+
+
+def apply(
+    session: Session,
+    backend: base.ClusterBackend,
+    result: model.CycleResult,
+    live: Mapping[str, store.LiveJob],
+    *,
+    now: float,
+    worker_env: Mapping[str, str],
+) -> Applied:
+    at = as_datetime(now)
+    out = Applied(violations=list(result.violations))
+    for v in result.violations:
+        log.warning("invariant: %s: %s", v.kind, v.message)
+    for p in result.preempts:
+        lj = live.get(p.job_id)
+        if lj is None or lj.phase not in (Phase.SCHEDULED, Phase.RUNNING):
+            backend.stop(p.job_id.split("~")[0], p.grace_period_s)  # a stopping remnant
+            continue
+        try:
+            version = store.set_phase(
+                session=session,
+                job_id=lj.id,
+                expected_version=lj.version,
+                phase=Phase.PREEMPTED,
+                reason="Preempted",
+                message=p.reason + (f" (for {p.for_job})" if p.for_job else ""),
+                count_restart=True,
+                now=at,
+            )
+            faults.point("preempt:recorded")
+            store.set_phase(
+                session=session,
+                job_id=lj.id,
+                expected_version=version,
+                phase=Phase.PENDING,
+                reason="Requeued",
+                message="back in its queue at its original place",
+                now=at,
+            )
+            faults.point("preempt:requeued")
+        except _RACES as exc:
+            log.info("preempt of %s skipped: %s", lj.id, exc)
+            continue
+        backend.stop(lj.id, p.grace_period_s)
+        faults.point("preempt:stopped")
+        out.preempted.append(lj.id)
+    for place in result.places:
+        lj = live.get(place.job_id)
+        if lj is None or lj.phase is not Phase.PENDING:
+            continue
+        attempt = lj.attempt + 1
+        try:
+            store.record_placement(
+                session=session,
+                job_id=lj.id,
+                expected_version=lj.version,
+                placements=place.placements,
+                attempt=attempt,
+                now=at,
+            )
+        except _RACES as exc:
+            log.info("placement of %s skipped: %s", lj.id, exc)
+            continue
+        faults.point("place:recorded")
+        backend.launch(
+            base.LaunchRequest(lj.id, lj.spec, attempt, place.placements, dict(worker_env))
+        )
+        faults.point("place:launched")
+        out.placed.append(lj.id)
+    for keep in result.pending:
+        lj = live.get(keep.job_id)
+        if lj is None or lj.phase is not Phase.PENDING:
+            continue
+        try:
+            store.set_pending_reason(session=session, job_id=lj.id, reason=keep.reason)
+        except _RACES:
+            continue
+        out.pending += 1
+    return out

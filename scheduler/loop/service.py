@@ -1,0 +1,215 @@
+"""The scheduler loop: the only writer of placements. `Loop.run_once()` is one cycle;
+`Loop.run_forever()` repeats it on a timer and whenever `wake()` is called (a new
+submission, a worker changing state).
+
+One cycle, in order:
+  1. lease     - hold the single-scheduler lease, else do nothing this time
+  2. observe   - nodes and workers from the backend; live jobs from the store
+  3. reconcile - phases follow workers; re-launch a recorded but unlaunched attempt;
+                 stop workers whose job no longer holds them (see `reconcile`)
+  4. snapshot  - queues, running (stopping workers keep their GPUs), pending, `now`
+  5. schedule  - `scheduler.core.cycle.schedule(snapshot)`, pure
+  6. apply     - preempt (store, then stop), place (record, then launch), reasons
+The store is written before the backend is touched at every step, so a crash at any
+point leaves a state the next cycle (in this or a restarted process) completes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from sqlalchemy.orm import Session
+
+from scheduler.backends import base
+from scheduler.core import model
+from scheduler.loop import apply, reconcile
+from scheduler.loop.clock import Clock, WallClock, as_datetime
+from scheduler.spec import Phase
+from scheduler.store import cycle as store
+from scheduler.store.db import Database
+
+log = logging.getLogger(__name__)
+
+ScheduleFn = Callable[[model.Snapshot], model.CycleResult]
+
+
+def schedule_fn() -> ScheduleFn:
+    """The core's `schedule`, or the stand-in while `scheduler.core.cycle` is missing."""
+    try:
+        core_cycle = importlib.import_module("scheduler.core.cycle")
+    except ModuleNotFoundError as exc:
+        if exc.name != "scheduler.core.cycle":
+            raise
+        from scheduler.loop import fallback
+
+        log.warning("scheduler.core.cycle not found: using the first-fit stand-in")
+        return fallback.schedule
+    fn: ScheduleFn = core_cycle.schedule
+    return fn
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    holder: str = "shoal"
+    interval_s: float = 2.0
+    lease_ttl_s: float = 15.0
+    core: model.Config = field(default_factory=model.Config)
+    # Given to every worker (SHOAL_API_URL, SHOAL_API_TOKEN).
+    worker_env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class CycleReport:
+    now: float
+    result: model.CycleResult
+    reconciled: reconcile.Reconciled
+    applied: apply.Applied
+    seconds: float
+
+
+class Loop:
+    def __init__(
+        self,
+        database: Database,
+        backend: base.ClusterBackend,
+        *,
+        clock: Clock | None = None,
+        config: LoopConfig | None = None,
+        schedule: ScheduleFn | None = None,
+    ) -> None:
+        self.database = database
+        self.backend = backend
+        self.clock = clock or WallClock()
+        self.config = config or LoopConfig()
+        self.schedule = schedule or schedule_fn()
+        self._wake = threading.Event()
+        self._inventory: tuple[model.Node, ...] | None = None
+        self.cycles = 0
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def run_forever(self, stop: threading.Event) -> None:
+        """Cycle until `stop` is set; errors (a database restart) are logged, not fatal."""
+        while not stop.is_set():
+            self._wake.clear()
+            try:
+                self.run_once()
+            except Exception:
+                log.exception("scheduling cycle failed; retrying")
+                stop.wait(1.0)
+            self._wake.wait(self.config.interval_s)
+        with self.database.session() as session:
+            store.release_lease(session=session, holder=self.config.holder)
+
+    def run_once(self) -> CycleReport | None:
+        t0 = time.perf_counter()
+        now = self.clock.now()
+        with self.database.session() as session:
+            # 1. lease
+            lease = store.acquire_lease(
+                session=session,
+                holder=self.config.holder,
+                ttl_s=self.config.lease_ttl_s,
+                now=as_datetime(now),
+            )
+            if not lease:
+                return None
+            # 2. observe
+            nodes = tuple(self.backend.nodes())
+            if nodes != self._inventory:
+                store.save_inventory(session=session, nodes=nodes, now=as_datetime(now))
+                self._inventory = nodes
+            attempts = reconcile.by_attempt(self.backend.workers())
+            live = store.live_jobs(session=session)
+            # 3. reconcile
+            done = reconcile.Reconciled()
+            for lj in live:
+                workers = attempts.get((lj.id, lj.attempt), []) if lj.attempt else []
+                reconcile.job(
+                    session,
+                    self.backend,
+                    lj,
+                    workers,
+                    now=now,
+                    extra_env=self.config.worker_env,
+                    done=done,
+                )
+            live = store.live_jobs(session=session)
+            by_id = {lj.id: lj for lj in live}
+            draining = reconcile.orphans(self.backend, by_id, attempts, done)
+            # 4. snapshot
+            snapshot = self._snapshot(session, now, nodes, live, attempts, draining)
+            # 5. schedule
+            result = self.schedule(snapshot)
+            # 6. apply
+            applied = apply.apply(
+                session,
+                self.backend,
+                result,
+                by_id,
+                now=now,
+                worker_env=self.config.worker_env,
+            )
+        self.cycles += 1
+        return CycleReport(now, result, done, applied, time.perf_counter() - t0)
+
+    def _snapshot(
+        self,
+        session: Session,
+        now: float,
+        nodes: tuple[model.Node, ...],
+        live: list[store.LiveJob],
+        attempts: Mapping[reconcile.AttemptKey, list[base.WorkerStatus]],
+        draining: list[reconcile.AttemptKey],
+    ) -> model.Snapshot:
+        by_id = {lj.id: lj for lj in live}
+        running = [r for lj in live if (r := lj.running()) is not None]
+        held = {r.job.id for r in running}
+        busy: set[str] = set()
+        for job_id, attempt in draining:
+            busy.add(job_id)
+            workers = attempts[(job_id, attempt)]
+            lj = by_id.get(job_id)
+            first = workers[0]
+            request = (
+                lj.request if lj is not None else model.JobRequest(id=job_id, queue=first.queue)
+            )
+            rid = job_id if job_id not in held else f"{job_id}~{attempt}"
+            placements = tuple(
+                model.WorkerPlacement(w.worker, w.node, w.gpus, w.fraction)
+                for w in workers
+                if w.state is base.WorkerState.RUNNING
+            )
+            running.append(
+                model.RunningJob(
+                    request if rid == job_id else _renamed(request, rid),
+                    placements,
+                    now,
+                    stopping=True,
+                )
+            )
+            held.add(rid)
+        pending = tuple(
+            lj.request
+            for lj in live
+            if lj.phase is Phase.PENDING and not lj.cancel_requested and lj.id not in busy
+        )
+        return model.Snapshot(
+            nodes=nodes,
+            queues=store.load_queues(session=session),
+            running=tuple(running),
+            pending=pending,
+            now=now,
+            config=self.config.core,
+        )
+
+
+def _renamed(request: model.JobRequest, job_id: str) -> model.JobRequest:
+    return dataclasses.replace(request, id=job_id)

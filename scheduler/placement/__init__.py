@@ -1,0 +1,26 @@
+"""Placement: where each worker of a job runs (node, GPU indices, share of a GPU).
+
+Pure (no I/O, no clock); called by `scheduler.core` and the benchmarks. The contract
+with the core is in docs/design/0001-team-contracts.md; the policies and the FGD
+fragmentation measure are described in docs/design/0002-placement.md.
+"""
+
+from scheduler.placement.diagnose import NodeFit, diagnose
+from scheduler.placement.failure import PlacementFailure
+from scheduler.placement.fit import worker_gpu_share
+from scheduler.placement.fragmentation import TaskType, WorkloadMix
+from scheduler.placement.gang import place_gang
+from scheduler.placement.policies import Scorer
+from scheduler.placement.state import ClusterState
+
+__all__ = [
+    "ClusterState",
+    "NodeFit",
+    "PlacementFailure",
+    "Scorer",
+    "TaskType",
+    "WorkloadMix",
+    "diagnose",
+    "place_gang",
+    "worker_gpu_share",
+]

@@ -1,0 +1,131 @@
+"""The FGD paper's baseline schedulers, as scorers, for the benchmarks.
+
+Weng et al. (USENIX ATC '23) compare FGD with these; `bench.fgd_inflation` runs them
+on the Alibaba trace. Not offered as product policies. Lower score is better:
+
+- best-fit: the node with the least weighted free CPU and GPU left after placing;
+- dot-product (Tetris-style alignment, as the paper's simulator scores it): the
+  node (and GPU) whose free vector, normalised by the node's capacity, has the
+  smallest dot product with the task's demand;
+- gpu-packing: shared GPUs first, then free GPUs on nodes already in use, then idle
+  nodes (the smallest first);
+- gpu-clustering: nodes whose tasks all share the task's GPU shape, then nodes that
+  have that shape among others, then idle nodes, then the rest; fullest first;
+- random-fit: any node that fits, uniformly at random (seeded).
+
+All pick the least free GPU that fits for a sharing task, except dot-product,
+which picks the GPU by its own score.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from scheduler.placement import fit
+from scheduler.placement.policies import Result, Scorer, best_fit_take
+from scheduler.placement.state import UNIT, ClusterState, Sig, Tag
+
+_Feasible = Sequence[tuple[Sig, list[int], Result]]
+
+
+class BestFit(Scorer):
+    name = "best-fit"
+
+    def __init__(self, max_cpu: int = 128_000, max_gpus: int = 8) -> None:
+        super().__init__()
+        self.max_cpu, self.max_gpus = max_cpu, max_gpus
+
+    def evaluate(self, s: Sig, d: fit.Demand) -> Result | None:
+        n = fit.fits(d, s)
+        if n is None:
+            return None
+        gpu_left = (sum(s.shares) - n.gpus * n.share) / UNIT
+        score = 0.5 * (s.cpu - d.cpu) / self.max_cpu + 0.5 * gpu_left / self.max_gpus
+        return score, best_fit_take(n, s.shares)
+
+
+class DotProduct(Scorer):
+    name = "dot-product"
+
+    def evaluate(self, s: Sig, d: fit.Demand) -> Result | None:
+        n = fit.fits(d, s)
+        if n is None:
+            return None
+        cpu = (s.cpu / s.cap_cpu) * (d.cpu / s.cap_cpu) if s.cap_cpu else 0.0
+        if n.gpus == 1:
+            options = fit.candidates(n, s.shares)
+            v = min(options, key=lambda v: (v * n.share, v))
+            return (cpu + v * n.share / UNIT**2) / 2, v
+        gpus = len(s.shares)
+        gpu = (sum(s.shares) / UNIT / gpus) * (n.gpus / gpus) if gpus and n.gpus else 0.0
+        return (cpu + gpu) / 2, -1
+
+
+class GpuPacking(Scorer):
+    name = "gpu-packing"
+
+    def evaluate(self, s: Sig, d: fit.Demand) -> Result | None:
+        n = fit.fits(d, s)
+        if n is None:
+            return None
+        take = best_fit_take(n, s.shares)
+        if n.gpus == 0:
+            return 0.0, -1
+        gpus = len(s.shares)
+        if all(v == UNIT for v in s.shares):  # idle node: the smallest first
+            return 2 + gpus / 100, take
+        if n.gpus == 1 and take < UNIT:  # a shared GPU: the fullest first
+            return take / UNIT / 2, take
+        return 1 + n.gpus / 100, take  # fully free GPUs on a node in use
+
+
+class GpuClustering(Scorer):
+    name = "gpu-clustering"
+
+    def evaluate(self, s: Sig, d: fit.Demand) -> Result | None:
+        n = fit.fits(d, s)
+        return None if n is None else (0.0, best_fit_take(n, s.shares))
+
+    def pick(self, state: ClusterState, d: fit.Demand, feasible: _Feasible) -> tuple[int, Result]:
+        sig, _, r = feasible[0]
+        n = fit.need(d, sig.model, sig.gpu_mem)
+        if n is None or n.gpus == 0:  # CPU-only work: first fit
+            return min((ms[0], r) for _, ms, r in feasible)
+        tag = (n.gpus, n.share)
+        best: tuple[float, int, Result] | None = None
+        for s, ms, r in feasible:
+            packed = sum(s.shares) / UNIT / 100  # in [0, 0.08]: fuller is better
+            for i in ms:
+                key = (_tier(tag, state.tags[i]) + packed, i, r)
+                if best is None or key[:2] < best[:2]:
+                    best = key
+        assert best is not None
+        return best[1], best[2]
+
+
+def _tier(tag: Tag, tags: dict[Tag, int]) -> int:
+    """0: only this shape; 1: this shape among others; 2: idle; 3: other shapes only."""
+    if tag in tags:
+        return 0 if len(tags) == 1 else 1
+    return 2 if not tags else 3
+
+
+class RandomFit(Scorer):
+    name = "random"
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__()
+        self.rng = random.Random(seed)
+
+    def evaluate(self, s: Sig, d: fit.Demand) -> Result | None:
+        n = fit.fits(d, s)
+        return None if n is None else (0.0, best_fit_take(n, s.shares))
+
+    def pick(self, state: ClusterState, d: fit.Demand, feasible: _Feasible) -> tuple[int, Result]:
+        k = self.rng.randrange(sum(len(ms) for _, ms, _ in feasible))
+        for _, ms, r in feasible:
+            if k < len(ms):
+                return ms[k], r
+            k -= len(ms)
+        raise AssertionError("unreachable: k is below the total")

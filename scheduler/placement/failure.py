@@ -1,0 +1,128 @@
+"""Why a gang does not fit, in words a person can act on, with the numbers.
+
+Called by `gang.place_gang` when no placement exists. The checks run from the most
+basic to the most specific, and the first that explains the failure is the reason:
+GPU type, a worker larger than any node, not enough free GPUs at all (NoFittingNode),
+enough free GPU share in total but no single GPU or node holding one worker's part
+(Fragmentation), CPU or memory, and last a gang larger than the room left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from scheduler.core import model as m
+from scheduler.placement import fit
+from scheduler.placement.state import UNIT, ClusterState
+
+R = m.ReasonCode
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementFailure:
+    code: m.ReasonCode
+    message: str
+    details: Mapping[str, object] = field(default_factory=dict)
+
+
+def opaque(job: m.JobRequest) -> PlacementFailure:
+    return PlacementFailure(R.NO_NODE, f"job {job.id} does not fit now", {})
+
+
+def _gib(mib: int) -> str:
+    return f"{mib / 1024:g} GiB"
+
+
+def _ask(job: m.JobRequest) -> str:
+    if job.gpu_memory_mib:
+        return f"{job.gpu_memory_mib} MiB of one GPU"
+    if 0 < job.gpu < 1:
+        return f"{job.gpu:g} of one GPU"
+    return f"{job.gpu:g} GPUs on one node" if job.gpu > 1 else "1 GPU"
+
+
+def explain(state: ClusterState, job: m.JobRequest) -> PlacementFailure:
+    d = fit.Demand.of(job)
+    workers = max(job.workers, 1)
+    models = sorted({n.gpu_model for n in state.nodes if n.gpu_count})
+    sigs = [(s, fit.need(d, s.model, s.gpu_mem), len(ms)) for s, ms in state.classes.items()]
+    allowed = [(s, n, k) for s, n, k in sigs if n is not None]
+    base = {"workers": workers, "gpu": job.gpu, "cpu_milli": d.cpu, "memory_mib": d.mem}
+    if not allowed:
+        if d.types and not set(d.types) & set(models):
+            return PlacementFailure(
+                R.GPU_TYPE,
+                f"needs GPU type {' or '.join(d.types)}; the cluster has "
+                f"{', '.join(models) or 'no GPUs'}",
+                {**base, "gpu_types": list(d.types), "cluster_models": models},
+            )
+        largest = max((n.gpu_memory_mib for n in state.nodes), default=0)
+        return PlacementFailure(
+            R.NO_NODE,
+            f"needs {job.gpu_memory_mib} MiB of GPU memory per worker; the largest GPU "
+            f"of an allowed type has {largest} MiB",
+            {**base, "gpu_memory_mib": job.gpu_memory_mib, "largest_gpu_memory_mib": largest},
+        )
+    gpu_ok = [(s, n, k) for s, n, k in allowed if fit.gpu_fits(n, s.shares)]
+    whole = next((n.gpus for _, n, _ in allowed if n.gpus > 1), 0)
+    free_total = sum(sum(s.shares) * k for s, _, k in allowed) / UNIT
+    if not gpu_ok:
+        if whole:
+            block = max(sum(1 for v in s.shares if v >= UNIT) for s, _, _ in allowed)
+            most = max(len(s.shares) for s, _, _ in allowed)
+            if most < whole:
+                return PlacementFailure(
+                    R.NO_NODE,
+                    f"needs {whole} GPUs on one node; the largest node of an allowed type "
+                    f"has {most}",
+                    {**base, "largest_node_gpus": most, "largest_free_block": block},
+                )
+            code = R.FRAGMENTATION if free_total >= whole else R.NO_NODE
+            tail = f" ({free_total:g} GPUs free in total, spread over nodes)"
+            return PlacementFailure(
+                code,
+                f"needs {whole} GPUs on one node; the largest free block is {block}"
+                + (tail if code is R.FRAGMENTATION else ""),
+                {**base, "largest_free_block": block, "free_gpus_total": free_total},
+            )
+        most_free = max((s.shares[0] for s, _, _ in allowed if s.shares), default=0) / UNIT
+        share = max(n.share for _, n, _ in allowed) / UNIT
+        code = R.FRAGMENTATION if free_total >= share else R.NO_NODE
+        return PlacementFailure(
+            code,
+            f"needs {_ask(job)}; the most free GPU has {most_free:g} free"
+            + (
+                f" ({free_total:g} GPUs free in total, in pieces)"
+                if code is R.FRAGMENTATION
+                else ""
+            ),
+            {**base, "most_free_gpu": most_free, "free_gpus_total": free_total},
+        )
+    full = [s for s, _, _ in gpu_ok if s.cpu >= d.cpu and s.mem >= d.mem]
+    if not full:
+        cpu = max(s.cpu for s, _, _ in gpu_ok)
+        mem = max(s.mem for s, _, _ in gpu_ok)
+        where = "on a node where its GPUs fit" if job.gpu or job.gpu_memory_mib else ""
+        return PlacementFailure(
+            R.NO_NODE,
+            f"needs {d.cpu}m CPU and {_gib(d.mem)} memory per worker {where}; the most "
+            f"free such node has {cpu}m CPU and {_gib(mem)} memory".replace("  ", " "),
+            {**base, "most_free_cpu_milli": cpu, "most_free_memory_mib": mem},
+        )
+    caps = [(fit.capacity(d, s, workers), k) for s, _, k in allowed]
+    room = sum(c * k for c, k in caps)
+    largest = max(c for c, _ in caps)
+    per = max(n.gpus * n.share for _, n, _ in allowed) / UNIT
+    code = R.FRAGMENTATION if per and free_total >= per * workers else R.NO_NODE
+    return PlacementFailure(
+        code,
+        f"needs {workers} workers of {_ask(job)} at once; only {room} fit now "
+        f"(the largest node holds {largest})",
+        {
+            **base,
+            "fit_workers": room,
+            "largest_node_workers": largest,
+            "free_gpus_total": free_total,
+        },
+    )

@@ -1,0 +1,136 @@
+"""Fit rules: what one worker needs on a node, and whether a node state holds it.
+
+Used by the policies (to score a node class), by `gang` (capacity of a node for a
+gang) and by `diagnose`. The rules, from DESIGN.md "Scheduling semantics" 4:
+
+- a fractional worker (0 < gpu < 1, or `gpu_memory_mib`, which becomes
+  `gpu_memory_mib / node.gpu_memory_mib` of a GPU) takes one GPU with enough free
+  share and never spans GPUs; a memory request larger than the GPU does not fit;
+- a whole-number request takes that many fully free GPUs on one node;
+- a worker with gpu == 0 takes CPU and memory only;
+- CPU and memory must fit; `gpu_types` restricts the node models (empty: any).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from scheduler.core import model as m
+from scheduler.placement.shares import UNIT, Sig, units
+
+
+class Demand(NamedTuple):
+    """One worker's request, hashable, as the policies' caches key it."""
+
+    cpu: int
+    mem: int
+    gpu: float
+    gpu_mem: int | None
+    types: tuple[str, ...]
+
+    @staticmethod
+    def of(job: m.JobRequest) -> Demand:
+        return Demand(
+            job.cpu_milli, job.memory_mib, job.gpu, job.gpu_memory_mib, tuple(job.gpu_types)
+        )
+
+
+class Need(NamedTuple):
+    """GPUs of one worker on a given node model: `gpus` GPUs of `share` units each."""
+
+    gpus: int
+    share: int
+
+
+NO_GPU = Need(0, 0)
+
+
+def need(d: Demand, model: str, gpu_mem: int) -> Need | None:
+    """The GPUs one worker takes on a node of this model, or None if it never can."""
+    if d.types and model not in d.types:
+        return None
+    if d.gpu_mem:
+        if gpu_mem <= 0 or d.gpu_mem > gpu_mem:
+            return None
+        return Need(1, units(d.gpu_mem / gpu_mem))
+    if d.gpu <= 0:
+        return NO_GPU
+    if d.gpu < 1:
+        return Need(1, units(d.gpu))
+    return Need(math.ceil(d.gpu - m.EPS), UNIT)
+
+
+def worker_gpu_share(job: m.JobRequest, node: m.Node) -> float:
+    """GPUs one worker of `job` takes on `node`: `gpu`, or its GPU memory over the
+    node's GPU memory, capped at 1 (a node of unknown GPU memory counts as 1)."""
+    if job.gpu_memory_mib:
+        if node.gpu_memory_mib <= 0:
+            return 1.0
+        return min(1.0, job.gpu_memory_mib / node.gpu_memory_mib)
+    return job.gpu
+
+
+def gpu_fits(n: Need, shares: tuple[int, ...]) -> bool:
+    """Whether `n.gpus` GPUs each with `n.share` free exist (shares: largest first)."""
+    if n.gpus == 0:
+        return True
+    return len(shares) >= n.gpus and shares[n.gpus - 1] >= n.share
+
+
+def fits(d: Demand, s: Sig) -> Need | None:
+    """The worker's need if one worker fits a node in state `s` now, else None."""
+    n = need(d, s.model, s.gpu_mem)
+    if n is None or d.cpu > s.cpu or d.mem > s.mem or not gpu_fits(n, s.shares):
+        return None
+    return n
+
+
+def candidates(n: Need, shares: tuple[int, ...]) -> list[int]:
+    """Distinct free values of the GPUs a one-GPU worker could take, largest first."""
+    out: list[int] = []
+    for v in shares:
+        if v < n.share:
+            break
+        if not out or out[-1] != v:
+            out.append(v)
+    return out
+
+
+def after(n: Need, shares: tuple[int, ...], take: int) -> tuple[int, ...]:
+    """The sorted shares once a worker took its GPUs (`take`: the free value it takes
+    from, for a one-GPU worker; whole GPUs always come from fully free ones)."""
+    if n.gpus == 0:
+        return shares
+    rest = list(shares)
+    if n.gpus == 1:
+        rest.remove(take)
+        rest.append(take - n.share)
+    else:
+        del rest[: n.gpus]  # the fully free GPUs sort first
+        rest.extend([0] * n.gpus)
+    rest.sort(reverse=True)
+    return tuple(rest)
+
+
+def capacity(d: Demand, s: Sig, limit: int) -> int:
+    """How many workers of `d` a node in state `s` holds at once (at most `limit`)."""
+    n = need(d, s.model, s.gpu_mem)
+    if n is None:
+        return 0
+    k = limit
+    if d.cpu > 0:
+        k = min(k, s.cpu // d.cpu)
+    if d.mem > 0:
+        k = min(k, s.mem // d.mem)
+    if n.gpus == 1:
+        k = min(k, sum(v // n.share for v in s.shares))
+    elif n.gpus > 1:
+        k = min(k, sum(1 for v in s.shares if v >= UNIT) // n.gpus)
+    return max(k, 0)
+
+
+def fraction_of(job: m.JobRequest, node: m.Node) -> float:
+    """The `WorkerPlacement.fraction` of one worker on `node` (1.0 for whole GPUs)."""
+    share = worker_gpu_share(job, node)
+    return share if 0 < share < 1 else 1.0

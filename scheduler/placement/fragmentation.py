@@ -1,0 +1,177 @@
+"""GPU fragmentation of a node with respect to a workload (FGD, USENIX ATC '23).
+
+Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads with
+Fragmentation Gradient Descent". For a node n and a task type m, the fragment F_n(m)
+is the free GPU share on n that m cannot use:
+
+- if m cannot run on n at all (it asks for no GPU, its GPU type is not n's, n lacks
+  the CPU or memory, or no GPUs on n have enough free share), every free share of n
+  is a fragment;
+- otherwise the free share of each GPU with less free than m asks of one GPU
+  (min(request, 1)) is a fragment.
+
+A workload M is a distribution of task types (their popularity); the node's
+fragmentation is the expectation F_n(M) = sum_m p_m F_n(m). `fgd` places a task where
+F_n(M) grows least.
+
+Computed fast by factoring: with `free` the node's free share, F_n(m) = free - U_m,
+where U_m (the share m could use) is 0 when m cannot run and otherwise the free share
+of the GPUs holding at least m's per-GPU request. U depends on the GPUs alone and the
+"can run" on CPU and memory alone, so F_n(M) = free - sum over GPU shapes s of
+R_s(cpu, mem) * U_s(gpus), with R_s the popularity of the shape's task types that fit
+the free CPU and memory. R and U are memoised per GPU model (R under the count of the
+mix's distinct CPU and memory requests the node covers), and so is F.
+"""
+
+from __future__ import annotations
+
+import bisect
+import operator
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from scheduler.core import model as m
+from scheduler.placement import fit
+
+_MEMO_LIMIT = 500_000  # entries before the memo is dropped (long-lived services)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskType:
+    """One kind of task in a workload: what one worker asks for."""
+
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    gpu: float = 0.0
+    gpu_memory_mib: int | None = None
+    gpu_types: tuple[str, ...] = ()
+
+    @staticmethod
+    def of(job: m.JobRequest) -> TaskType:
+        return TaskType(
+            job.cpu_milli, job.memory_mib, job.gpu, job.gpu_memory_mib, tuple(job.gpu_types)
+        )
+
+    def demand(self) -> fit.Demand:
+        return fit.Demand(
+            self.cpu_milli, self.memory_mib, self.gpu, self.gpu_memory_mib, self.gpu_types
+        )
+
+
+class _Shape:
+    """The mix's task types of one GPU shape on one GPU model."""
+
+    def __init__(self, need: fit.Need) -> None:
+        self.need = need
+        self.members: list[tuple[int, int, float]] = []  # (cpu level, mem level, p)
+
+
+class WorkloadMix:
+    """Task types with their popularity (normalised to sum 1); the target workload
+    of `fgd`. Identity-hashed: one mix object, one memo."""
+
+    def __init__(self, weights: Mapping[TaskType, float]) -> None:
+        total = sum(w for w in weights.values() if w > 0)
+        if total <= 0:
+            raise ValueError("a workload mix needs at least one task type of positive weight")
+        self.weights: dict[TaskType, float] = {t: w / total for t, w in weights.items() if w > 0}
+        self.cpu_levels = sorted({t.cpu_milli for t in self.weights})
+        self.mem_levels = sorted({t.memory_mib for t in self.weights})
+        self._level = {
+            t: (self.cpu_levels.index(t.cpu_milli), self.mem_levels.index(t.memory_mib))
+            for t in self.weights
+        }
+        self._shapes: dict[tuple[str, int], list[_Shape]] = {}
+        self._runs: dict[tuple[str, int, int, int], tuple[float, ...]] = {}
+        self._usable: dict[tuple[str, int, tuple[int, ...]], tuple[int, ...]] = {}
+        self.memo: dict[tuple[object, ...], float] = {}
+        # Per-policy score caches keyed by demand (see policies.Fgd); kept here so
+        # that they live exactly as long as the mix they depend on.
+        self.score_cache: dict[fit.Demand, dict[object, object]] = {}
+
+    @staticmethod
+    def from_jobs(jobs: Iterable[m.JobRequest]) -> WorkloadMix:
+        """The mix of the given jobs' workers (each worker counts once)."""
+        weights: dict[TaskType, float] = defaultdict(float)
+        for job in jobs:
+            weights[TaskType.of(job)] += max(job.workers, 1)
+        return WorkloadMix(weights)
+
+    def fragmentation(
+        self, model: str, gpu_mem: int, cpu: int, mem: int, shares: tuple[int, ...]
+    ) -> float:
+        """F_n(M) in share units for a node of this model with these free resources."""
+        lc = bisect.bisect_right(self.cpu_levels, cpu)
+        lm = bisect.bisect_right(self.mem_levels, mem)
+        key = (model, gpu_mem, lc, lm, shares)
+        got = self.memo.get(key)
+        if got is None:
+            if len(self.memo) > _MEMO_LIMIT:
+                self.memo.clear()
+                self._usable.clear()
+            runs = self._runs.get(key[:4])
+            if runs is None:
+                runs = self._runs[(model, gpu_mem, lc, lm)] = self._runs_of(model, gpu_mem, lc, lm)
+            usable = self._usable.get((model, gpu_mem, shares))
+            if usable is None:
+                usable = self._usable[(model, gpu_mem, shares)] = self._usable_of(
+                    model, gpu_mem, shares
+                )
+            got = sum(shares) - sum(map(operator.mul, runs, usable))
+            self.memo[key] = got
+        return got
+
+    def shapes(self, model: str, gpu_mem: int) -> list[_Shape]:
+        """The GPU shapes the mix's GPU tasks take on this model (the rest run nowhere
+        there and contribute no usable share)."""
+        got = self._shapes.get((model, gpu_mem))
+        if got is None:
+            by_need: dict[fit.Need, _Shape] = {}
+            for t, p in self.weights.items():
+                n = fit.need(t.demand(), model, gpu_mem)
+                if n is None or n.gpus == 0:
+                    continue
+                shape = by_need.setdefault(n, _Shape(n))
+                shape.members.append((*self._level[t], p))
+            got = self._shapes[(model, gpu_mem)] = list(by_need.values())
+        return got
+
+    def _runs_of(self, model: str, gpu_mem: int, lc: int, lm: int) -> tuple[float, ...]:
+        return tuple(
+            sum(p for c, mm, p in s.members if c < lc and mm < lm)
+            for s in self.shapes(model, gpu_mem)
+        )
+
+    def _usable_of(self, model: str, gpu_mem: int, shares: tuple[int, ...]) -> tuple[int, ...]:
+        out = []
+        for s in self.shapes(model, gpu_mem):
+            n = s.need
+            out.append(sum(v for v in shares if v >= n.share) if fit.gpu_fits(n, shares) else 0)
+        return tuple(out)
+
+
+class MixLearner:
+    """The workload seen so far: the running jobs and each job placement was asked
+    about (once per job id), weighted by workers. The mix is rebuilt each time the
+    count doubles, then every 4,096 workers, so that its caches live between rebuilds."""
+
+    def __init__(self) -> None:
+        self.counts: dict[TaskType, float] = defaultdict(float)
+        self.ids: set[str] = set()
+        self.total = 0
+        self._next = 1
+        self.mix: WorkloadMix | None = None
+
+    def add(self, job: m.JobRequest) -> None:
+        if job.id not in self.ids:
+            self.ids.add(job.id)
+            self.counts[TaskType.of(job)] += max(job.workers, 1)
+            self.total += max(job.workers, 1)
+
+    def observe(self, job: m.JobRequest) -> WorkloadMix:
+        self.add(job)
+        if self.mix is None or self.total >= self._next:
+            self.mix = WorkloadMix(self.counts)
+            self._next = self.total * 2 if self.total < 4096 else self.total + 4096
+        return self.mix

@@ -1,0 +1,145 @@
+"""Gang placement: every worker of a job gets a node and GPUs in one decision, or none.
+
+Called by `scheduler.core` (admission, preemption trials, reservations) and by the
+benchmarks. Workers go on as few nodes as possible: one node when any node holds
+the whole gang, otherwise the nodes that hold the most workers (the policy breaks
+ties and picks the node for the remainder). Trials run inside a checkpoint of the
+state and are rolled back: `place_gang` never leaves the state changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from scheduler.core import model as m
+from scheduler.placement import failure, fit, policies
+from scheduler.placement.failure import PlacementFailure
+from scheduler.placement.fragmentation import WorkloadMix
+from scheduler.placement.state import UNIT, ClusterState, Sig
+
+_Best = tuple[int, policies.Result]
+_MISS: policies.Result = (float("nan"), -2)  # not yet in a cache
+
+
+def best_node(
+    state: ClusterState,
+    d: fit.Demand,
+    scorer: policies.Scorer,
+    classes: Iterable[tuple[Sig, list[int]]] | None = None,
+    exclude: frozenset[int] = frozenset(),
+) -> _Best | None:
+    """The best node for one worker: lowest score, then lowest node index."""
+    cache = scorer.cache_for(d)
+    evaluate = scorer.evaluate
+    best_i = -1
+    best_r: policies.Result | None = None
+    feasible: list[tuple[Sig, list[int], policies.Result]] | None = (
+        None if type(scorer).pick is policies.Scorer.pick else []
+    )
+    if classes is None:
+        classes = (state.open if d.gpu > 0 or d.gpu_mem else state.classes).items()
+    for sig, members in classes:
+        r = cache.get(sig, _MISS)
+        if r is _MISS:
+            r = cache[sig] = evaluate(sig, d)
+        if r is None:
+            continue
+        i = members[0]
+        if exclude and i in exclude:
+            rest = [j for j in members if j not in exclude]
+            if not rest:
+                continue
+            i = rest[0]
+            members = rest
+        if feasible is not None:
+            feasible.append((sig, members, r))
+        elif best_r is None or r[0] < best_r[0] or (r[0] == best_r[0] and i < best_i):
+            best_i, best_r = i, r
+    if feasible is not None:
+        return scorer.pick(state, d, feasible) if feasible else None
+    return None if best_r is None else (best_i, best_r)
+
+
+def _gpus_for(state: ClusterState, i: int, n: fit.Need, take: int) -> tuple[int, ...]:
+    free = state.gpu[i]
+    if n.gpus == 0:
+        return ()
+    if n.gpus == 1:
+        return (free.index(take),)
+    return tuple(g for g, v in enumerate(free) if v >= UNIT)[: n.gpus]
+
+
+def _worker(
+    state: ClusterState, job: m.JobRequest, k: int, i: int, take: int
+) -> tuple[m.WorkerPlacement, fit.Need]:
+    node = state.nodes[i]
+    n = fit.need(fit.Demand.of(job), node.gpu_model, node.gpu_memory_mib)
+    assert n is not None  # the scorer said the worker fits
+    gpus = _gpus_for(state, i, n, take)
+    return m.WorkerPlacement(k, node.name, gpus, fit.fraction_of(job, node)), n
+
+
+def place_gang(
+    state: ClusterState,
+    job: m.JobRequest,
+    policy: m.Policy | str | policies.Scorer,
+    mix: WorkloadMix | None = None,
+    *,
+    explain: bool = True,
+) -> tuple[m.WorkerPlacement, ...] | PlacementFailure:
+    """Placements for all `job.workers` workers, or why they do not fit. With
+    `explain=False` a failure carries no analysis (the benchmarks' fast path)."""
+    scorer = policies.resolve(policy, state, job, mix)
+    d = fit.Demand.of(job)
+    workers = max(job.workers, 1)
+    if workers == 1:  # the hot path: no trial allocation needed
+        got = best_node(state, d, scorer)
+        if got is None:
+            return failure.explain(state, job) if explain else failure.opaque(job)
+        placed: tuple[m.WorkerPlacement, ...] = (_worker(state, job, 0, got[0], got[1][1])[0],)
+    else:
+        trial = _gang(state, job, d, scorer, workers)
+        if trial is None:
+            return failure.explain(state, job) if explain else failure.opaque(job)
+        placed = trial
+    state.demands[placed] = (job.cpu_milli, job.memory_mib)
+    return placed
+
+
+def _gang(
+    state: ClusterState, job: m.JobRequest, d: fit.Demand, scorer: policies.Scorer, workers: int
+) -> tuple[m.WorkerPlacement, ...] | None:
+    caps: dict[Sig, int] = {s: fit.capacity(d, s, workers) for s in state.classes}
+    if sum(c * len(state.classes[s]) for s, c in caps.items()) < workers:
+        return None
+    mark = state.checkpoint()
+    placed: list[m.WorkerPlacement] = []
+    used: set[int] = set()
+    try:
+        while len(placed) < workers:
+            left = workers - len(placed)
+            # A node for all that is left if one exists, else one of the largest.
+            caps = {s: fit.capacity(d, s, left) for s in state.classes}
+            top = max((c for s, c in caps.items() if _free(state, s, used)), default=0)
+            if top == 0:
+                return None
+            want = left if top >= left else top
+            pool = [(s, state.classes[s]) for s, c in caps.items() if c >= want]
+            got = best_node(state, d, scorer, pool, frozenset(used))
+            if got is None:
+                return None
+            i = got[0]
+            used.add(i)
+            for _ in range(want):
+                r = scorer.evaluate(state.sig[i], d)
+                assert r is not None  # capacity said it fits
+                w, n = _worker(state, job, len(placed), i, r[1])
+                state.take_worker(i, d.cpu, d.mem, w.gpus, n.share)
+                placed.append(w)
+        return tuple(placed)
+    finally:
+        state.rollback(mark)
+
+
+def _free(state: ClusterState, s: Sig, used: set[int]) -> bool:
+    return any(i not in used for i in state.classes[s])

@@ -1,0 +1,33 @@
+"""GPU shares as integers, and the node signature that placement groups nodes by.
+
+Shared by `state` (which keeps them), `fit` and the policies. A share is an integer
+count of 1e-9 of a GPU (the core model's `EPS`): exact sums, exact undo.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from scheduler.core import model as m
+
+UNIT = round(1 / m.EPS)  # integer share units in one whole GPU
+
+
+def units(fraction: float) -> int:
+    """A GPU share as integer units (rounded to the model's EPS)."""
+    return round(fraction * UNIT)
+
+
+class Sig(NamedTuple):
+    """What placement needs to know about a node: equal signatures, equal choices."""
+
+    model: str
+    gpu_mem: int
+    cap_cpu: int
+    cap_mem: int
+    cpu: int  # free milli-CPU
+    mem: int  # free MiB
+    shares: tuple[int, ...]  # free units per GPU, largest first
+
+
+Tag = tuple[int, int]  # (GPUs per worker, units per GPU): the shape of a placed worker

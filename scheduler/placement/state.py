@@ -1,0 +1,245 @@
+"""The mutable free-resource state of the cluster that placement works on.
+
+Built once per cycle by `scheduler.core` (and by the benchmarks) from the snapshot's
+nodes and running jobs; `place_gang` reads it, the core commits decisions with
+`allocate`, and what-ifs (gangs, preemption trials, reservations) are undone with
+`checkpoint`/`rollback`, as KAI's Statement does.
+
+GPU shares are kept as integers in units of 1e-9 of a GPU (`UNIT`), the `EPS` of the
+core model: sums are exact, so four 0.25 workers fill a GPU, and a rollback restores
+every number bit for bit. Nodes are grouped into classes by their state signature
+(`Sig`); policies score a class once, which keeps a placement far below a scan of
+every node and GPU.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+
+from scheduler.core import model as m
+from scheduler.placement import fragmentation
+from scheduler.placement.fragmentation import WorkloadMix
+from scheduler.placement.shares import UNIT, Sig, Tag, units
+
+__all__ = ["UNIT", "ClusterState", "Sig", "Tag", "units"]
+
+_Job = tuple[tuple[m.WorkerPlacement, ...], int, int]  # placements, cpu, mem per worker
+# Undo records: ("n", node, cpu, mem, gpus) restores a node; ("j", job, record-or-None).
+_Undo = tuple[object, ...]
+
+
+class ClusterState:
+    """Free CPU, memory and per-GPU share of every node, with an undo log."""
+
+    def __init__(self, nodes: Iterable[m.Node]) -> None:
+        self.nodes: list[m.Node] = list(nodes)
+        self.index: dict[str, int] = {n.name: i for i, n in enumerate(self.nodes)}
+        self.cpu: list[int] = [n.cpu_milli for n in self.nodes]
+        self.mem: list[int] = [n.memory_mib for n in self.nodes]
+        self.gpu: list[list[int]] = [[UNIT] * n.gpu_count for n in self.nodes]
+        self.tags: list[dict[Tag, int]] = [{} for _ in self.nodes]
+        self.sig: list[Sig] = [self._make_sig(i) for i in range(len(self.nodes))]
+        self.classes: dict[Sig, list[int]] = {}
+        for i, s in enumerate(self.sig):
+            self.classes.setdefault(s, []).append(i)
+        # The classes with some free GPU share: all a GPU worker needs to look at.
+        self.open: dict[Sig, list[int]] = {
+            s: ms for s, ms in self.classes.items() if s.shares and s.shares[0] > 0
+        }
+        self.jobs: dict[str, _Job] = {}
+        # CPU and memory per worker of placements handed out by `place_gang`, so that
+        # `allocate(job_id, placements)` needs no more than the contract gives it.
+        self.demands: dict[tuple[m.WorkerPlacement, ...], tuple[int, int]] = {}
+        self._log: list[_Undo] = []
+        # The target workload of `fgd` when `place_gang` is given none: set it from
+        # pending and recent jobs; else `fgd` uses what `learner` has seen.
+        self.mix: WorkloadMix | None = None
+        self.learner = fragmentation.MixLearner()
+
+    @staticmethod
+    def build(nodes: Iterable[m.Node], running: Sequence[m.RunningJob]) -> ClusterState:
+        """The state with every running job's placements subtracted. Placements on
+        unknown nodes are skipped (the invariant check reports them), and drift that
+        over-allocates is recorded as it is rather than refused."""
+        state = ClusterState(nodes)
+        for run in running:
+            placed = tuple(p for p in run.placements if p.node in state.index)
+            state._apply(run.job.id, placed, run.job.cpu_milli, run.job.memory_mib, log=False)
+        state._log.clear()
+        for run in running:
+            state.learner.add(run.job)
+        return state
+
+    # -- queries -------------------------------------------------------------------
+
+    def gpu_model_of(self, node: str) -> str:
+        return self.nodes[self.index[node]].gpu_model
+
+    def free_cpu(self, node: str) -> int:
+        return self.cpu[self.index[node]]
+
+    def free_memory(self, node: str) -> int:
+        return self.mem[self.index[node]]
+
+    def gpu_free(self, node: str) -> tuple[float, ...]:
+        """Free share of each GPU of the node, by GPU index."""
+        return tuple(u / UNIT for u in self.gpu[self.index[node]])
+
+    def allocated_gpu_share(self) -> float:
+        """GPUs held in total (sum of the shares taken)."""
+        held = sum(len(g) * UNIT - sum(g) for g in self.gpu)
+        return held / UNIT
+
+    def holds(self, job_id: str) -> bool:
+        return job_id in self.jobs
+
+    # -- changes -------------------------------------------------------------------
+
+    def allocate(
+        self,
+        job_id: str,
+        placements: tuple[m.WorkerPlacement, ...],
+        request: m.JobRequest | None = None,
+    ) -> None:
+        """Take the placements' resources. CPU and memory per worker come from
+        `request`, or from the `place_gang` call that produced these placements.
+        Raises ValueError (and changes nothing) when anything would go over."""
+        if job_id in self.jobs:
+            raise ValueError(f"job {job_id} already holds resources")
+        if request is not None:
+            cpu, mem = request.cpu_milli, request.memory_mib
+        elif placements in self.demands:
+            cpu, mem = self.demands[placements]
+        else:
+            raise ValueError(f"no CPU/memory known for {job_id}: pass request=")
+        self._check(placements, cpu, mem)
+        self._apply(job_id, placements, cpu, mem, log=True)
+
+    def release(self, job_id: str) -> None:
+        """Give back everything the job holds."""
+        placements, cpu, mem = self.jobs[job_id]
+        self._apply(job_id, placements, -cpu, -mem, log=True, sign=-1)
+
+    def checkpoint(self) -> int:
+        return len(self._log)
+
+    def rollback(self, mark: int) -> None:
+        """Undo every change since `checkpoint()` returned `mark`."""
+        touched: set[int] = set()
+        while len(self._log) > mark:
+            rec = self._log.pop()
+            if rec[0] == "n":
+                _, i, cpu, mem, gpus, tags = rec
+                assert isinstance(i, int) and isinstance(cpu, int) and isinstance(mem, int)
+                assert isinstance(gpus, list) and isinstance(tags, dict)
+                self.cpu[i], self.mem[i], self.gpu[i], self.tags[i] = cpu, mem, gpus, tags
+                touched.add(i)
+            else:
+                _, job_id, old = rec
+                assert isinstance(job_id, str)
+                if old is None:
+                    del self.jobs[job_id]
+                else:
+                    self.jobs[job_id] = old  # type: ignore[assignment]
+        for i in touched:
+            self._reclass(i)
+
+    def take_worker(self, i: int, cpu: int, mem: int, gpus: tuple[int, ...], share: int) -> None:
+        """Take one worker's resources on node `i` (logged; used inside gang trials)."""
+        self._save(i)
+        self.cpu[i] -= cpu
+        self.mem[i] -= mem
+        free = self.gpu[i]
+        for g in gpus:
+            free[g] -= share
+        tag = (len(gpus), share)
+        self.tags[i][tag] = self.tags[i].get(tag, 0) + 1
+        self._reclass(i)
+
+    # -- internals -----------------------------------------------------------------
+
+    def _check(self, placements: tuple[m.WorkerPlacement, ...], cpu: int, mem: int) -> None:
+        need: dict[int, list[int]] = {}
+        for p in placements:
+            if p.node not in self.index:
+                raise ValueError(f"unknown node {p.node}")
+            i = self.index[p.node]
+            acc = need.setdefault(i, [0, 0] + [0] * len(self.gpu[i]))
+            acc[0] += cpu
+            acc[1] += mem
+            for g in p.gpus:
+                if not 0 <= g < len(self.gpu[i]):
+                    raise ValueError(f"node {p.node} has no GPU {g}")
+                acc[2 + g] += units(p.fraction)
+        for i, acc in need.items():
+            name = self.nodes[i].name
+            if acc[0] > self.cpu[i] or acc[1] > self.mem[i]:
+                raise ValueError(f"node {name} has not enough CPU or memory free")
+            if any(a > f for a, f in zip(acc[2:], self.gpu[i], strict=True)):
+                raise ValueError(f"node {name}: a GPU would go above 1.0")
+
+    def _apply(
+        self,
+        job_id: str,
+        placements: tuple[m.WorkerPlacement, ...],
+        cpu: int,
+        mem: int,
+        *,
+        log: bool,
+        sign: int = 1,
+    ) -> None:
+        saved: set[int] = set()
+        for p in placements:
+            i = self.index[p.node]
+            if i not in saved:
+                if log:
+                    self._save(i)
+                saved.add(i)
+            self.cpu[i] -= cpu
+            self.mem[i] -= mem
+            share = units(p.fraction)
+            free = self.gpu[i]
+            for g in p.gpus:
+                free[g] -= sign * share
+            tag = (len(p.gpus), share)
+            count = self.tags[i].get(tag, 0) + sign
+            if count > 0:
+                self.tags[i][tag] = count
+            else:
+                self.tags[i].pop(tag, None)
+        if log:
+            self._log.append(("j", job_id, self.jobs.get(job_id)))
+        if sign > 0:
+            self.jobs[job_id] = (placements, cpu, mem)
+        else:
+            del self.jobs[job_id]
+        for i in saved:
+            self._reclass(i)
+
+    def _save(self, i: int) -> None:
+        self._log.append(("n", i, self.cpu[i], self.mem[i], list(self.gpu[i]), dict(self.tags[i])))
+
+    def _make_sig(self, i: int) -> Sig:
+        n = self.nodes[i]
+        shares = tuple(sorted(self.gpu[i], reverse=True))
+        return Sig(n.gpu_model, n.gpu_memory_mib, n.cpu_milli, n.memory_mib,
+                   self.cpu[i], self.mem[i], shares)  # fmt: skip
+
+    def _reclass(self, i: int) -> None:
+        old, new = self.sig[i], self._make_sig(i)
+        if old == new:
+            return
+        members = self.classes[old]
+        del members[bisect.bisect_left(members, i)]
+        if not members:
+            del self.classes[old]
+            self.open.pop(old, None)
+        self.sig[i] = new
+        into = self.classes.get(new)
+        if into is None:
+            self.classes[new] = [i]
+            if new.shares and new.shares[0] > 0:
+                self.open[new] = self.classes[new]
+        else:
+            bisect.insort(into, i)

@@ -1,0 +1,104 @@
+"""The store: Shoal's system of record (SQLAlchemy 2.x; SQLite default, PostgreSQL).
+
+Open it with `db.open_database(url) -> Database` (runs the Alembic migrations), then
+`with database.session() as session:` and call the keyword-only functions below; each
+commits its own transaction. No SQL lives outside this package.
+
+API / CRD controller (`queues`, `jobs`):
+    create_queue(*, session, spec: QueueSpec, now=None) -> QueueRow
+    list_queues(*, session, names=None) -> list[QueueRow]
+    get_queue(*, session, name) -> QueueRow
+    update_queue(*, session, spec: QueueSpec, expected_version=None, now=None) -> QueueRow
+    delete_queue(*, session, name) -> None          # Conflict: children or live jobs
+    submit_job(*, session, spec: JobSpec, submitter, idempotency_key=None, now=None)
+        -> tuple[JobRow, bool]                      # (job, created)
+    list_jobs(*, session, queues=None, queue=None, phase=None, submitter=None,
+              limit=50, cursor=None) -> JobPage     # newest first, .next_cursor
+    get_job(*, session, job_id, queues=None) -> JobRow
+    cancel_job(*, session, job_id, by, queues=None, now=None) -> JobRow
+    list_events(*, session, job_id, queues=None) -> list[JobEventRow]
+    count_by_phase(*, session, queues=None) -> dict[str, int]
+
+Scheduler loop (`cycle`), every write checked against `expected_version`:
+    load_queues(*, session) -> tuple[core.Queue, ...]
+    live_jobs(*, session) -> list[LiveJob]          # .request, .running(), .version, .spec
+    record_placement(*, session, job_id, expected_version, placements, attempt, now=None)
+        -> int                                      # Pending -> Scheduled, before launch
+    set_phase(*, session, job_id, expected_version, phase: Phase, reason="", message="",
+              count_restart=False, now=None) -> int
+    set_pending_reason(*, session, job_id, reason: core.PendingReason,
+                       expected_version=None) -> int
+    append_event(*, session, job_id, kind, reason="", message="", data=None, now=None)
+    save_inventory(*, session, nodes: Sequence[core.Node], now=None)
+    load_inventory(*, session) -> tuple[core.Node, ...]
+    acquire_lease(*, session, holder, ttl_s, now) -> bool
+    release_lease(*, session, holder) -> None
+
+Errors (`errors`): NotFound, Conflict, VersionConflict(Conflict), InvalidTransition
+(Conflict), IdempotencyMismatch, Invalid; each has `.message` and `.loc`.
+"""
+
+from __future__ import annotations
+
+from scheduler.store.cycle import (
+    LiveJob,
+    acquire_lease,
+    append_event,
+    lease_holder,
+    live_jobs,
+    load_inventory,
+    load_queues,
+    record_placement,
+    release_lease,
+    save_inventory,
+    set_pending_reason,
+    set_phase,
+)
+from scheduler.store.db import Database, make_engine, migrate, open_database
+from scheduler.store.jobs import (
+    JobPage,
+    cancel_job,
+    count_by_phase,
+    get_job,
+    list_events,
+    list_jobs,
+    submit_job,
+)
+from scheduler.store.queues import (
+    create_queue,
+    delete_queue,
+    get_queue,
+    list_queues,
+    update_queue,
+)
+
+__all__ = [
+    "Database",
+    "JobPage",
+    "LiveJob",
+    "acquire_lease",
+    "append_event",
+    "cancel_job",
+    "count_by_phase",
+    "create_queue",
+    "delete_queue",
+    "get_job",
+    "get_queue",
+    "lease_holder",
+    "list_events",
+    "list_jobs",
+    "list_queues",
+    "live_jobs",
+    "load_inventory",
+    "load_queues",
+    "make_engine",
+    "migrate",
+    "open_database",
+    "record_placement",
+    "release_lease",
+    "save_inventory",
+    "set_pending_reason",
+    "set_phase",
+    "submit_job",
+    "update_queue",
+]

@@ -1,0 +1,87 @@
+"""Stored rows -> the scheduling core's types (`scheduler.core.model`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from scheduler.core import model
+from scheduler.spec import JobSpec
+from scheduler.store import schema
+
+
+def quota(data: dict[str, Any] | None, *, unlimited: bool) -> model.Quota:
+    """The JSON quota column as a core `Quota`; a missing limit is unlimited."""
+    if data is None:
+        return model.Quota(total=None if unlimited else 0.0)
+    total = data.get("total")
+    by_model = {k: float(v) for k, v in data.items() if k != "total" and v is not None}
+    if total is None:
+        total_value: float | None = None if unlimited else 0.0
+    else:
+        total_value = float(total)
+    return model.Quota(total=total_value, by_model=by_model)
+
+
+def queue(row: schema.QueueRow) -> model.Queue:
+    return model.Queue(
+        name=row.name,
+        guaranteed=quota(row.guaranteed, unlimited=False),
+        limit=quota(row.limit, unlimited=True),
+        weight=row.weight,
+        priority=row.priority,
+        parent=row.parent,
+    )
+
+
+def job_spec(row: schema.JobRow) -> JobSpec:
+    return JobSpec.model_validate(row.spec)
+
+
+def job_request(row: schema.JobRow, spec: JobSpec | None = None) -> model.JobRequest:
+    spec = spec or job_spec(row)
+    return model.JobRequest(
+        id=row.id,
+        queue=row.queue,
+        workers=spec.workers,
+        gpu=spec.gpu or 0.0,
+        gpu_memory_mib=spec.gpu_memory_mib,
+        cpu_milli=spec.cpu_milli,
+        memory_mib=spec.memory_mib,
+        gpu_types=tuple(spec.gpu_type),
+        priority=row.priority,
+        preemptible=spec.preemptible,
+        submitted_at=row.created_at.timestamp(),
+        max_runtime_s=None if spec.max_runtime is None else float(spec.max_runtime),
+        grace_period_s=float(spec.termination_grace_period_seconds),
+    )
+
+
+def placements(data: Sequence[Any]) -> tuple[model.WorkerPlacement, ...]:
+    return tuple(
+        model.WorkerPlacement(
+            worker=int(p["worker"]),
+            node=str(p["node"]),
+            gpus=tuple(int(g) for g in p.get("gpus", ())),
+            fraction=float(p.get("fraction", 1.0)),
+        )
+        for p in data
+    )
+
+
+def placements_json(items: Sequence[model.WorkerPlacement]) -> list[dict[str, Any]]:
+    return [
+        {"worker": p.worker, "node": p.node, "gpus": list(p.gpus), "fraction": p.fraction}
+        for p in items
+    ]
+
+
+def node(row: schema.InventoryRow) -> model.Node:
+    return model.Node(
+        name=row.name,
+        cpu_milli=row.cpu_milli,
+        memory_mib=row.memory_mib,
+        gpu_count=row.gpu_count,
+        gpu_model=row.gpu_model,
+        gpu_memory_mib=row.gpu_memory_mib,
+    )

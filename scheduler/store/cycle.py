@@ -1,0 +1,327 @@
+"""What the scheduler loop reads and writes: live jobs as core types, placements, phases,
+pending reasons, events, the node inventory and the single-scheduler lease.
+
+The loop is the only writer of placements. Every write checks the job's version
+(`expected_version`, from `LiveJob.version`) and raises `errors.VersionConflict` when the
+job moved on meanwhile (a user cancelled it, another scheduler wrote first): the loop
+then re-reads rather than overwrite. Each function commits its own transaction and
+returns the job's new version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
+
+from scheduler.core import model
+from scheduler.spec import JobSpec, Phase
+from scheduler.store import convert, errors, jobs, schema
+
+LIVE = (Phase.PENDING, Phase.SCHEDULED, Phase.RUNNING, Phase.PREEMPTED)
+
+# Which phase may follow which; Pending -> Scheduled only through `record_placement`.
+TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
+    Phase.PENDING: frozenset({Phase.CANCELLED, Phase.FAILED}),
+    Phase.SCHEDULED: frozenset(
+        {
+            Phase.RUNNING,
+            Phase.PENDING,
+            Phase.PREEMPTED,
+            Phase.SUCCEEDED,
+            Phase.FAILED,
+            Phase.CANCELLED,
+        }
+    ),
+    Phase.RUNNING: frozenset(
+        {Phase.SUCCEEDED, Phase.FAILED, Phase.PREEMPTED, Phase.PENDING, Phase.CANCELLED}
+    ),
+    Phase.PREEMPTED: frozenset({Phase.PENDING, Phase.CANCELLED, Phase.FAILED}),
+    Phase.SUCCEEDED: frozenset(),
+    Phase.FAILED: frozenset(),
+    Phase.CANCELLED: frozenset(),
+}
+_HOLDS_GPUS = (Phase.SCHEDULED, Phase.RUNNING)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveJob:
+    """A job the loop must look at, with everything it needs to decide and to launch."""
+
+    id: str
+    version: int
+    phase: Phase
+    spec: JobSpec
+    request: model.JobRequest
+    placements: tuple[model.WorkerPlacement, ...]
+    attempt: int
+    restarts: int
+    cancel_requested: bool
+    scheduled_at: datetime | None
+    started_at: datetime | None
+
+    def running(self) -> model.RunningJob | None:
+        """As a core `RunningJob` when it holds GPUs (Scheduled or Running), else None."""
+        if self.phase not in _HOLDS_GPUS:
+            return None
+        since = self.started_at or self.scheduled_at
+        return model.RunningJob(self.request, self.placements, since.timestamp() if since else 0.0)
+
+
+def load_queues(*, session: Session) -> tuple[model.Queue, ...]:
+    rows = session.scalars(select(schema.QueueRow).order_by(schema.QueueRow.name))
+    return tuple(convert.queue(r) for r in rows)
+
+
+def live_jobs(*, session: Session) -> list[LiveJob]:
+    """Pending, Preempted, Scheduled and Running jobs, oldest first, with their specs."""
+    stmt = (
+        select(schema.JobRow)
+        .where(schema.JobRow.phase.in_([p.value for p in LIVE]))
+        .order_by(schema.JobRow.seq)
+        .execution_options(populate_existing=True)
+    )
+    out = []
+    for row in session.scalars(stmt):
+        spec = convert.job_spec(row)
+        out.append(
+            LiveJob(
+                id=row.id,
+                version=row.version,
+                phase=Phase(row.phase),
+                spec=spec,
+                request=convert.job_request(row, spec),
+                placements=convert.placements(row.placements),
+                attempt=row.attempt,
+                restarts=row.restarts,
+                cancel_requested=row.cancel_requested,
+                scheduled_at=row.scheduled_at,
+                started_at=row.started_at,
+            )
+        )
+    return out
+
+
+def _condition(phase: Phase, reason: str, message: str, at: datetime) -> dict[str, Any]:
+    return {
+        "type": phase.value,
+        "status": "True",
+        "reason": reason or phase.value,
+        "message": message,
+        "lastTransitionTime": at.isoformat(),
+    }
+
+
+def _current(session: Session, job_id: str) -> schema.JobRow:
+    stmt = (
+        select(schema.JobRow)
+        .where(schema.JobRow.id == job_id)
+        .execution_options(populate_existing=True)
+    )
+    row = session.scalars(stmt).first()
+    if row is None:
+        raise errors.NotFound(f"job {job_id} does not exist", loc=("id",))
+    return row
+
+
+def record_placement(
+    *,
+    session: Session,
+    job_id: str,
+    expected_version: int,
+    placements: Sequence[model.WorkerPlacement],
+    attempt: int,
+    now: datetime | None = None,
+) -> int:
+    """Pending -> Scheduled with every worker's placement, written BEFORE launching so a
+    crash after it cannot place the job twice. `attempt` numbers this launch (the backend
+    makes a repeat launch of one attempt a no-op)."""
+    row = _current(session, job_id)
+    if row.phase != Phase.PENDING.value:
+        raise errors.InvalidTransition(f"job {job_id} is {row.phase}, not Pending")
+    if row.cancel_requested:
+        raise errors.InvalidTransition(f"job {job_id} is being cancelled")
+    at = now or schema.utcnow()
+    data = convert.placements_json(placements)
+    version = jobs.cas_update(
+        session,
+        job_id=job_id,
+        expected_version=expected_version,
+        values={
+            "phase": Phase.SCHEDULED.value,
+            "placements": data,
+            "attempt": attempt,
+            "scheduled_at": at,
+            "started_at": None,
+            "pending_code": None,
+            "pending_message": None,
+            "pending_details": None,
+            "conditions": [*row.conditions, _condition(Phase.SCHEDULED, "", "", at)][-20:],
+        },
+    )
+    nodes = sorted({p.node for p in placements})
+    jobs.add_event(
+        session,
+        job_id=job_id,
+        kind="Scheduled",
+        message=f"attempt {attempt} on {', '.join(nodes)}",
+        data={"attempt": attempt, "placements": data},
+        at=at,
+    )
+    session.commit()
+    return version
+
+
+def set_phase(
+    *,
+    session: Session,
+    job_id: str,
+    expected_version: int,
+    phase: Phase,
+    reason: str = "",
+    message: str = "",
+    count_restart: bool = False,
+    now: datetime | None = None,
+) -> int:
+    """Move a job along its life cycle (see `TRANSITIONS`). Leaving Scheduled/Running
+    releases its placements; Running stamps started_at, a finished phase finished_at;
+    `count_restart` adds one to `restarts` (a failed attempt that will be retried)."""
+    row = _current(session, job_id)
+    current = Phase(row.phase)
+    if phase not in TRANSITIONS[current]:
+        raise errors.InvalidTransition(f"job {job_id} cannot go from {current} to {phase}")
+    at = now or schema.utcnow()
+    values: dict[str, Any] = {
+        "phase": phase.value,
+        "conditions": [*row.conditions, _condition(phase, reason, message, at)][-20:],
+    }
+    if phase is Phase.RUNNING:
+        values["started_at"] = at
+    if phase not in _HOLDS_GPUS:
+        values["placements"] = []
+    if phase in (Phase.PENDING, Phase.PREEMPTED):
+        values.update(scheduled_at=None, started_at=None)
+    if phase.finished:
+        values["finished_at"] = at
+    if count_restart:
+        values["restarts"] = row.restarts + 1
+    version = jobs.cas_update(
+        session, job_id=job_id, expected_version=expected_version, values=values
+    )
+    jobs.add_event(session, job_id=job_id, kind=phase.value, reason=reason, message=message, at=at)
+    session.commit()
+    return version
+
+
+def set_pending_reason(
+    *,
+    session: Session,
+    job_id: str,
+    reason: model.PendingReason,
+    expected_version: int | None = None,
+) -> int:
+    """Why a Pending job waits. An unchanged reason writes nothing (no version bump), so
+    a loop that repeats the reason every cycle does not race users' cancels."""
+    row = _current(session, job_id)
+    if row.phase != Phase.PENDING.value:
+        raise errors.InvalidTransition(f"job {job_id} is {row.phase}, not Pending")
+    details = {str(k): v for k, v in reason.details.items()}
+    if (row.pending_code, row.pending_message, row.pending_details) == (
+        reason.code.value,
+        reason.message,
+        details,
+    ):
+        return row.version
+    version = jobs.cas_update(
+        session,
+        job_id=job_id,
+        expected_version=row.version if expected_version is None else expected_version,
+        values={
+            "pending_code": reason.code.value,
+            "pending_message": reason.message,
+            "pending_details": details,
+        },
+    )
+    session.commit()
+    return version
+
+
+def append_event(
+    *,
+    session: Session,
+    job_id: str,
+    kind: str,
+    reason: str = "",
+    message: str = "",
+    data: Mapping[str, Any] | None = None,
+    now: datetime | None = None,
+) -> None:
+    """Add one event to a job's append-only history (e.g. "Launched", "PreemptSignal")."""
+    _current(session, job_id)
+    jobs.add_event(
+        session, job_id=job_id, kind=kind, reason=reason, message=message, data=data, at=now
+    )
+    session.commit()
+
+
+def save_inventory(
+    *, session: Session, nodes: Sequence[model.Node], now: datetime | None = None
+) -> None:
+    """Replace the inventory with `nodes` (those not listed are gone)."""
+    at = now or schema.utcnow()
+    names = [n.name for n in nodes]
+    session.execute(delete(schema.InventoryRow).where(schema.InventoryRow.name.not_in(names)))
+    for n in nodes:
+        session.merge(
+            schema.InventoryRow(
+                name=n.name,
+                cpu_milli=n.cpu_milli,
+                memory_mib=n.memory_mib,
+                gpu_count=n.gpu_count,
+                gpu_model=n.gpu_model,
+                gpu_memory_mib=n.gpu_memory_mib,
+                seen_at=at,
+            )
+        )
+    session.commit()
+
+
+def load_inventory(*, session: Session) -> tuple[model.Node, ...]:
+    rows = session.scalars(select(schema.InventoryRow).order_by(schema.InventoryRow.name))
+    return tuple(convert.node(r) for r in rows)
+
+
+def acquire_lease(*, session: Session, holder: str, ttl_s: float, now: datetime) -> bool:
+    """Take or renew the scheduling lease until now + ttl_s; False while another holder's
+    lease is unexpired. One conditional UPDATE, so two processes cannot both win."""
+    result = session.execute(
+        update(schema.LeaseRow)
+        .where(
+            schema.LeaseRow.id == 1,
+            (schema.LeaseRow.holder == holder) | (schema.LeaseRow.expires_at <= now),
+        )
+        .values(holder=holder, expires_at=now + timedelta(seconds=ttl_s))
+        .execution_options(synchronize_session=False)
+    )
+    session.commit()
+    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def release_lease(*, session: Session, holder: str) -> None:
+    """Give the lease up (only if `holder` has it), so another scheduler need not wait."""
+    session.execute(
+        update(schema.LeaseRow)
+        .where(schema.LeaseRow.id == 1, schema.LeaseRow.holder == holder)
+        .values(holder="", expires_at=datetime(1970, 1, 1, tzinfo=UTC))
+        .execution_options(synchronize_session=False)
+    )
+    session.commit()
+
+
+def lease_holder(*, session: Session, now: datetime) -> str | None:
+    row = session.get(schema.LeaseRow, 1, populate_existing=True)
+    return row.holder if row is not None and row.holder and row.expires_at > now else None

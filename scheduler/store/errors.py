@@ -1,0 +1,47 @@
+"""Errors the store raises; the API maps each to an HTTP status (see `api.errors`)."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base of every store error; `loc` names the field the error is about, if any."""
+
+    loc: tuple[str | int, ...] = ()
+
+    def __init__(self, message: str, *, loc: tuple[str | int, ...] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.loc = loc
+
+
+class NotFound(StoreError):
+    """No such queue or job (or the caller may not know of it)."""
+
+
+class Conflict(StoreError):
+    """The request contradicts the current state (a queue with live jobs, a duplicate)."""
+
+
+class VersionConflict(Conflict):
+    """Optimistic concurrency: the row changed since the caller read `expected` version."""
+
+    def __init__(self, job_id: str, expected: int, actual: int | None) -> None:
+        super().__init__(
+            f"job {job_id} is at version {actual}, not the expected {expected}",
+            loc=("version",),
+        )
+        self.job_id = job_id
+        self.expected = expected
+        self.actual = actual
+
+
+class InvalidTransition(Conflict):
+    """A phase change the job's life cycle does not allow (e.g. Succeeded -> Running)."""
+
+
+class IdempotencyMismatch(StoreError):
+    """The same Idempotency-Key was used before with a different request body."""
+
+
+class Invalid(StoreError):
+    """A malformed argument the store itself detects (e.g. an unreadable cursor)."""

@@ -1,0 +1,280 @@
+"""Job repository for the API and the CRD controller: submit, list, get, cancel, events.
+
+Every state change is one transaction that checks the row's `version` (optimistic
+concurrency, `cas_update`); the loop's writes in `scheduler.store.cycle` use the same
+helper, so two writers racing on one job cannot both win.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import uuid
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from scheduler.spec import JobSpec, Phase
+from scheduler.store import errors, schema
+
+MAX_PAGE = 500
+_CAS_RETRIES = 5
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    items: list[schema.JobRow]
+    next_cursor: str | None  # None on the last page
+
+
+def spec_json(spec: JobSpec) -> dict[str, Any]:
+    """The JSON column form of a spec (camelCase, as the REST API and CRDs write it)."""
+    return spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def request_hash(spec: JobSpec) -> str:
+    """Idempotency fingerprint: same validated spec -> same hash, whatever key order."""
+    canonical = json.dumps(spec_json(spec), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def add_event(
+    session: Session,
+    *,
+    job_id: str,
+    kind: str,
+    reason: str = "",
+    message: str = "",
+    data: Mapping[str, Any] | None = None,
+    at: datetime | None = None,
+) -> None:
+    """Stage an event in the caller's transaction (no commit)."""
+    session.add(
+        schema.JobEventRow(
+            job_id=job_id,
+            at=at or schema.utcnow(),
+            kind=kind,
+            reason=reason,
+            message=message,
+            data=dict(data or {}),
+        )
+    )
+
+
+def cas_update(
+    session: Session, *, job_id: str, expected_version: int, values: Mapping[str, Any]
+) -> int:
+    """UPDATE the job WHERE version = expected; returns the new version, else raises
+    `VersionConflict` (or `NotFound`) after rolling back. The caller commits."""
+    new_version = expected_version + 1
+    result = session.execute(
+        update(schema.JobRow)
+        .where(schema.JobRow.id == job_id, schema.JobRow.version == expected_version)
+        .values(**values, version=new_version)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        session.rollback()
+        actual = session.scalar(select(schema.JobRow.version).where(schema.JobRow.id == job_id))
+        if actual is None:
+            raise errors.NotFound(f"job {job_id} does not exist", loc=("id",))
+        raise errors.VersionConflict(job_id, expected_version, actual)
+    return new_version
+
+
+def submit_job(
+    *,
+    session: Session,
+    spec: JobSpec,
+    submitter: str,
+    idempotency_key: str | None = None,
+    now: datetime | None = None,
+) -> tuple[schema.JobRow, bool]:
+    """Store a new Pending job; returns (job, created). A repeat of `idempotency_key` by
+    the same submitter with the same spec returns the first job and created=False; with a
+    different spec it raises `IdempotencyMismatch`. Raises `NotFound` for an unknown queue."""
+    digest = request_hash(spec)
+    if idempotency_key is not None:
+        existing = _by_key(session, submitter, idempotency_key)
+        if existing is not None:
+            return _replay(existing, digest), False
+    queue = session.get(schema.QueueRow, spec.queue)
+    if queue is None:
+        raise errors.NotFound(f"queue {spec.queue!r} does not exist", loc=("queue",))
+    at = now or schema.utcnow()
+    row = schema.JobRow(
+        id=uuid.uuid4().hex[:16],
+        name=spec.name,
+        queue=spec.queue,
+        submitter=submitter,
+        spec=spec_json(spec),
+        priority=queue.priority if spec.priority is None else spec.priority,
+        phase=Phase.PENDING.value,
+        conditions=[],
+        placements=[],
+        attempt=0,
+        restarts=0,
+        cancel_requested=False,
+        created_at=at,
+        idempotency_key=idempotency_key,
+        request_hash=digest,
+        version=1,
+    )
+    session.add(row)
+    try:
+        session.flush()
+    except IntegrityError:
+        # A concurrent request with the same key won the insert: answer as a replay.
+        session.rollback()
+        if idempotency_key is None:
+            raise
+        existing = _by_key(session, submitter, idempotency_key)
+        if existing is None:
+            raise
+        return _replay(existing, digest), False
+    add_event(session, job_id=row.id, kind="Submitted", message=f"by {submitter}", at=at)
+    session.commit()
+    return row, True
+
+
+def _by_key(session: Session, submitter: str, key: str) -> schema.JobRow | None:
+    return session.scalars(
+        select(schema.JobRow).where(
+            schema.JobRow.submitter == submitter, schema.JobRow.idempotency_key == key
+        )
+    ).first()
+
+
+def _replay(existing: schema.JobRow, digest: str) -> schema.JobRow:
+    if existing.request_hash != digest:
+        raise errors.IdempotencyMismatch(
+            "this Idempotency-Key was used before with a different request body",
+            loc=("header", "Idempotency-Key"),
+        )
+    return existing
+
+
+def get_job(
+    *, session: Session, job_id: str, queues: Collection[str] | None = None
+) -> schema.JobRow:
+    """One job; `NotFound` also when `queues` (the caller's visible queues) excludes it."""
+    row = session.scalars(select(schema.JobRow).where(schema.JobRow.id == job_id)).first()
+    if row is None or (queues is not None and row.queue not in queues):
+        raise errors.NotFound(f"job {job_id} does not exist", loc=("path", "job_id"))
+    session.refresh(row)  # another session may have moved it on
+    return row
+
+
+def _encode_cursor(seq: int) -> str:
+    return base64.urlsafe_b64encode(f"s{seq}".encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> int:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if not raw.startswith("s"):
+            raise ValueError
+        return int(raw[1:])
+    except ValueError:
+        raise errors.Invalid("not a cursor this API returned", loc=("query", "cursor")) from None
+
+
+def list_jobs(
+    *,
+    session: Session,
+    queues: Collection[str] | None = None,
+    queue: str | None = None,
+    phase: Phase | None = None,
+    submitter: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> JobPage:
+    """Jobs newest first, filtered; `queues` restricts to the caller's visible queues.
+    Keyset pagination on `seq`: stable while jobs are being submitted."""
+    stmt = select(schema.JobRow).order_by(schema.JobRow.seq.desc())
+    if queues is not None:
+        stmt = stmt.where(schema.JobRow.queue.in_(list(queues)))
+    if queue is not None:
+        stmt = stmt.where(schema.JobRow.queue == queue)
+    if phase is not None:
+        stmt = stmt.where(schema.JobRow.phase == phase.value)
+    if submitter is not None:
+        stmt = stmt.where(schema.JobRow.submitter == submitter)
+    if cursor is not None:
+        stmt = stmt.where(schema.JobRow.seq < _decode_cursor(cursor))
+    limit = max(1, min(limit, MAX_PAGE))
+    rows = list(session.scalars(stmt.limit(limit + 1)))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return JobPage(rows, _encode_cursor(rows[-1].seq) if more and rows else None)
+
+
+def cancel_job(
+    *,
+    session: Session,
+    job_id: str,
+    by: str,
+    queues: Collection[str] | None = None,
+    now: datetime | None = None,
+) -> schema.JobRow:
+    """Cancel: a Pending/Preempted job becomes Cancelled at once; a Scheduled/Running one
+    gets `cancel_requested` and the loop stops its workers, then sets Cancelled. Cancelling
+    a cancelled job is a no-op; a Succeeded/Failed one raises `Conflict`."""
+    for _ in range(_CAS_RETRIES):
+        row = get_job(session=session, job_id=job_id, queues=queues)
+        phase = Phase(row.phase)
+        at = now or schema.utcnow()
+        if phase is Phase.CANCELLED or (row.cancel_requested and not phase.finished):
+            return row
+        if phase.finished:
+            raise errors.Conflict(f"job {job_id} already {phase.value}", loc=("path", "job_id"))
+        if phase in (Phase.PENDING, Phase.PREEMPTED):
+            values: dict[str, Any] = {
+                "phase": Phase.CANCELLED.value,
+                "finished_at": at,
+                "cancel_requested": True,
+                "placements": [],
+            }
+            kind = "Cancelled"
+        else:
+            values = {"cancel_requested": True}
+            kind = "CancelRequested"
+        try:
+            cas_update(session, job_id=job_id, expected_version=row.version, values=values)
+        except errors.VersionConflict:
+            continue  # the loop moved it on; decide again on the new state
+        add_event(session, job_id=job_id, kind=kind, message=f"by {by}", at=at)
+        session.commit()
+        session.refresh(row)
+        return row
+    raise errors.Conflict(f"job {job_id} kept changing; try again", loc=("path", "job_id"))
+
+
+def list_events(
+    *, session: Session, job_id: str, queues: Collection[str] | None = None
+) -> list[schema.JobEventRow]:
+    """A job's history, oldest first."""
+    get_job(session=session, job_id=job_id, queues=queues)
+    stmt = (
+        select(schema.JobEventRow)
+        .where(schema.JobEventRow.job_id == job_id)
+        .order_by(schema.JobEventRow.id)
+    )
+    return list(session.scalars(stmt))
+
+
+def count_by_phase(*, session: Session, queues: Collection[str] | None = None) -> dict[str, int]:
+    """Number of jobs in each phase (every phase present, zeros included)."""
+    stmt = select(schema.JobRow.phase, func.count()).group_by(schema.JobRow.phase)
+    if queues is not None:
+        stmt = stmt.where(schema.JobRow.queue.in_(list(queues)))
+    counts = {p.value: 0 for p in Phase}
+    for phase, n in session.execute(stmt):
+        counts[phase] = n
+    return counts

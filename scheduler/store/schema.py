@@ -1,0 +1,149 @@
+"""The store's tables as SQLAlchemy 2.x typed ORM classes.
+
+Only `scheduler.store` imports this module. Alembic migrations in `migrations/versions`
+create and change these tables; a change here needs a new revision there (the test
+`tests/store/test_migrations.py` compares the two).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# SQLite has no 64-bit autoincrement unless the column is exactly INTEGER PRIMARY KEY.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in and out, on SQLite too (which keeps no time zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; use an aware UTC one")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, datetime: UTCDateTime}
+
+
+class QueueRow(Base):
+    __tablename__ = "queues"
+
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    parent: Mapped[str | None] = mapped_column(
+        String(63), ForeignKey("queues.name", ondelete="RESTRICT"), index=True
+    )
+    # {"total": 8.0, "H100": 4.0}; limit None means unlimited
+    guaranteed: Mapped[dict[str, Any]]
+    limit: Mapped[dict[str, Any] | None]
+    weight: Mapped[float] = mapped_column(Float, default=1.0)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    version: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class JobRow(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("submitter", "idempotency_key", name="uq_jobs_idempotency"),
+        Index("ix_jobs_queue_seq", "queue", "seq"),
+        Index("ix_jobs_phase", "phase"),
+    )
+
+    # `seq` orders jobs (newest first) and is the pagination cursor; `id` is public.
+    seq: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    name: Mapped[str] = mapped_column(String(63))
+    queue: Mapped[str] = mapped_column(String(63))  # no FK: history outlives a queue
+    submitter: Mapped[str] = mapped_column(String(128))
+    spec: Mapped[dict[str, Any]]
+    priority: Mapped[int] = mapped_column(Integer)  # effective: spec's, else the queue's
+    phase: Mapped[str] = mapped_column(String(16))
+    conditions: Mapped[list[Any]]
+    placements: Mapped[list[Any]]  # [{"worker", "node", "gpus", "fraction"}]
+    pending_code: Mapped[str | None] = mapped_column(String(32))
+    pending_message: Mapped[str | None] = mapped_column(Text)
+    pending_details: Mapped[dict[str, Any] | None]
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    restarts: Mapped[int] = mapped_column(Integer, default=0)
+    cancel_requested: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime]
+    scheduled_at: Mapped[datetime | None]
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    idempotency_key: Mapped[str | None] = mapped_column(String(255))
+    request_hash: Mapped[str | None] = mapped_column(String(64))
+    version: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class JobEventRow(Base):
+    """Append-only history of a job: nothing updates or deletes these rows."""
+
+    __tablename__ = "job_events"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("jobs.id", ondelete="CASCADE"), index=True
+    )
+    at: Mapped[datetime]
+    kind: Mapped[str] = mapped_column(String(32))
+    reason: Mapped[str] = mapped_column(String(64), default="")
+    message: Mapped[str] = mapped_column(Text, default="")
+    data: Mapped[dict[str, Any]]
+
+
+class InventoryRow(Base):
+    """A node as the scheduler last saw it (its GPUs are all of one model)."""
+
+    __tablename__ = "inventory"
+
+    name: Mapped[str] = mapped_column(String(253), primary_key=True)
+    cpu_milli: Mapped[int] = mapped_column(BigInteger)
+    memory_mib: Mapped[int] = mapped_column(BigInteger)
+    gpu_count: Mapped[int] = mapped_column(Integer)
+    gpu_model: Mapped[str] = mapped_column(String(128))
+    gpu_memory_mib: Mapped[int] = mapped_column(BigInteger)
+    seen_at: Mapped[datetime]
+
+
+class LeaseRow(Base):
+    """The single scheduling lease: one row (id 1), created by the first migration."""
+
+    __tablename__ = "scheduler_lease"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    holder: Mapped[str] = mapped_column(String(253), default="")
+    expires_at: Mapped[datetime]

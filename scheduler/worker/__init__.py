@@ -1,0 +1,1 @@
+"""The worker launcher (`launcher`) and the progress helper for training scripts."""

@@ -1,0 +1,89 @@
+"""API fixtures: an app on a fresh SQLite file (or PostgreSQL via `pg_app`), three tokens
+per role, two queues and a small inventory (2 nodes x 8 H100-80GB, 1 node x 4 A100-40GB)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
+
+from api.app import create_app
+from api.settings import Settings
+from scheduler import store
+from scheduler.core.model import Node
+from scheduler.spec import QueueSpec
+
+TOKENS = """
+admin-token: {user: root, role: admin}
+vision-token: {user: alice, role: member, queues: [vision]}
+nlp-token: {user: bob, role: member, queues: [nlp]}
+viewer-token: {user: vera, role: viewer, queues: ["*"]}
+"""
+ADMIN = {"Authorization": "Bearer admin-token"}
+VISION = {"Authorization": "Bearer vision-token"}
+NLP = {"Authorization": "Bearer nlp-token"}
+VIEWER = {"Authorization": "Bearer viewer-token"}
+NODES = (
+    Node("h1", 96_000, 1_000_000, 8, "H100-80GB", 81920),
+    Node("h2", 96_000, 1_000_000, 8, "H100-80GB", 81920),
+    Node("a1", 32_000, 256_000, 4, "A100-40GB", 40960),
+)
+MAX_BODY = 64 * 1024
+
+
+def build_app(url: str) -> FastAPI:
+    app = create_app(Settings(database_url=url, tokens_yaml=TOKENS, max_body_bytes=MAX_BODY))
+    with app.state.database.session() as s:
+        store.create_queue(session=s, spec=QueueSpec(name="vision", guaranteed=8, limit=16))
+        store.create_queue(session=s, spec=QueueSpec(name="nlp", guaranteed=4))
+        store.save_inventory(session=s, nodes=NODES)
+    return app
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[FastAPI]:
+    app = build_app(f"sqlite:///{tmp_path / 'api.db'}")
+    yield app
+    app.state.database.close()
+
+
+@pytest.fixture
+def client(app: FastAPI) -> Iterator[TestClient]:
+    with TestClient(app) as c:
+        yield c
+
+
+@pytest.fixture
+def pg_app() -> Iterator[FastAPI]:
+    """The same app on PostgreSQL (a schema of its own); skips without SHOAL_TEST_PG_URL."""
+    url = os.environ.get("SHOAL_TEST_PG_URL")
+    if not url:
+        if os.environ.get("SHOAL_REQUIRE_PG"):
+            pytest.fail("SHOAL_REQUIRE_PG is set but SHOAL_TEST_PG_URL is not")
+        pytest.skip("no PostgreSQL: set SHOAL_TEST_PG_URL (eval \"$(scripts/postgres.sh start)\")")
+    name = f"api_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE SCHEMA "{name}"'))
+    except Exception as exc:
+        pytest.fail(f"SHOAL_TEST_PG_URL={url} is set but unusable: {exc}")
+    sep = "&" if "?" in url else "?"
+    app = build_app(f"{url}{sep}options=-csearch_path%3D{name}")
+    yield app
+    app.state.database.close()
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP SCHEMA "{name}" CASCADE'))
+    admin.dispose()
+
+
+def job_body(**kw: object) -> dict[str, object]:
+    body: dict[str, object] = {"name": "train", "queue": "vision", "image": "img:1", "gpu": 1}
+    body.update(kw)
+    return body

@@ -1,0 +1,134 @@
+"""Small fluent builders for core test scenarios (in the style of Kueue's
+`MakeClusterQueue("cq").ResourceGroup(...).Obj()`), and `advance` to carry a cycle's
+decisions into the next snapshot."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from scheduler.core import model as m
+
+
+def node(name: str, gpus: int = 8, model: str = "H100", *, cpu: int = 64_000,
+         mem: int = 512_000, gpu_mem: int = 81_920) -> m.Node:
+    return m.Node(name, cpu, mem, gpus, model, gpu_mem)
+
+
+def nodes(count: int, gpus: int = 8, model: str = "H100", prefix: str = "n") -> list[m.Node]:
+    return [node(f"{prefix}{i}", gpus, model) for i in range(count)]
+
+
+class QueueB:
+    def __init__(self, name: str) -> None:
+        self._q = m.Queue(name)
+
+    def guarantee(self, total: float, **by_model: float) -> QueueB:
+        self._q = dataclasses.replace(self._q, guaranteed=m.Quota(total, by_model))
+        return self
+
+    def limit(self, total: float | None, **by_model: float) -> QueueB:
+        self._q = dataclasses.replace(self._q, limit=m.Quota(total, by_model))
+        return self
+
+    def weight(self, w: float) -> QueueB:
+        self._q = dataclasses.replace(self._q, weight=w)
+        return self
+
+    def parent(self, p: str) -> QueueB:
+        self._q = dataclasses.replace(self._q, parent=p)
+        return self
+
+    def obj(self) -> m.Queue:
+        return self._q
+
+
+class JobB:
+    def __init__(self, job_id: str, queue: str) -> None:
+        self._j = m.JobRequest(job_id, queue, gpu=1.0, cpu_milli=1000, memory_mib=1024)
+
+    def gpu(self, g: float) -> JobB:
+        return self._set(gpu=g)
+
+    def gpu_memory(self, mib: int) -> JobB:
+        return self._set(gpu=0.0, gpu_memory_mib=mib)
+
+    def workers(self, n: int) -> JobB:
+        return self._set(workers=n)
+
+    def types(self, *t: str) -> JobB:
+        return self._set(gpu_types=t)
+
+    def priority(self, p: int) -> JobB:
+        return self._set(priority=p)
+
+    def preemptible(self, p: bool | None) -> JobB:
+        return self._set(preemptible=p)
+
+    def submitted(self, t: float) -> JobB:
+        return self._set(submitted_at=t)
+
+    def runtime(self, s: float) -> JobB:
+        return self._set(max_runtime_s=s)
+
+    def cpu(self, milli: int) -> JobB:
+        return self._set(cpu_milli=milli)
+
+    def _set(self, **kw: object) -> JobB:
+        self._j = dataclasses.replace(self._j, **kw)  # type: ignore[arg-type]
+        return self
+
+    def obj(self) -> m.JobRequest:
+        return self._j
+
+
+def queue(name: str) -> QueueB:
+    return QueueB(name)
+
+
+def job(job_id: str, queue: str) -> JobB:
+    return JobB(job_id, queue)
+
+
+def on(job: m.JobRequest, node_name: str, first_gpu: int = 0, started: float = 0.0,
+       stopping: bool = False) -> m.RunningJob:
+    """A running job with all its workers on one node, on consecutive whole GPUs
+    (or sharing GPU `first_gpu` when fractional)."""
+    placements = []
+    g = first_gpu
+    for w in range(job.workers):
+        if job.gpu >= 1:
+            count = int(job.gpu)
+            placements.append(m.WorkerPlacement(w, node_name, tuple(range(g, g + count)), 1.0))
+            g += count
+        elif job.gpu > 0:
+            placements.append(m.WorkerPlacement(w, node_name, (first_gpu,), job.gpu))
+        else:
+            placements.append(m.WorkerPlacement(w, node_name, (), 1.0))
+    return m.RunningJob(job, tuple(placements), started, stopping)
+
+
+def advance(snap: m.Snapshot, result: m.CycleResult, now: float) -> m.Snapshot:
+    """The next snapshot once the cycle's decisions are carried out: placed jobs run
+    (started at `now`), preempted jobs are gone and back to pending."""
+    pending = {j.id: j for j in snap.pending}
+    running = {r.job.id: r for r in snap.running}
+    for place in result.places:
+        job = pending.pop(place.job_id)
+        running[job.id] = m.RunningJob(job, place.placements, now)
+    for pre in result.preempts:
+        victim = running.pop(pre.job_id)
+        pending[victim.job.id] = victim.job
+    return dataclasses.replace(
+        snap,
+        running=tuple(running[k] for k in sorted(running)),
+        pending=tuple(pending[k] for k in sorted(pending)),
+        now=now,
+    )
+
+
+def snapshot(nodes_: Iterable[m.Node], queues: Iterable[m.Queue],
+             running: Iterable[m.RunningJob] = (), pending: Iterable[m.JobRequest] = (),
+             now: float = 1000.0, **config: object) -> m.Snapshot:
+    return m.Snapshot(tuple(nodes_), tuple(queues), tuple(running), tuple(pending), now,
+                      m.Config(**config))  # type: ignore[arg-type]

@@ -1,0 +1,190 @@
+"""Fixtures for the Kubernetes backend tests: a fake API server per test, backends
+pointed at it through the real `kubernetes` client, and builders of cluster objects."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from scheduler.backends.base import LaunchRequest
+from scheduler.backends.kubernetes import KubeConfig, KubernetesBackend, api_client
+from scheduler.core.model import WorkerPlacement
+from scheduler.spec import JobSpec
+
+from .fakeapi import FakeKube
+
+NS = "jobs"
+Obj = dict[str, Any]
+
+
+@pytest.fixture
+def kube() -> Iterator[FakeKube]:
+    with FakeKube() as k:
+        yield k
+        # Every object Shoal wrote passed the official schemas.
+        assert not k.invalid, k.invalid
+
+
+@pytest.fixture
+def config(kube: FakeKube) -> KubeConfig:
+    return KubeConfig(
+        namespace=NS,
+        host=kube.url,
+        request_timeout_s=1.0,
+        retry_deadline_s=3.0,
+        retry_max_delay_s=0.2,
+        watch_timeout_s=2,
+        reconcile_interval_s=0.1,
+        reservation_grace_s=0.0,
+    )
+
+
+@pytest.fixture
+def make_backend(config: KubeConfig) -> Iterator[Callable[..., KubernetesBackend]]:
+    made: list[KubernetesBackend] = []
+
+    def make(**overrides: Any) -> KubernetesBackend:
+        cfg = KubeConfig(**{**{f: getattr(config, f) for f in config.__slots__}, **overrides})
+        b = KubernetesBackend(cfg, client=api_client(cfg), sync_timeout_s=5)
+        made.append(b)
+        return b
+
+    yield make
+    for b in made:
+        b.close()
+
+
+def eventually(check: Callable[[], Any], timeout: float = 5.0, every: float = 0.05) -> Any:
+    """Poll `check` until it returns something truthy (and return it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s (last: {got!r})")
+        time.sleep(every)
+
+
+def node(
+    name: str,
+    *,
+    gpus: int = 8,
+    product: str = "NVIDIA-A100-SXM4-80GB",
+    gpu_memory: int = 81920,
+    cpu: str = "64",
+    memory: str = "512Gi",
+    ready: bool = True,
+    taints: list[Obj] | None = None,
+    unschedulable: bool = False,
+) -> Obj:
+    labels = {"kubernetes.io/hostname": name}
+    if gpus:
+        labels.update(
+            {
+                "nvidia.com/gpu.product": product,
+                "nvidia.com/gpu.memory": str(gpu_memory),
+                "nvidia.com/gpu.count": str(gpus),
+            }
+        )
+    alloc = {"cpu": cpu, "memory": memory, "pods": "110"}
+    if gpus:
+        alloc["nvidia.com/gpu"] = str(gpus)
+    spec: Obj = {"unschedulable": unschedulable}
+    if taints:
+        spec["taints"] = taints
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": spec,
+        "status": {
+            "allocatable": alloc,
+            "capacity": alloc,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def pod(
+    name: str,
+    *,
+    ns: str = "default",
+    node_name: str = "",
+    requests: dict[str, str] | None = None,
+    phase: str = "Running",
+    scheduler: str = "default-scheduler",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> Obj:
+    """A pod someone else made."""
+    spec: Obj = {
+        "schedulerName": scheduler,
+        "containers": [
+            {"name": "app", "image": "busybox", "resources": {"requests": requests or {}}}
+        ],
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "labels": labels or {},
+            "annotations": annotations or {},
+        },
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def job(
+    name: str,
+    *,
+    workers: int = 1,
+    framework: str = "pytorch",
+    gpu: float | None = 1,
+    node_of: Callable[[int], str] = lambda i: "n1",
+    gpus_of: Callable[[int], tuple[int, ...]] | None = None,
+    attempt: int = 0,
+    extra_env: dict[str, str] | None = None,
+    queue: str = "vision",
+) -> LaunchRequest:
+    spec = JobSpec(
+        name=name,
+        queue=queue,
+        framework=framework,
+        image="ghcr.io/x/train:1",
+        command=["python", "train.py"],
+        workers=workers,
+        gpu=gpu,
+        cpu="2",
+        memory="8Gi",
+        env={"USER_VAR": "1"},
+    )
+    frac = gpu if gpu is not None and gpu < 1 else 1.0
+    whole = int(gpu) if gpu and gpu >= 1 else (1 if gpu else 0)
+    placements = tuple(
+        WorkerPlacement(
+            worker=i,
+            node=node_of(i),
+            gpus=gpus_of(i) if gpus_of else tuple(range(i * whole, (i + 1) * whole)),
+            fraction=frac,
+        )
+        for i in range(workers)
+    )
+    return LaunchRequest(
+        job_id=name, spec=spec, attempt=attempt, placements=placements, extra_env=extra_env or {}
+    )
+
+
+def env_of(pod_obj: Obj) -> dict[str, Any]:
+    return {
+        e["name"]: e.get("value", e.get("valueFrom"))
+        for e in pod_obj["spec"]["containers"][0]["env"]
+    }

@@ -1,0 +1,150 @@
+"""Fractional GPUs: a reservation pod per shared GPU, workers bound once its UUID is
+known, the reservation released with the last share; and foreign pods adopted."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import pytest
+
+from scheduler.backends.kubernetes import KubernetesBackend, reserve
+from scheduler.core.model import WorkerPlacement
+
+from .conftest import NS, env_of, eventually, job, node, pod
+from .fakeapi import FakeKube
+
+Make = Callable[..., KubernetesBackend]
+RES = "shoal-gpu-n1-g0"
+UUID = "GPU-5f0e6c4a-0b7e-4c1c-9a77-2b3c4d5e6f70"
+
+
+def run_reserve(kube: FakeKube, name: str = RES) -> None:
+    """What the reservation pod's process does once the device plugin gave it a GPU."""
+    env = {
+        "POD_NAME": name,
+        "POD_NAMESPACE": NS,
+        "NVIDIA_VISIBLE_DEVICES": UUID,
+        "SHOAL_KUBE_HOST": kube.url,
+    }
+    assert reserve.main(env, wait=False) == 0
+
+
+def test_four_quarter_jobs_share_one_reserved_gpu(kube: FakeKube, make_backend: Make) -> None:
+    kube.put("nodes", node("n1"))
+    b = make_backend()
+    for i in range(4):
+        b.launch(job(f"q{i}", gpu=0.25, gpus_of=lambda w: (0,)))
+    (res,) = [p for p in kube.objects("pods", NS) if p["metadata"]["name"] == RES]
+    assert res["spec"]["nodeName"] == "n1"
+    assert res["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert res["spec"]["containers"][0]["command"] == ["shoal", "reserve"]
+    workers = [p for p in kube.objects("pods", NS) if p["metadata"]["name"] != RES]
+    assert len(workers) == 4 and not any(p["spec"].get("nodeName") for p in workers)
+    assert {w.message for w in eventually(b.workers)} == {"waiting for the GPU reservation's UUID"}
+
+    run_reserve(kube)
+    eventually(lambda: all(p["spec"].get("nodeName") == "n1" for p in kube.objects("pods", NS)))
+    for p in kube.objects("pods", NS):
+        if p["metadata"]["name"] == RES:
+            continue
+        assert p["metadata"]["annotations"]["shoal.dev/gpu-uuid"] == UUID
+        assert "nvidia.com/gpu" not in p["spec"]["containers"][0]["resources"]["requests"]
+        env = env_of(p)
+        assert env["NVIDIA_VISIBLE_DEVICES"] == {
+            "fieldRef": {"fieldPath": "metadata.annotations['shoal.dev/gpu-uuid']"}
+        }
+        assert (env["SHOAL_GPU_FRACTION"], env["SHOAL_GPU_ENFORCEMENT"]) == ("0.2500", "advisory")
+    alloc = eventually(lambda: len(b.allocations()) == 4 and b.allocations())
+    assert {a.placements for a in alloc.values()} == {(WorkerPlacement(0, "n1", (0,), 0.25),)}
+    assert eventually(b.nodes)[0].gpu_count == 8  # the reservation is Shoal's own
+
+    for i in range(3):
+        b.stop(f"q{i}", 0)
+        assert kube.get("pods", RES, NS) is not None  # shares remain
+    b.stop("q3", 0)
+    assert kube.get("pods", RES, NS) is None  # the last share went
+
+
+def test_reservation_left_unused_is_swept(kube: FakeKube, make_backend: Make) -> None:
+    kube.put("nodes", node("n1"))
+    b = make_backend()
+    b.launch(job("done", gpu=0.5, gpus_of=lambda w: (0,)))
+    run_reserve(kube)
+    eventually(lambda: kube.obj("pods", "done-a0-w0", NS)["spec"].get("nodeName"))
+    kube.update("pods", "done-a0-w0", NS, {"status": {"phase": "Succeeded"}})
+    eventually(lambda: kube.get("pods", RES, NS) is None)
+
+
+def test_foreign_pods_are_discovered_and_bound(kube: FakeKube, make_backend: Make) -> None:
+    kube.put("nodes", node("n1"))
+    kube.put(
+        "pods",
+        pod(
+            "notebook",
+            phase="Pending",
+            scheduler="shoal",
+            labels={"shoal.dev/queue": "research"},
+            annotations={"shoal.dev/gpu-fraction": "0.5"},
+            requests={"cpu": "1", "memory": "4Gi"},
+        ),
+    )
+    kube.put(
+        "pods",
+        pod(
+            "serve",
+            phase="Pending",
+            scheduler="shoal",
+            labels={"shoal.dev/queue": "research"},
+            annotations={"shoal.dev/gpu-memory": "20Gi"},
+        ),
+    )
+    kube.put("pods", pod("other", phase="Pending"))  # kube-scheduler's
+    b = make_backend()
+    found = b.foreign_pods()
+    assert [(f.name, f.queue, f.gpu, f.gpu_memory_mib) for f in found] == [
+        ("notebook", "research", 0.5, None),
+        ("serve", "research", 0.0, 20480),
+    ]
+    nb = found[0]
+    req = nb.to_job_request()
+    assert (req.id, req.gpu, req.cpu_milli, req.memory_mib) == (
+        "pod:default/notebook",
+        0.5,
+        1000,
+        4096,
+    )
+    assert b.bind(nb, WorkerPlacement(0, "n1", (0,), 0.5)) is False  # no UUID yet
+    run_reserve(kube)
+    eventually(lambda: kube.obj("pods", "notebook", "default")["spec"].get("nodeName") == "n1")
+    adopted = kube.obj("pods", "notebook", "default")
+    assert adopted["metadata"]["annotations"]["shoal.dev/gpu-uuid"] == UUID
+    eventually(lambda: [f.name for f in b.foreign_pods()] == ["serve"])
+    alloc = eventually(lambda: b.allocations().get("pod:default/notebook"))
+    assert alloc.placements == (WorkerPlacement(0, "n1", (0,), 0.5),)
+    assert [(w.job_id, w.gpus, w.fraction, w.queue) for w in b.workers()] == [
+        ("pod:default/notebook", (0,), 0.5, "research")
+    ]
+    b.stop("pod:default/notebook", 5)
+    assert kube.get("pods", "notebook", "default") is None
+
+
+def test_reserve_reads_the_uuid_from_the_environment(kube: FakeKube) -> None:
+    assert reserve.read_gpu_uuid({"NVIDIA_VISIBLE_DEVICES": UUID}) == UUID
+    for bad in ("", "all", "GPU-a,GPU-b"):
+        with pytest.raises(RuntimeError):
+            reserve.read_gpu_uuid({"NVIDIA_VISIBLE_DEVICES": bad})
+    assert reserve.main({"NVIDIA_VISIBLE_DEVICES": UUID}, wait=False) == 2
+
+
+def test_reserve_prefers_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None,
+        nvmlDeviceGetHandleByIndex=lambda i: ("handle", i),
+        nvmlDeviceGetUUID=lambda h: UUID.encode(),
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert reserve.read_gpu_uuid({"NVIDIA_VISIBLE_DEVICES": "GPU-other"}) == UUID

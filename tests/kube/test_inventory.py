@@ -1,0 +1,132 @@
+"""Inventory: Nodes listed and watched into `core.model.Node`s, with exclusions and
+foreign usage subtracted; the watch resumes, and relists on 410 Gone."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from scheduler.backends.kubernetes import KubernetesBackend
+from scheduler.core.model import Node
+
+from .conftest import eventually, node, pod
+from .fakeapi import FakeKube
+
+Make = Callable[..., KubernetesBackend]
+
+
+def names_of(b: KubernetesBackend) -> list[str]:
+    return [n.name for n in b.nodes()]
+
+
+def test_gpu_nodes_appear_in_the_inventory(kube: FakeKube, make_backend: Make) -> None:
+    kube.put("nodes", node("n1"))
+    b = make_backend()
+    assert b.nodes() == [Node("n1", 64000, 512 * 1024, 8, "NVIDIA-A100-SXM4-80GB", 81920)]
+    kube.put("nodes", node("n2", gpus=4, product="NVIDIA-H100-80GB-HBM3", cpu="7800m"))
+    n2 = eventually(lambda: next((n for n in b.nodes() if n.name == "n2"), None))
+    assert (n2.gpu_count, n2.gpu_model, n2.cpu_milli) == (4, "NVIDIA-H100-80GB-HBM3", 7800)
+    kube.remove("nodes", "n1")
+    eventually(lambda: names_of(b) == ["n2"])
+
+
+@pytest.mark.parametrize(
+    ("obj", "why"),
+    [
+        pytest.param(node("n2", ready=False), "NotReady", id="not-ready"),
+        pytest.param(node("n2", unschedulable=True), "cordoned", id="cordoned"),
+        pytest.param(
+            node("n2", taints=[{"key": "maint", "effect": "NoSchedule"}]),
+            "taint maint=:NoSchedule",
+            id="no-schedule-taint",
+        ),
+        pytest.param(
+            node("n2", taints=[{"key": "x", "value": "y", "effect": "NoExecute"}]),
+            "taint x=y:NoExecute",
+            id="no-execute-taint",
+        ),
+    ],
+)
+def test_unusable_nodes_are_excluded(
+    kube: FakeKube, make_backend: Make, obj: dict[str, object], why: str
+) -> None:
+    kube.put("nodes", node("n1"))
+    kube.put("nodes", obj)
+    b = make_backend()
+    assert names_of(b) == ["n1"]
+    assert b.excluded_nodes() == {"n2": why}
+
+
+def test_node_going_not_ready_is_excluded_then_back(kube: FakeKube, make_backend: Make) -> None:
+    kube.put("nodes", node("n1"))
+    b = make_backend()
+    assert names_of(b) == ["n1"]
+    kube.update(
+        "nodes",
+        "n1",
+        "",
+        {
+            "status": {
+                "conditions": [
+                    {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}
+                ]
+            }
+        },
+    )
+    eventually(lambda: names_of(b) == [])
+    kube.put("nodes", node("n1"))
+    eventually(lambda: names_of(b) == ["n1"])
+
+
+def test_tolerated_taints_and_prefer_no_schedule_keep_the_node(
+    kube: FakeKube, make_backend: Make
+) -> None:
+    kube.put("nodes", node("n1", taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]))
+    kube.put("nodes", node("n2", taints=[{"key": "soft", "effect": "PreferNoSchedule"}]))
+    b = make_backend(tolerations=({"key": "nvidia.com/gpu", "operator": "Exists"},))
+    assert names_of(b) == ["n1", "n2"]
+
+
+def test_foreign_pods_usage_is_subtracted(kube: FakeKube, make_backend: Make) -> None:
+    kube.put("nodes", node("n1"))
+    kube.put(
+        "pods",
+        pod(
+            "infer", node_name="n1", requests={"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "2"}
+        ),
+    )
+    kube.put(
+        "pods",
+        pod(
+            "done", node_name="n1", phase="Succeeded", requests={"cpu": "8", "nvidia.com/gpu": "4"}
+        ),
+    )
+    kube.put("pods", pod("unbound", requests={"cpu": "8", "nvidia.com/gpu": "4"}, phase="Pending"))
+    b = make_backend()
+    (n1,) = b.nodes()
+    assert (n1.cpu_milli, n1.memory_mib, n1.gpu_count) == (60000, 496 * 1024, 6)
+    kube.put("pods", pod("more", node_name="n1", requests={"nvidia.com/gpu": "6", "cpu": "500m"}))
+    eventually(lambda: b.nodes()[0].gpu_count == 0)
+    assert b.nodes()[0].cpu_milli == 59500
+
+
+def test_watch_relists_after_410_gone(kube: FakeKube, make_backend: Make) -> None:
+    kube.put("nodes", node("n1"))
+    b = make_backend(watch_timeout_s=1)
+    before = b.node_cache.relists
+    kube.compact()  # the backend's resourceVersion is now too old
+    kube.put("nodes", node("n2"))  # still seen: through the relist
+    kube.compact()
+    eventually(lambda: b.node_cache.relists > before, timeout=5)
+    eventually(lambda: names_of(b) == ["n1", "n2"])
+
+
+def test_watch_answering_http_410_relists(kube: FakeKube, make_backend: Make) -> None:
+    kube.put("nodes", node("n1"))
+    b = make_backend(watch_timeout_s=1)
+    before = b.node_cache.relists
+    kube.inject(1, 410, path="/api/v1/nodes", method="GET")
+    kube.put("nodes", node("n2"))
+    eventually(lambda: names_of(b) == ["n1", "n2"])
+    eventually(lambda: b.node_cache.relists > before, timeout=5)

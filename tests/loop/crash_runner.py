@@ -1,0 +1,61 @@
+"""A headless scheduler process for the crash-safety tests: runs the loop with the local
+backend on a SQLite file until no job is live (or it is killed by SHOAL_FAULT_AT).
+
+After every cycle it checks what must always hold and appends any breach to
+`<state>/breaches.txt`: no GPU holds more than 1.0 of live workers; every job that holds
+a placement has its attempt recorded by the backend (launched).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from scheduler import store
+from scheduler.backends.base import WorkerState
+from scheduler.backends.local import LocalBackend
+from scheduler.core import model
+from scheduler.loop.service import Loop, LoopConfig
+
+
+def main() -> int:
+    db_url, state = sys.argv[1], Path(sys.argv[2])
+    db = store.open_database(db_url)
+    backend = LocalBackend(state, watch_interval_s=0.05)
+    loop = Loop(
+        db,
+        backend,
+        config=LoopConfig(holder="crash-runner", lease_ttl_s=0.5, core=model.Config(min_runtime_s=0.0)),
+    )
+    breaches = state / "breaches.txt"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        loop.run_once()
+        held: dict[tuple[str, int], float] = defaultdict(float)
+        for w in backend.workers():
+            if w.state is WorkerState.RUNNING:
+                for g in w.gpus:
+                    held[(w.node, g)] += w.fraction
+        for gpu, share in held.items():
+            if share > 1 + 1e-6:
+                with breaches.open("a") as f:
+                    f.write(f"over-allocated {gpu}: {share}\n")
+        with db.session() as s:
+            live = store.live_jobs(session=s)
+        for lj in live:
+            if lj.running() is not None and (lj.id, lj.attempt) not in {
+                (r.job_id, r.attempt) for r in backend.records.attempts.values()
+            }:
+                with breaches.open("a") as f:
+                    f.write(f"{lj.id} holds attempt {lj.attempt} that was never launched\n")
+        alive = any(w.state is WorkerState.RUNNING for w in backend.workers())
+        if not live and not alive:
+            return 0
+        time.sleep(0.05)
+    return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
