@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 
 from scheduler.admission import Problem
@@ -92,6 +92,14 @@ def install(app: FastAPI) -> None:
         ]
         return response(422, items)
 
+    @app.exception_handler(ValidationError)
+    async def _merged(_: Request, exc: ValidationError) -> JSONResponse:
+        # A body valid on its own that makes an invalid whole (a PATCH merged into a queue).
+        items = [
+            ErrorItem(loc=["body", *e["loc"]], msg=e["msg"], type=e["type"]) for e in exc.errors()
+        ]
+        return response(422, items)
+
     @app.exception_handler(HTTPException)
     async def _http(_: Request, exc: HTTPException) -> JSONResponse:
         headers = dict(exc.headers) if exc.headers else None
@@ -116,6 +124,7 @@ def install(app: FastAPI) -> None:
 
 # Declared on every route so the OpenAPI document lists the statuses the API can return.
 COMMON_RESPONSES: dict[int | str, dict[str, object]] = {
+    400: {"model": ErrorBody, "description": "the body could not be read (e.g. not UTF-8)"},
     401: {"model": ErrorBody, "description": "missing or unknown bearer token"},
     403: {"model": ErrorBody, "description": "the token's role may not do this"},
     404: {"model": ErrorBody, "description": "no such object (or not visible to the caller)"},

@@ -1,4 +1,6 @@
-"""ASGI middleware refusing request bodies over a size limit with 413 (before parsing)."""
+"""ASGI middleware refusing request bodies over a size limit with 413, before any route
+reads them. A declared Content-Length is checked at once; a chunked body (no length) is
+read up to the limit first and then replayed to the app."""
 
 from __future__ import annotations
 
@@ -12,44 +14,38 @@ class BodySizeLimit:
         self.app = app
         self.max_bytes = max_bytes
 
-    def _too_large(self) -> ErrorItem:
-        return ErrorItem(
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        item = ErrorItem(
             loc=["body"], msg=f"request body over {self.max_bytes} bytes", type="too_large"
         )
+        await response(413, [item])(scope, receive, send)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         for name, value in scope.get("headers", ()):
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await response(413, [self._too_large()])(scope, receive, send)
+            if name == b"content-length":
+                if value.isdigit() and int(value) > self.max_bytes:
+                    await self._refuse(scope, receive, send)
+                    return
+                await self.app(scope, receive, send)  # the server enforces the length
                 return
+        buffered: list[Message] = []
         seen = 0
-        started = False
-
-        async def limited_receive() -> Message:
-            nonlocal seen
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _TooLarge
-            return message
+            buffered.append(message)
+            if message["type"] != "http.request":
+                break
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                await self._refuse(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
+        async def replay() -> Message:
+            return buffered.pop(0) if buffered else await receive()
 
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            # A chunked body without Content-Length grew past the limit while being read.
-            if not started:
-                await response(413, [self._too_large()])(scope, receive, send)
-
-
-class _TooLarge(Exception):
-    pass
+        await self.app(scope, replay, send)

@@ -30,6 +30,10 @@ _MIB_PER_UNIT = {
     "T": 1e12 / (1024 * 1024),
 }
 
+MAX_CPU_MILLI = 10**9  # sanity bounds: larger numbers are typos and overflow columns
+MAX_MEMORY_MIB = 1024**3
+MIN_GPU_FRACTION = 0.01  # finer shares are noise (and overflow capacity sums)
+
 # Priorities are stored in 32-bit integer columns.
 Priority = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
 
@@ -49,6 +53,8 @@ def parse_memory_mib(value: str | int) -> int:
 def parse_cpu_milli(value: str | float) -> int:
     """'500m' -> 500, 2 -> 2000."""
     if isinstance(value, (int, float)):
+        if not math.isfinite(value * 1000):
+            raise ValueError(f"{value!r} is not a CPU quantity such as 500m or 2")
         return round(value * 1000)
     v = value.strip()
     if v.endswith("m") and v[:-1].isdigit():
@@ -178,6 +184,8 @@ class JobSpec(_Spec):
     def _gpu(cls, v: float | None) -> float | None:
         if v is not None and v > 1 and v != int(v):
             raise ValueError("must be a fraction in (0, 1] or a whole number of GPUs")
+        if v is not None and v < MIN_GPU_FRACTION:
+            raise ValueError(f"a GPU fraction must be at least {MIN_GPU_FRACTION}")
         return v
 
     @field_validator("command", "args", mode="before")
@@ -192,6 +200,8 @@ class JobSpec(_Spec):
     def _cpu(cls, v: str | float) -> str | float:
         if parse_cpu_milli(v) <= 0:
             raise ValueError("must be positive")
+        if parse_cpu_milli(v) > MAX_CPU_MILLI:
+            raise ValueError(f"must be at most {MAX_CPU_MILLI // 1000} CPUs")
         return v
 
     @field_validator("memory", "gpu_memory")
@@ -199,6 +209,8 @@ class JobSpec(_Spec):
     def _memory(cls, v: str | None) -> str | None:
         if v is not None and parse_memory_mib(v) <= 0:
             raise ValueError("must be positive")
+        if v is not None and parse_memory_mib(v) > MAX_MEMORY_MIB:
+            raise ValueError("must be at most 1Pi")
         return v
 
     @model_validator(mode="after")

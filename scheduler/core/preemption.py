@@ -26,7 +26,7 @@ from scheduler import placement
 from scheduler.core import accounting, context, reasons
 from scheduler.core import model as m
 
-MAX_PREEMPTORS = 16  # plans tried per cycle (each costs several placement trials)
+MAX_PREEMPTORS = 32  # plans tried per cycle (each costs several placement trials)
 MAX_VICTIMS = 64  # victims one plan may add before it gives up
 MAX_SHRINK = 16  # plans with more victims than this are not shrunk
 _SKIP = {m.ReasonCode.UNKNOWN_QUEUE, m.ReasonCode.GPU_TYPE, m.ReasonCode.RESERVED}
@@ -136,7 +136,10 @@ def _commit(ctx: context.Context, plan: Plan) -> None:
     """Leave the state and ledger as they will be once the victims have stopped."""
     for run in (*plan.stopping, *plan.victims):
         ctx.state.release(run.job.id)
-        ctx.ledger.add(run.job.queue, accounting.running_usage(run, ctx.nodes), -1.0)
+        use = accounting.running_usage(run, ctx.nodes)
+        ctx.ledger.add(run.job.queue, use, -1.0)
+        for key, amount in use.items():
+            ctx.used_by_model[key] = ctx.used_by_model.get(key, 0.0) - amount
     ctx.commit(plan.job, plan.placements)
 
 

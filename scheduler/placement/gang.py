@@ -102,7 +102,7 @@ def place_gang(
         if trial is None:
             return failure.explain(state, job) if explain else failure.opaque(job)
         placed = trial
-    state.demands[placed] = (job.cpu_milli, job.memory_mib)
+    state.handed_out(placed, job.cpu_milli, job.memory_mib)
     return placed
 
 

@@ -25,7 +25,7 @@ from scheduler.placement.shares import UNIT, Sig, Tag, units
 __all__ = ["UNIT", "ClusterState", "Sig", "Tag", "units"]
 
 _Job = tuple[tuple[m.WorkerPlacement, ...], int, int]  # placements, cpu, mem per worker
-# Undo records: ("n", node, cpu, mem, gpus) restores a node; ("j", job, record-or-None).
+# Undo records: ("n", node, cpu, mem, gpus, tags) restores a node; ("j", job, old record).
 _Undo = tuple[object, ...]
 
 
@@ -49,8 +49,10 @@ class ClusterState:
         }
         self.jobs: dict[str, _Job] = {}
         # CPU and memory per worker of placements handed out by `place_gang`, so that
-        # `allocate(job_id, placements)` needs no more than the contract gives it.
-        self.demands: dict[tuple[m.WorkerPlacement, ...], tuple[int, int]] = {}
+        # `allocate(job_id, placements)` needs no more than the contract gives it. By
+        # identity first (two jobs may be handed equal tuples), then by value.
+        self._handed: dict[int, tuple[tuple[m.WorkerPlacement, ...], int, int]] = {}
+        self._by_value: dict[tuple[m.WorkerPlacement, ...], tuple[int, int]] = {}
         self._log: list[_Undo] = []
         # The target workload of `fgd` when `place_gang` is given none: set it from
         # pending and recent jobs; else `fgd` uses what `learner` has seen.
@@ -107,10 +109,13 @@ class ClusterState:
         Raises ValueError (and changes nothing) when anything would go over."""
         if job_id in self.jobs:
             raise ValueError(f"job {job_id} already holds resources")
+        handed = self._handed.get(id(placements))
         if request is not None:
             cpu, mem = request.cpu_milli, request.memory_mib
-        elif placements in self.demands:
-            cpu, mem = self.demands[placements]
+        elif handed is not None and handed[0] is placements:
+            cpu, mem = handed[1], handed[2]
+        elif placements in self._by_value:
+            cpu, mem = self._by_value[placements]
         else:
             raise ValueError(f"no CPU/memory known for {job_id}: pass request=")
         self._check(placements, cpu, mem)
@@ -120,6 +125,11 @@ class ClusterState:
         """Give back everything the job holds."""
         placements, cpu, mem = self.jobs[job_id]
         self._apply(job_id, placements, -cpu, -mem, log=True, sign=-1)
+
+    def handed_out(self, placements: tuple[m.WorkerPlacement, ...], cpu: int, mem: int) -> None:
+        """Record the per-worker CPU and memory of placements `place_gang` returns."""
+        self._handed[id(placements)] = (placements, cpu, mem)
+        self._by_value[placements] = (cpu, mem)
 
     def checkpoint(self) -> int:
         return len(self._log)

@@ -93,7 +93,7 @@ class Reporter:
                     return
 
     def _post(self, client: httpx.Client) -> None:
-        body = {**self.body, "progress": self.latest}
+        body = {**self.body, "progress": self.latest, "final": self._done.is_set()}
         try:
             client.post(f"{self.url}/api/v1/jobs/{self.job_id}/progress", json=body)
         except httpx.HTTPError:

@@ -96,7 +96,8 @@ def test_placement_and_pending_reason_show_on_get_nodes_summary_metrics(
     gpu3 = nodes["h1"]["gpus"][3]
     assert gpu3["model"] == "H100-80GB" and gpu3["memoryMib"] == 81920
     assert gpu3["allocated"] == 1.0 and [s["jobId"] for s in gpu3["shares"]] == [placed, placed]
-    hidden = client.get(f"{API}/nodes", headers=NLP).json()["data"][0]["gpus"][3]["shares"]
+    nlp_nodes = {n["name"]: n for n in client.get(f"{API}/nodes", headers=NLP).json()["data"]}
+    hidden = nlp_nodes["h1"]["gpus"][3]["shares"]
     assert {s["jobId"] for s in hidden} == {None}  # another team's job stays anonymous
 
     summary = client.get(f"{API}/cluster/summary", headers=ADMIN).json()

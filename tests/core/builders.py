@@ -10,8 +10,15 @@ from collections.abc import Iterable
 from scheduler.core import model as m
 
 
-def node(name: str, gpus: int = 8, model: str = "H100", *, cpu: int = 64_000,
-         mem: int = 512_000, gpu_mem: int = 81_920) -> m.Node:
+def node(
+    name: str,
+    gpus: int = 8,
+    model: str = "H100",
+    *,
+    cpu: int = 64_000,
+    mem: int = 512_000,
+    gpu_mem: int = 81_920,
+) -> m.Node:
     return m.Node(name, cpu, mem, gpus, model, gpu_mem)
 
 
@@ -90,8 +97,13 @@ def job(job_id: str, queue: str) -> JobB:
     return JobB(job_id, queue)
 
 
-def on(job: m.JobRequest, node_name: str, first_gpu: int = 0, started: float = 0.0,
-       stopping: bool = False) -> m.RunningJob:
+def on(
+    job: m.JobRequest,
+    node_name: str,
+    first_gpu: int = 0,
+    started: float = 0.0,
+    stopping: bool = False,
+) -> m.RunningJob:
     """A running job with all its workers on one node, on consecutive whole GPUs
     (or sharing GPU `first_gpu` when fractional)."""
     placements = []
@@ -127,8 +139,14 @@ def advance(snap: m.Snapshot, result: m.CycleResult, now: float) -> m.Snapshot:
     )
 
 
-def snapshot(nodes_: Iterable[m.Node], queues: Iterable[m.Queue],
-             running: Iterable[m.RunningJob] = (), pending: Iterable[m.JobRequest] = (),
-             now: float = 1000.0, **config: object) -> m.Snapshot:
-    return m.Snapshot(tuple(nodes_), tuple(queues), tuple(running), tuple(pending), now,
-                      m.Config(**config))  # type: ignore[arg-type]
+def snapshot(
+    nodes_: Iterable[m.Node],
+    queues: Iterable[m.Queue],
+    running: Iterable[m.RunningJob] = (),
+    pending: Iterable[m.JobRequest] = (),
+    now: float = 1000.0,
+    config: m.Config | None = None,
+) -> m.Snapshot:
+    return m.Snapshot(
+        tuple(nodes_), tuple(queues), tuple(running), tuple(pending), now, config or m.Config()
+    )

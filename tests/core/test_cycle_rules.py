@@ -29,7 +29,7 @@ class Case:
     preempts: dict[str, str] = field(default_factory=dict)  # victim -> for_job
     reasons: Mapping[str, R] = field(default_factory=dict)
     says: Mapping[str, str] = field(default_factory=dict)  # job -> part of its message
-    config: Mapping[str, object] = field(default_factory=dict)
+    config: m.Config = field(default_factory=m.Config)
 
 
 CASES = [
@@ -71,6 +71,14 @@ CASES = [
         says={"j": "holds 0 of its limit 2 H100 GPUs"},
     ),
     Case(
+        "gpuMemory counts as its share of the chosen GPU against the limit",
+        nodes(1),
+        [queue("q").limit(1).obj()],
+        [job(f"m{i}", "q").gpu_memory(40_960).submitted(i).obj() for i in range(3)],
+        places={"m0", "m1"},
+        reasons={"m2": R.QUEUE_LIMIT},
+    ),
+    Case(
         "a gang is placed whole or not at all",
         nodes(2),
         [queue("q").obj()],
@@ -86,7 +94,7 @@ CASES = [
         running=[on(job("r0", "q").gpu(4).obj(), "n0"), on(job("r1", "q").gpu(4).obj(), "n1")],
         reasons={"j": R.FRAGMENTATION},
         says={"j": "needs 8 GPUs on one node; the largest free block is 4"},
-        config={"preemption": False},
+        config=m.Config(preemption=False),
     ),
     Case(
         "unknown GPU type",
@@ -215,7 +223,7 @@ CASES = [
         [job("a1", "a").gpu(4).obj()],
         running=[on(job("b1", "b").gpu(8).obj(), "n0", started=OLD)],
         reasons={"a1": R.NO_NODE},
-        config={"preemption": False},
+        config=m.Config(preemption=False),
     ),
     Case(
         "fractions share one GPU up to 1.0",
@@ -230,7 +238,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_cycle(case: Case) -> None:
-    snap = snapshot(case.nodes, case.queues, case.running, case.pending, **case.config)
+    snap = snapshot(case.nodes, case.queues, case.running, case.pending, config=case.config)
     result = cycle.schedule(snap)
     assert {p.job_id for p in result.places} == case.places
     assert {p.job_id: p.for_job for p in result.preempts} == case.preempts

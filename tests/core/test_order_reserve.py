@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from scheduler.core import cycle
@@ -64,7 +66,9 @@ def reservation_case(r1_runtime: float | None) -> m.Snapshot:
         job("gap-long", "q").gpu(4).submitted(900).obj(),
         job("gap-short", "q").gpu(4).runtime(200).submitted(950).obj(),
     ]
-    return snapshot(nodes(2), [queue("q").obj()], running, pending, preemption=False)
+    return snapshot(
+        nodes(2), [queue("q").obj()], running, pending, config=m.Config(preemption=False)
+    )
 
 
 def test_reservation_holds_room_and_short_jobs_backfill() -> None:
@@ -86,8 +90,6 @@ def test_without_max_runtime_reserved_room_is_simply_held() -> None:
 
 
 def test_no_reservation_before_starvation() -> None:
-    snap = reservation_case(500.0)
-    snap = snapshot(snap.nodes, snap.queues, snap.running, snap.pending, now=500.0,
-                    preemption=False)
+    snap = dataclasses.replace(reservation_case(500.0), now=500.0)
     result = cycle.schedule(snap)
     assert {p.job_id for p in result.places} == {"gap-long"}

@@ -8,6 +8,8 @@ a placement has its attempt recorded by the backend (launched).
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 import time
 from collections import defaultdict
@@ -18,6 +20,7 @@ from scheduler.backends.base import WorkerState
 from scheduler.backends.local import LocalBackend
 from scheduler.core import model
 from scheduler.loop.service import Loop, LoopConfig
+from scheduler.spec import JobSpec
 
 
 def main() -> int:
@@ -27,12 +30,23 @@ def main() -> int:
     loop = Loop(
         db,
         backend,
-        config=LoopConfig(holder="crash-runner", lease_ttl_s=0.5, core=model.Config(min_runtime_s=0.0)),
+        config=LoopConfig(
+            holder="crash-runner", lease_ttl_s=0.5, core=model.Config(min_runtime_s=0.0)
+        ),
     )
     breaches = state / "breaches.txt"
+    late = os.environ.get("SHOAL_TEST_LATE")
     deadline = time.time() + 90
     while time.time() < deadline:
         loop.run_once()
+        if late and loop.cycles == 3:
+            # Arrives while the first jobs run; the key makes a restart's resubmit a replay.
+            with db.session() as s:
+                for raw in json.loads(Path(late).read_text()):
+                    spec = JobSpec.model_validate(raw)
+                    store.submit_job(
+                        session=s, spec=spec, submitter="test", idempotency_key=f"late-{spec.name}"
+                    )
         held: dict[tuple[str, int], float] = defaultdict(float)
         for w in backend.workers():
             if w.state is WorkerState.RUNNING:
@@ -51,7 +65,7 @@ def main() -> int:
                 with breaches.open("a") as f:
                     f.write(f"{lj.id} holds attempt {lj.attempt} that was never launched\n")
         alive = any(w.state is WorkerState.RUNNING for w in backend.workers())
-        if not live and not alive:
+        if not live and not alive and (not late or loop.cycles > 3):
             return 0
         time.sleep(0.05)
     return 3

@@ -88,3 +88,13 @@ def test_rollback_restores_state_exactly() -> None:
     s.rollback(mark)
     assert snapshot(s) == start
     assert s.holds("r") and not s.holds("x")
+
+
+def test_allocate_uses_the_demand_of_the_call_that_made_the_placements() -> None:
+    s = state([node("a", cpu=8000)])
+    small = placement.place_gang(s, job("small", gpu=1, cpu=1000), "binpack")
+    big = placement.place_gang(s, job("big", gpu=1, cpu=6000), "binpack")
+    assert small == big and small is not big  # equal placements, different jobs
+    assert isinstance(small, tuple)
+    s.allocate("small", small)
+    assert s.free_cpu("a") == 7000

@@ -1,0 +1,153 @@
+"""The CR watcher: the I/O half of the TrainingJob/Queue controller.
+
+It lists and watches `trainingjobs` and `queues` (group shoal.dev) with the official
+client, hands each object to the pure `scheduler.controller.reconcile` functions, carries
+the outcome out on the store with `scheduler.controller.apply`, and merge-patches the CR's
+status subresource. Written by the install part (issue 6), kept apart from the backend
+proper: it imports `kubernetes`, so it lives here. Run it in the leading replica only.
+
+A deleted TrainingJob needs no finalizer: the DELETED event carries the last object, which
+is reconciled as if it had a deletionTimestamp (the store job is cancelled), and the
+worker pods go with it through their owner references.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
+from typing import Any
+
+import kubernetes
+from sqlalchemy.orm import Session
+
+from scheduler.controller import apply as applying
+from scheduler.controller import crdgen, reconcile
+from scheduler.store import errors, jobs, queues
+
+log = logging.getLogger("shoal.crds")
+SessionFactory = Callable[[], AbstractContextManager[Session]]
+
+
+def _without_times(status: dict[str, Any]) -> dict[str, Any]:
+    conds = [
+        {k: v for k, v in c.items() if k != "lastTransitionTime"}
+        for c in status.get("conditions", [])
+    ]
+    return {**status, "conditions": conds}
+
+
+def status_patch(old: dict[str, Any], new: dict[str, Any], now: str) -> dict[str, Any] | None:
+    """The status to write, or None when nothing changed (our own patches come back as
+    MODIFIED events; writing again would loop). A condition keeps its
+    lastTransitionTime while its status stays the same."""
+    merged = {**old, **new}
+    if _without_times(merged) == _without_times(old):
+        return None
+    before = {c.get("type"): c for c in old.get("conditions", [])}
+    for cond in merged.get("conditions", []):
+        prev = before.get(cond["type"])
+        if prev is not None and prev.get("status") == cond["status"]:
+            cond["lastTransitionTime"] = prev.get("lastTransitionTime", now)
+        else:
+            cond["lastTransitionTime"] = now
+    return merged
+
+
+class CrWatcher:
+    """Reconciles every TrainingJob and Queue on each event and on every relist."""
+
+    def __init__(self, api_client: Any, sessions: SessionFactory, namespace: str) -> None:
+        self.api = kubernetes.client.CustomObjectsApi(api_client)
+        self.sessions, self.namespace = sessions, namespace
+
+    # --- one object ---------------------------------------------------------------
+    def trainingjob(self, cr: dict[str, Any], deleted: bool = False) -> None:
+        if deleted:
+            cr = {**cr, "metadata": {**cr["metadata"], "deletionTimestamp": "deleted"}}
+        with self.sessions() as session:
+            job_id = (cr.get("status") or {}).get("jobId")
+            existing = None
+            if job_id:
+                try:
+                    existing = jobs.get_job(session=session, job_id=job_id)
+                except errors.NotFound:
+                    existing = None
+            status = applying.apply(session, reconcile.reconcile_trainingjob(cr, existing))
+        if not deleted and status:
+            self._patch_status("trainingjobs", cr, status)
+
+    def queue(self, cr: dict[str, Any], deleted: bool = False) -> None:
+        if deleted:
+            cr = {**cr, "metadata": {**cr["metadata"], "deletionTimestamp": "deleted"}}
+        with self.sessions() as session:
+            try:
+                row = queues.get_queue(session=session, name=cr["metadata"]["name"])
+                existing = queues.spec_of(row)
+            except errors.NotFound:
+                existing = None
+            status = applying.apply(session, reconcile.reconcile_queue(cr, existing))
+        if not deleted and status:
+            self._patch_status("queues", cr, status)
+
+    def _patch_status(self, plural: str, cr: dict[str, Any], status: dict[str, Any]) -> None:
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        patch = status_patch(cr.get("status") or {}, status, now)
+        if patch is None:
+            return
+        body = {"status": patch}
+        name = cr["metadata"]["name"]
+        if plural == "queues":
+            self.api.patch_cluster_custom_object_status(
+                crdgen.GROUP, crdgen.VERSION, plural, name, body
+            )
+        else:
+            self.api.patch_namespaced_custom_object_status(
+                crdgen.GROUP, crdgen.VERSION, cr["metadata"]["namespace"], plural, name, body
+            )
+
+    # --- the loops --------------------------------------------------------------------
+    def _list(self, plural: str, **kw: Any) -> Any:
+        if plural == "queues":
+            return self.api.list_cluster_custom_object(crdgen.GROUP, crdgen.VERSION, plural, **kw)
+        return self.api.list_namespaced_custom_object(
+            crdgen.GROUP, crdgen.VERSION, self.namespace, plural, **kw
+        )
+
+    def _events(self, plural: str, resource_version: str) -> Iterator[dict[str, Any]]:
+        watch = kubernetes.watch.Watch()  # type: ignore[no-untyped-call]
+        yield from watch.stream(  # type: ignore[no-untyped-call]
+            self._list, plural, resource_version=resource_version, timeout_seconds=300
+        )
+
+    def run(self, plural: str, stop: threading.Event) -> None:
+        """List (reconciling everything), then watch; relist on any error or 410."""
+        handle = self.queue if plural == "queues" else self.trainingjob
+        while not stop.is_set():
+            try:
+                listing = self._list(plural)
+                for item in listing.get("items", []):
+                    handle(item)
+                version = listing["metadata"]["resourceVersion"]
+                for event in self._events(plural, version):
+                    if stop.is_set():
+                        return
+                    if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                        obj = event["object"]
+                        # Our own status patches come back as MODIFIED: reconcile is
+                        # idempotent and status_patch writes only real changes.
+                        handle(obj, deleted=event["type"] == "DELETED")
+            except Exception:  # the API server went away, 410 Gone, a store hiccup
+                log.exception("watching %s failed; relisting in 5 s", plural)
+                stop.wait(5.0)
+
+    def start(self, stop: threading.Event) -> list[threading.Thread]:
+        threads = [
+            threading.Thread(target=self.run, args=(p, stop), name=f"cr-{p}", daemon=True)
+            for p in ("queues", "trainingjobs")
+        ]
+        for t in threads:
+            t.start()
+        return threads

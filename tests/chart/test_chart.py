@@ -1,0 +1,190 @@
+"""Chart checks: `helm lint`, `helm template` with default and non-default values, every
+rendered object validated strictly with kubernetes-validate, and unit assertions on the
+rendered YAML (security contexts, RBAC verbs, env, leader election)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from .conftest import CHART, Render, by_kind, run_helm
+
+K8S_VERSION = "1.30.0"
+# The one kind kubernetes-validate has no schema for (a prometheus-operator CRD).
+UNKNOWN_KINDS = {"ServiceMonitor"}
+POSTGRES = "database.postgres.url=postgresql+psycopg://shoal:pw@db.example:5432/shoal"
+
+VARIANTS = {
+    "default": (),
+    "postgres-ha": ("database.type=postgres", POSTGRES, "replicaCount=2"),
+    "servicemonitor": ("serviceMonitor.enabled=true",),
+    "existing-secrets": (
+        "auth.existingSecret=my-tokens",
+        "database.type=postgres",
+        "database.postgres.existingSecret=my-db",
+        "rbac.foreignPods=false",
+    ),
+    "tokens-and-policy": (
+        "auth.tokens[0].token=0123456789abcdef0123",
+        "auth.tokens[0].user=alice",
+        "auth.tokens[0].queues[0]=vision",
+        "policy.placement=binpack",
+        "jobsNamespace.create=false",
+    ),
+}
+
+
+def _env(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    container = by_kind(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def test_lint(helm: str) -> None:
+    out = run_helm(helm, "lint", "--strict", str(CHART))
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("values", VARIANTS.values(), ids=VARIANTS.keys())
+def test_rendered_objects_are_valid(render: Render, values: tuple[str, ...]) -> None:
+    docs = render(*values, crds=True)
+    assert docs
+    for doc in docs:
+        if doc["kind"] in UNKNOWN_KINDS:
+            continue
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (("replicaCount=2",), "needs database.type=postgres"),
+        (("database.type=postgres",), "needs database.postgres.url"),
+        (("policy.placement=random",), "placement"),
+        (("auth.tokens[0].token=short", "auth.tokens[0].user=a"), "token"),
+    ],
+    ids=["ha-needs-postgres", "postgres-needs-url", "bad-policy", "short-token"],
+)
+def test_bad_values_are_refused(helm: str, values: tuple[str, ...], message: str) -> None:
+    args = [a for v in values for a in ("--set", v)]
+    out = run_helm(helm, "template", "shoal", str(CHART), *args)
+    assert out.returncode != 0
+    assert message in out.stderr
+
+
+def test_secure_defaults(render: Render) -> None:
+    docs = render()
+    pod = by_kind(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = pod["containers"][0]["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    mounts = {m["mountPath"]: m["name"] for m in pod["containers"][0]["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert "emptyDir" in volumes[mounts["/tmp"]]
+    # SQLite by default: on a PVC, one replica, Recreate so two never share the file.
+    assert "persistentVolumeClaim" in volumes[mounts["/var/lib/shoal"]]
+    assert by_kind(docs, "Deployment")["spec"]["strategy"]["type"] == "Recreate"
+
+
+def test_worker_security_context_reaches_the_service(render: Render) -> None:
+    docs = render("workerSecurityContext.runAsNonRoot=true")
+    cm = by_kind(docs, "ConfigMap")
+    worker = json.loads(cm["data"]["worker-security-context.json"])
+    assert worker["runAsNonRoot"] is True
+    assert worker["allowPrivilegeEscalation"] is False
+    assert worker["capabilities"] == {"drop": ["ALL"]}
+    env = _env(docs)
+    assert env["SHOAL_WORKER_SECURITY_CONTEXT_FILE"].startswith("/etc/shoal/policy/")
+    assert env["SHOAL_POLICY_FILE"] == "/etc/shoal/policy/policy.yaml"
+    assert "policy: fgd" in cm["data"]["policy.yaml"]
+
+
+def _rules(docs: list[dict[str, Any]], kind: str, name: str) -> dict[tuple[str, str], set[str]]:
+    out: dict[tuple[str, str], set[str]] = {}
+    for rule in by_kind(docs, kind, name)["rules"]:
+        for group in rule["apiGroups"]:
+            for res in rule["resources"]:
+                out.setdefault((group, res), set()).update(rule["verbs"])
+    return out
+
+
+def test_rbac_is_least_privilege(render: Render) -> None:
+    docs = render()
+    cluster = _rules(docs, "ClusterRole", "shoal")
+    assert cluster[("", "nodes")] == {"get", "list", "watch"}
+    assert cluster[("", "pods")] == {"get", "list", "watch", "patch", "delete"}
+    assert cluster[("", "pods/binding")] == {"create"}
+    assert cluster[("", "events")] == {"create", "patch"}
+    assert cluster[("shoal.dev", "trainingjobs/status")] == {"get", "patch", "update"}
+    assert ("", "pods/status") not in cluster  # the kubelet writes pod status
+    assert ("", "secrets") not in cluster
+    for verbs in cluster.values():
+        assert "*" not in verbs and "escalate" not in verbs and "bind" not in verbs
+    jobs = _rules(docs, "Role", "shoal-jobs")
+    assert jobs[("", "pods")] == {"create"}
+    assert jobs[("", "services")] == {"get", "list", "create", "delete"}
+    assert by_kind(docs, "Role", "shoal-jobs")["metadata"]["namespace"] == "shoal-jobs"
+    lease = _rules(docs, "Role", "shoal-leader-election")
+    assert lease == {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
+    assert _rules(docs, "Role", "shoal-reserve") == {("", "pods"): {"get", "patch"}}
+
+
+def test_foreign_pods_off_narrows_pod_writes_to_the_jobs_namespace(render: Render) -> None:
+    docs = render("rbac.foreignPods=false")
+    assert _rules(docs, "ClusterRole", "shoal")[("", "pods")] == {"get", "list", "watch"}
+    assert _rules(docs, "Role", "shoal-jobs")[("", "pods")] == {"create", "patch", "delete"}
+
+
+def test_leader_election_only_with_replicas(render: Render) -> None:
+    assert _env(render())["SHOAL_LEADER_ELECTION"] == "false"
+    docs = render("database.type=postgres", POSTGRES, "replicaCount=2")
+    env = _env(docs)
+    assert env["SHOAL_LEADER_ELECTION"] == "true"
+    assert env["SHOAL_POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    deployment = by_kind(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert "strategy" not in deployment["spec"]  # RollingUpdate: the Lease hands over
+
+
+def test_database_url_comes_from_a_secret(render: Render) -> None:
+    docs = render("database.type=postgres", POSTGRES)
+    ref = _env(docs)["SHOAL_DATABASE_URL"]["secretKeyRef"]
+    secret = by_kind(docs, "Secret", ref["name"])
+    assert secret["stringData"][ref["key"]].startswith("postgresql+psycopg://")
+    assert not [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
+    docs = render("database.type=postgres", "database.postgres.existingSecret=my-db")
+    assert _env(docs)["SHOAL_DATABASE_URL"]["secretKeyRef"]["name"] == "my-db"
+    assert not [d for d in docs if d["kind"] == "Secret" and d["metadata"]["name"] == "my-db"]
+
+
+def test_tokens_secret_and_existing_secret(render: Render) -> None:
+    docs = render("auth.tokens[0].token=0123456789abcdef0123", "auth.tokens[0].user=alice")
+    secret = by_kind(docs, "Secret", "shoal-auth")
+    assert len(secret["stringData"]["admin-token"]) == 40
+    assert '0123456789abcdef0123: {user: "alice"' in secret["stringData"]["tokens.yaml"]
+    docs = render("auth.existingSecret=my-tokens")
+    assert not [d for d in docs if d["kind"] == "Secret"]
+    pod = by_kind(docs, "Deployment")["spec"]["template"]["spec"]
+    tokens = next(v for v in pod["volumes"] if v["name"] == "tokens")
+    assert tokens["secret"]["secretName"] == "my-tokens"
+
+
+def test_service_monitor(render: Render) -> None:
+    assert not [d for d in render() if d["kind"] == "ServiceMonitor"]
+    monitor = by_kind(render("serviceMonitor.enabled=true"), "ServiceMonitor")
+    endpoint = monitor["spec"]["endpoints"][0]
+    assert endpoint["path"] == "/metrics" and endpoint["port"] == "http"
+    assert endpoint["bearerTokenSecret"]["name"] == "shoal-auth"
+
+
+def test_helm_test_pod_checks_readyz_and_auth(render: Render) -> None:
+    pod = by_kind(render(), "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    script = pod["spec"]["containers"][0]["command"][-1]
+    assert "/readyz" in script and "Bearer" in script and "401" in script
+    assert pod["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True

@@ -1,0 +1,57 @@
+"""The CLI without a server: job bodies from files and flags, exit codes, simulate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from scheduler.cli import jobs
+from scheduler.cli.main import app
+
+runner = CliRunner()
+ROOT = Path(__file__).parents[2]
+
+
+def test_flags_override_the_file_and_the_command_follows_dashes() -> None:
+    body = jobs.build_spec(
+        ROOT / "examples/pytorch-ddp/job.yaml",
+        {"queue": "vision", "workers": 4},
+        ["python", "t.py"],
+    )
+    assert body["queue"] == "vision" and body["workers"] == 4 and body["gpu"] == 0.5
+    assert body["command"] == ["python", "t.py"] and not body.get("args")
+
+
+def test_flags_alone_make_a_job_with_a_generated_name() -> None:
+    body = jobs.build_spec(None, {"queue": "q", "gpu": 0.25}, ["python", "x.py"])
+    assert body["name"].startswith("job-") and body["image"] == "local"
+
+
+def test_invalid_job_is_refused_before_any_request() -> None:
+    with pytest.raises(typer.Exit) as exc:
+        jobs.build_spec(None, {"queue": "q", "gpu": 1.5}, ["x"])
+    assert exc.value.exit_code == 1
+
+
+def test_unreachable_api_exits_2() -> None:
+    result = runner.invoke(app, ["jobs", "--url", "http://127.0.0.1:9", "--token", "t"])
+    assert result.exit_code == 2
+    assert "cannot reach Shoal" in result.output
+
+
+def test_submit_with_flags_validates_locally() -> None:
+    args = ["submit", "--url", "http://127.0.0.1:9", "--queue", "Bad_Name", "--", "python", "x"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1 and "queue" in result.output
+
+
+def test_simulate_prints_the_report(tmp_path: Path) -> None:
+    f = tmp_path / "trace.csv"
+    rows = [f"j{i},{'ab'[i % 2]},{i * 30},600,1,0.5" for i in range(8)]
+    f.write_text("name,queue,submit,duration,workers,gpu\n" + "\n".join(rows) + "\n")
+    result = runner.invoke(app, ["simulate", str(f)])
+    assert result.exit_code == 0, result.output
+    assert "per queue" in result.output and "mean GPU utilisation" in result.output

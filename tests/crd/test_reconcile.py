@@ -1,0 +1,214 @@
+"""The controller's reconcile functions as a table (pure), then `apply` on a real SQLite
+store: a CR becomes a job once, a CR naming an unknown queue says so, delete cancels."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.controller import apply as applying
+from scheduler.controller import reconcile
+from scheduler.spec import Phase
+from scheduler.store import jobs, queues
+from scheduler.store.db import Database, open_database
+
+
+def tj(name: str = "resnet", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "shoal.dev/v1alpha1",
+        "kind": "TrainingJob",
+        "metadata": {
+            "name": name,
+            "namespace": "shoal-jobs",
+            "uid": f"uid-{name}",
+            "generation": 1,
+        },
+        "spec": {"queue": "vision", "image": "x:1", "workers": 2, "gpu": 0.5, **spec},
+    }
+
+
+@dataclass
+class FakeJob:
+    spec: dict[str, Any]
+    id: str = "j1"
+    phase: str = "Running"
+    queue: str = "vision"
+    placements: list[Any] = field(default_factory=list)
+    pending_message: str | None = None
+    attempt: int = 0
+    restarts: int = 0
+    cancel_requested: bool = False
+    created_at: datetime = datetime(2026, 1, 1, tzinfo=UTC)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+def stored(cr: dict[str, Any], **kw: Any) -> FakeJob:
+    return FakeJob(spec=jobs.spec_json(reconcile.job_spec_of(cr)), **kw)
+
+
+def _cond(outcome: reconcile.Outcome, type_: str) -> dict[str, Any]:
+    return next(c for c in outcome.status["conditions"] if c["type"] == type_)
+
+
+@pytest.mark.parametrize(
+    ("spec", "field_"),
+    [
+        ({"gpu": 1.5}, "spec.gpu"),
+        ({"gpu": -1}, "spec.gpu"),
+        ({"queue": "Not_DNS"}, "spec.queue"),
+        ({"command": "python train.py"}, "spec.command"),
+        ({"workers": 0}, "spec.workers"),
+        ({"gpuMemory": "20Gi"}, "spec"),  # with gpu: both given
+        ({"bogus": True}, "spec.bogus"),
+        ({"name": "other"}, "spec.name"),
+    ],
+)
+def test_invalid_cr_is_not_scheduled_and_says_which_field(
+    spec: dict[str, Any], field_: str
+) -> None:
+    cr = tj()
+    cr["spec"].update(spec)
+    outcome = reconcile.reconcile_trainingjob(cr, None)
+    assert outcome.action is None
+    assert outcome.status["phase"] == reconcile.INVALID
+    valid = _cond(outcome, "Valid")
+    assert valid["status"] == "False" and valid["reason"] == "InvalidSpec"
+    assert valid["message"].startswith(field_), valid["message"]
+
+
+def test_invalid_metadata_name() -> None:
+    outcome = reconcile.reconcile_trainingjob(tj(name="x" * 64), None)
+    assert outcome.action is None and "spec.name" in _cond(outcome, "Valid")["message"]
+
+
+def test_new_valid_cr_is_submitted_idempotently() -> None:
+    outcome = reconcile.reconcile_trainingjob(tj(), None)
+    assert isinstance(outcome.action, reconcile.Submit)
+    assert outcome.action.spec.name == "resnet"
+    assert outcome.action.idempotency_key == "cr:uid-resnet"
+    assert outcome.action.submitter == "crd:shoal-jobs"
+    assert outcome.status["phase"] == "Pending"
+
+
+def test_unchanged_cr_reports_the_stored_job() -> None:
+    cr = tj()
+    job = stored(
+        cr,
+        placements=[
+            {"worker": 0, "node": "n1", "gpus": [0], "fraction": 0.5},
+            {"worker": 1, "node": "n1", "gpus": [0], "fraction": 0.5},
+        ],
+    )
+    outcome = reconcile.reconcile_trainingjob(cr, job)
+    assert outcome.action is None
+    assert outcome.status["phase"] == "Running" and outcome.status["gpus"] == "1"
+    assert _cond(outcome, "SpecApplied")["status"] == "True"
+    assert outcome.status["submittedAt"] == "2026-01-01T00:00:00Z"
+
+
+def test_editing_an_immutable_field_is_refused_clearly() -> None:
+    cr = tj()
+    job = stored(cr)
+    edited = copy.deepcopy(cr)
+    edited["spec"]["workers"] = 4
+    edited["metadata"]["generation"] = 2
+    outcome = reconcile.reconcile_trainingjob(edited, job)
+    assert outcome.action is None
+    cond = _cond(outcome, "SpecApplied")
+    assert cond["status"] == "False" and cond["reason"] == "ImmutableField"
+    assert "spec.workers cannot change" in cond["message"]
+    assert outcome.status["observedGeneration"] == 2
+    assert outcome.status["phase"] == "Running"  # still runs as submitted
+
+
+def test_an_invalid_edit_of_a_submitted_job_keeps_it() -> None:
+    cr = tj()
+    edited = tj(gpu=7.5)
+    outcome = reconcile.reconcile_trainingjob(edited, stored(cr))
+    assert outcome.action is None
+    assert _cond(outcome, "SpecApplied")["reason"] == "InvalidEdit"
+
+
+def test_deleting_cancels_unless_finished() -> None:
+    cr = tj()
+    cr["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert reconcile.reconcile_trainingjob(cr, stored(tj())).action == reconcile.Cancel("j1")
+    done = stored(tj(), phase=Phase.SUCCEEDED.value)
+    assert reconcile.reconcile_trainingjob(cr, done).action is None
+    assert reconcile.reconcile_trainingjob(cr, None).action is None
+
+
+def test_queue_reconcile() -> None:
+    cr: dict[str, Any] = {
+        "metadata": {"name": "vision", "generation": 1},
+        "spec": {"guaranteed": {"total": 8, "H100": 4}},
+    }
+    out = reconcile.reconcile_queue(cr, None)
+    assert isinstance(out.action, reconcile.UpsertQueue) and out.action.create
+    assert out.action.spec.guaranteed.by_model == {"H100": 4.0}
+    assert reconcile.reconcile_queue(cr, out.action.spec).action is None
+    changed = copy.deepcopy(cr)
+    changed["spec"]["weight"] = 3
+    out2 = reconcile.reconcile_queue(changed, out.action.spec)
+    assert isinstance(out2.action, reconcile.UpsertQueue) and not out2.action.create
+    bad = reconcile.reconcile_queue({"metadata": {"name": "q"}, "spec": {"weight": 0}}, None)
+    assert bad.action is None and "spec.weight" in bad.status["reason"]
+    gone = {"metadata": {"name": "vision", "deletionTimestamp": "x"}}
+    assert reconcile.reconcile_queue(gone, out.action.spec).action == reconcile.DeleteQueue(
+        "vision"
+    )
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Iterator[Database]:
+    db = open_database(f"sqlite:///{tmp_path / 'shoal.db'}")
+    yield db
+    db.close()
+
+
+def test_apply_on_a_real_store(database: Database) -> None:
+    with database.session() as session:
+        # Unknown queue: the CR says so, and nothing is stored.
+        status = applying.apply(session, reconcile.reconcile_trainingjob(tj(), None))
+        assert status["phase"] == reconcile.INVALID
+        assert status["reason"].startswith("spec.queue: queue 'vision' does not exist")
+        assert jobs.list_jobs(session=session).items == []
+
+        qcr = {"metadata": {"name": "vision"}, "spec": {"guaranteed": {"total": 4}}}
+        applying.apply(session, reconcile.reconcile_queue(qcr, None))
+        assert queues.get_queue(session=session, name="vision").guaranteed["total"] == 4
+
+        first = applying.apply(session, reconcile.reconcile_trainingjob(tj(), None))
+        again = applying.apply(session, reconcile.reconcile_trainingjob(tj(), None))
+        assert first["jobId"] == again["jobId"]  # a repeat after a crash: one job
+        assert len(jobs.list_jobs(session=session).items) == 1
+
+        row = jobs.get_job(session=session, job_id=first["jobId"])
+        assert reconcile.reconcile_trainingjob(tj(), row).action is None
+        deleted = tj()
+        deleted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        applying.apply(session, reconcile.reconcile_trainingjob(deleted, row))
+        row = jobs.get_job(session=session, job_id=first["jobId"])
+        assert row.phase == Phase.CANCELLED.value
+
+
+def test_status_patch_writes_only_changes() -> None:
+    from scheduler.backends.kubernetes import crds
+
+    first = reconcile.reconcile_trainingjob(tj(), None).status
+    patch = crds.status_patch({}, copy.deepcopy(first), "2026-01-01T00:00:00Z")
+    assert patch is not None
+    assert patch["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+    # The MODIFIED event of our own patch: same status, nothing to write.
+    assert crds.status_patch(patch, copy.deepcopy(first), "2026-01-01T00:01:00Z") is None
+    running = copy.deepcopy(first) | {"phase": "Running"}
+    again = crds.status_patch(patch, running, "2026-01-01T00:02:00Z")
+    assert again is not None and again["phase"] == "Running"
+    assert again["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"

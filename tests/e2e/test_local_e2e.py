@@ -1,0 +1,93 @@
+"""End to end through HTTP and the CLI on `shoal serve`: a reclaim that preempts a
+borrower, four 0.25-GPU workers sharing one GPU, and the DDP example to Succeeded."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import pytest
+
+from .conftest import Server
+
+pytestmark = pytest.mark.slow
+
+
+def wait_for(server: Server, job_id: str, phases: set[str], timeout: float = 60) -> dict[str, Any]:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        job: dict[str, Any] = server.http.get(f"/jobs/{job_id}").json()
+        if job["phase"] in phases:
+            return job
+        time.sleep(0.05)
+    raise AssertionError(f"{job_id} never reached {phases}: {job['phase']}")
+
+
+def test_reclaim_preempts_borrower_and_fractions_share_a_gpu(server: Server) -> None:
+    server.shoal("queues", "create", "research", "--guaranteed", "2")
+    server.shoal("queues", "create", "prod", "--guaranteed", "6")
+    # research borrows the whole cluster (8 GPUs against a guarantee of 2).
+    out = server.shoal(
+        "submit",
+        "--name",
+        "borrower",
+        "--queue",
+        "research",
+        "--workers",
+        "8",
+        "--gpu",
+        "1",
+        "--",
+        "python",
+        "-c",
+        "import time; time.sleep(120)",
+    ).stdout
+    borrower = re.search(r"id (\w+)", out).group(1)  # type: ignore[union-attr]
+    wait_for(server, borrower, {"Running"})
+    # prod comes back for its guarantee: four workers of a quarter GPU each.
+    t0 = time.perf_counter()
+    resp = server.http.post(
+        "/jobs",
+        json={
+            "name": "owner",
+            "queue": "prod",
+            "image": "local",
+            "workers": 4,
+            "gpu": 0.25,
+            "command": ["python", "-c", "import time; time.sleep(3)"],
+        },
+    )
+    assert resp.status_code == 201, resp.text
+    owner = resp.json()["id"]
+    job = wait_for(server, owner, {"Running"})
+    submit_to_running = time.perf_counter() - t0
+    print(f"submit to running with a reclaim: {submit_to_running:.2f}s")
+    gpus = {(p["node"], tuple(p["gpus"])) for p in job["placements"]}
+    assert len(gpus) == 1 and [p["fraction"] for p in job["placements"]] == [0.25] * 4
+    back = server.http.get(f"/jobs/{borrower}").json()
+    assert back["phase"] == "Pending" and back["restarts"] == 1
+    kinds = [e["kind"] for e in server.http.get(f"/jobs/{borrower}/events").json()["data"]]
+    assert "Preempted" in kinds and kinds[-1] == "Pending"
+    shown = server.shoal("job", "borrower").stdout
+    assert "Preempted" in shown and "pending" in shown
+    nodes = server.shoal("nodes").stdout
+    assert nodes.count("owner/w") == 4 and "1.00" in nodes
+    wait_for(server, owner, {"Succeeded"})
+    server.shoal("cancel", "borrower")
+    wait_for(server, borrower, {"Cancelled"})
+
+
+def test_ddp_example_succeeds_with_falling_loss(server: Server) -> None:
+    server.shoal("queues", "create", "default", "--guaranteed", "8")
+    t0 = time.perf_counter()
+    out = server.shoal("submit", "-f", "examples/pytorch-ddp/job.yaml").stdout
+    job_id = re.search(r"id (\w+)", out).group(1)  # type: ignore[union-attr]
+    wait_for(server, job_id, {"Running"})
+    print(f"submit to running, DDP example: {time.perf_counter() - t0:.2f}s")
+    logs = server.shoal("logs", "ddp-example", "-f", "--worker", "0")
+    assert logs.returncode == 0 and "Succeeded" in logs.stdout
+    losses = [float(x) for x in re.findall(r"loss (\d+\.\d+)", logs.stdout)]
+    assert len(losses) >= 5 and losses[-1] < losses[0] / 4, losses
+    job = server.http.get(f"/jobs/{job_id}").json()
+    assert job["phase"] == "Succeeded" and job["restarts"] == 0

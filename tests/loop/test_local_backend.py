@@ -1,0 +1,106 @@
+"""The local backend: the pod's environment, idempotent launch across restarts, stop
+with SIGTERM + SHOAL_PREEMPTED then SIGKILL after the grace period, logs, exit codes."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scheduler.backends import base
+from scheduler.backends.local import LocalBackend
+from scheduler.core.model import WorkerPlacement
+from scheduler.spec import JobSpec
+
+PL = (WorkerPlacement(0, "node-a", (1,), 0.5), WorkerPlacement(1, "node-a", (1,), 0.5))
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> Iterator[LocalBackend]:
+    b = LocalBackend(tmp_path)
+    yield b
+    b.kill_all()
+    b.close()
+
+
+def spec(code: str, **kw: object) -> JobSpec:
+    return JobSpec.model_validate(
+        {"name": "j", "queue": "q", "image": "x", "command": ["python", "-c", code], **kw}
+    )
+
+
+def settle(b: LocalBackend, timeout: float = 20) -> list[base.WorkerStatus]:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        ws = list(b.workers())
+        if ws and all(w.state is not base.WorkerState.RUNNING for w in ws):
+            return ws
+        time.sleep(0.05)
+    raise AssertionError("workers still running")
+
+
+def test_workers_get_the_pod_environment(backend: LocalBackend) -> None:
+    dump = "import os, json; print(json.dumps(dict(os.environ)))"
+    s = spec(dump, workers=2, gpu=0.5, env={"RANK": "99", "FOO": "bar"})
+    backend.launch(base.LaunchRequest("job1", s, 1, PL, {"SHOAL_API_URL": "http://x"}))
+    settle(backend)
+    envs = [json.loads(p.read_text()) for _, _, p in backend.log_files("job1")]
+    port = backend.records.attempts["job1/1"].port
+    for rank, env in enumerate(envs):
+        expected = base.worker_env(
+            s,
+            PL[rank],
+            ["127.0.0.1"] * 2,
+            job_id="job1",
+            attempt=1,
+            gpu_ids=["local-node-a-gpu1"],
+            port=port,
+        )
+        assert {k: env[k] for k in expected} == expected  # RANK cannot be spoofed
+        assert env["FOO"] == "bar" and env["SHOAL_API_URL"] == "http://x"
+        assert env["SHOAL_GPU_FRACTION"] == "0.5000" and env["SHOAL_PREEMPT_FILE"]
+
+
+def test_launch_is_idempotent_across_a_restart(tmp_path: Path) -> None:
+    b = LocalBackend(tmp_path)
+    req = base.LaunchRequest("job2", spec("print('hi')", workers=2, gpu=0.5), 1, PL)
+    b.launch(req)
+    b.launch(req)
+    b.close()
+    again = LocalBackend(tmp_path)  # a restarted service
+    again.launch(req)
+    ws = settle(again)
+    assert [w.state for w in ws] == [base.WorkerState.SUCCEEDED] * 2
+    assert sorted(again.records.launches().values()) == [1, 1]
+    again.close()
+
+
+def test_exit_codes_become_worker_states(backend: LocalBackend) -> None:
+    backend.launch(base.LaunchRequest("job3", spec("import sys; sys.exit(7)"), 1, PL[:1]))
+    (w,) = settle(backend)
+    assert w.state is base.WorkerState.FAILED and w.exit_code == 7
+
+
+def test_stop_signals_then_kills_after_the_grace_period(backend: LocalBackend) -> None:
+    stubborn = (
+        "import signal, time, os\n"
+        "f = os.environ['SHOAL_PREEMPT_FILE']\n"
+        "say = lambda *a: print('TERM', open(f).read().strip(), flush=True)\n"
+        "signal.signal(signal.SIGTERM, say)\n"
+        "print('up', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    backend.launch(base.LaunchRequest("job4", spec(stubborn), 1, PL[:1]))
+    log = backend.log_files("job4")[0][2]
+    deadline = time.time() + 10
+    while "up" not in log.read_text() and time.time() < deadline:
+        time.sleep(0.05)
+    t0 = time.time()
+    backend.stop("job4", 1.0)
+    (w,) = settle(backend)
+    assert 0.9 <= time.time() - t0 < 5
+    assert w.state is base.WorkerState.FAILED
+    assert "TERM SHOAL_PREEMPTED=1" in log.read_text()
