@@ -1,6 +1,6 @@
 """The `shoal` command (typer): `serve`, `submit`, `jobs`, `job`, `logs`, `cancel`,
-`queues`, `nodes`, `simulate`, `worker`. Everything but `serve`, `simulate` and `worker`
-talks to the REST API (see `client` for the URL and token)."""
+`queues`, `nodes`, `simulate`, `worker`, `reserve`. Everything but `serve`, `simulate`,
+`worker` and `reserve` talks to the REST API (see `client` for the URL and token)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,9 @@ def serve(
     cluster_file: Annotated[
         str | None, typer.Option("--cluster", help="nodes YAML (default: 2 nodes x 4 GPUs)")
     ] = None,
-    backend: str = "local",
+    backend: Annotated[
+        str, typer.Option(envvar="SHOAL_BACKEND", help="local or kubernetes")
+    ] = "local",
     policy: str = "fgd",
     interval: Annotated[
         float, typer.Option(help="seconds between cycles when nothing happens")
@@ -242,6 +244,14 @@ def worker(ctx: typer.Context) -> None:
     from scheduler.worker import launcher
 
     raise typer.Exit(launcher.run(list(ctx.args)))
+
+
+@app.command()
+def reserve() -> None:
+    """Hold one GPU for fractional workers (the process of a GPU reservation pod)."""
+    from scheduler.backends.kubernetes import reserve as reserving
+
+    raise typer.Exit(reserving.main())
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,9 @@ from api.app import create_app
 from api.settings import Settings
 from scheduler.backends import base
 from scheduler.backends.local import LocalBackend
-from scheduler.core import model
+from scheduler.cli import settings as serve_settings
 from scheduler.loop.service import Loop, LoopConfig
-from scheduler.store.db import open_database
+from scheduler.store.db import Database, open_database
 
 log = logging.getLogger("shoal.serve")
 
@@ -76,10 +77,34 @@ class WakeOnWrite:
         await self.app(scope, receive, send_and_wake)  # type: ignore[arg-type]
 
 
-def make_backend(kind: str, state: Path, cluster: str | None, wake: Any) -> base.ClusterBackend:
+def make_backend(
+    kind: str,
+    state: Path,
+    cluster: str | None,
+    wake: Any,
+    *,
+    env: serve_settings.ServeSettings | None = None,
+    database: Database | None = None,
+) -> base.ClusterBackend:
     if kind == "local":
         return LocalBackend(state, cluster_file=cluster, on_change=wake)
-    raise SystemExit(f"backend {kind!r} is not available in `shoal serve` (use local)")
+    if kind == "kubernetes":
+        # Imported here: only this backend pulls in the `kubernetes` client.
+        from scheduler.backends.kubernetes import runtime
+
+        try:
+            return runtime.from_settings(
+                env or serve_settings.from_env(),
+                sessions=database.session if database is not None else None,
+                on_leader_change=lambda _leading: wake(),
+            )
+        except ValueError as e:
+            raise SystemExit(str(e)) from None
+    raise SystemExit(f"backend {kind!r} is not available in `shoal serve` (local, kubernetes)")
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def serve(
@@ -94,27 +119,45 @@ def serve(
     interval_s: float,
     min_runtime_s: float,
 ) -> None:
+    try:
+        env = serve_settings.from_env()
+        pol = serve_settings.load_policy(
+            env.policy_file, policy=policy, min_runtime_s=min_runtime_s, interval_s=interval_s
+        )
+    except serve_settings.SettingsError as e:
+        raise SystemExit(str(e)) from None
     state = Path(state_dir).resolve()
     url = f"http://{host}:{port}"
-    admin, worker_token, tokens = prepare_state(state, url)
+    admin: str | None
+    worker_token: str | None
+    if env.tokens_file:  # tokens come from the operator (the chart's Secret): make none
+        state.mkdir(parents=True, exist_ok=True)
+        admin, worker_token, tokens = None, None, Path(env.tokens_file)
+    else:
+        admin, worker_token, tokens = prepare_state(state, url)
     db_url = database_url or f"sqlite:///{state / 'shoal.db'}"
     database = open_database(db_url)
-    holder = f"serve-{os.getpid()}"
+    # Replicas in pods all run as pid 1: the pod name tells them apart.
+    holder = f"serve-{env.pod_name}" if env.pod_name else f"serve-{os.getpid()}"
     wake: list[Loop] = []
 
     def on_change() -> None:  # the backend exists before the loop it wakes
         if wake:
             wake[0].wake()
 
-    backend = make_backend(backend_kind, state, cluster, on_change)
+    backend = make_backend(backend_kind, state, cluster, on_change, env=env, database=database)
     loop = Loop(
         database,
         backend,
         config=LoopConfig(
             holder=holder,
-            interval_s=interval_s,
-            core=model.Config(policy=model.Policy(policy), min_runtime_s=min_runtime_s),
-            worker_env={"SHOAL_API_URL": url, "SHOAL_API_TOKEN": worker_token},
+            interval_s=pol.interval_s,
+            core=pol.core,
+            worker_env=(
+                {"SHOAL_API_URL": url, "SHOAL_API_TOKEN": worker_token} if worker_token else {}
+            ),
+            # The kubernetes runtime's Lease (when elected); other backends always lead.
+            is_leader=getattr(backend, "is_leader", None),
         ),
     )
     wake.append(loop)
@@ -132,7 +175,12 @@ def serve(
     thread = threading.Thread(target=loop.run_forever, args=(stop,), name="loop", daemon=True)
     thread.start()
     print(f"Shoal serving on {url}  (state {state}, database {db_url})", flush=True)
-    print(f"admin token: {admin}  (also in {state / 'admin-token'})", flush=True)
+    if admin is not None:
+        print(f"admin token: {admin}  (also in {state / 'admin-token'})", flush=True)
+    if threading.current_thread() is threading.main_thread():
+        # uvicorn re-raises SIGTERM once it has stopped; with the default handler that
+        # kills the process before the clean-up below (Lease release, store lease).
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
     finally:

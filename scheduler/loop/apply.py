@@ -45,7 +45,11 @@ def apply(
     *,
     now: float,
     worker_env: Mapping[str, str],
+    reasons: dict[str, model.PendingReason] | None = None,
 ) -> Applied:
+    """`reasons` remembers what was last written per job, so an unchanged reason costs
+    no store round trip (the store would skip it too, after a read)."""
+    written = {} if reasons is None else reasons
     at = as_datetime(now)
     out = Applied(violations=list(result.violations))
     for v in result.violations:
@@ -100,6 +104,7 @@ def apply(
         except _RACES as exc:
             log.info("placement of %s skipped: %s", lj.id, exc)
             continue
+        written.pop(lj.id, None)  # record_placement cleared the stored reason
         faults.point("place:recorded")
         backend.launch(
             base.LaunchRequest(lj.id, lj.spec, attempt, place.placements, dict(worker_env))
@@ -110,9 +115,12 @@ def apply(
         lj = live.get(keep.job_id)
         if lj is None or lj.phase is not Phase.PENDING:
             continue
+        out.pending += 1
+        if written.get(lj.id) == keep.reason:
+            continue
         try:
             store.set_pending_reason(session=session, job_id=lj.id, reason=keep.reason)
         except _RACES:
             continue
-        out.pending += 1
+        written[lj.id] = keep.reason
     return out

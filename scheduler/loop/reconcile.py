@@ -40,6 +40,11 @@ class Reconciled:
     retried: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     orphans_stopped: list[AttemptKey] = field(default_factory=list)
+    touched: int = 0  # store writes of any kind (the loop re-reads jobs when > 0)
+
+    def changed(self) -> bool:
+        lists = (self.launched, self.running, self.succeeded, self.failed, self.retried)
+        return self.touched > 0 or any(lists) or bool(self.cancelled)
 
 
 def by_attempt(
@@ -71,6 +76,7 @@ def job(
     at = as_datetime(now)
     try:
         if lj.phase is Phase.PREEMPTED:  # a crash between Preempted and Pending
+            done.touched += 1
             store.set_phase(
                 session=session,
                 job_id=lj.id,
@@ -183,6 +189,7 @@ def job(
             )
             done.running.append(lj.id)
     except (errors.VersionConflict, errors.InvalidTransition, errors.NotFound) as exc:
+        done.touched += 1
         log.info("job %s changed meanwhile (%s); next cycle", lj.id, exc)
 
 

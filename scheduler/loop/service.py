@@ -62,6 +62,9 @@ class LoopConfig:
     core: model.Config = field(default_factory=model.Config)
     # Given to every worker (SHOAL_API_URL, SHOAL_API_TOKEN).
     worker_env: Mapping[str, str] = field(default_factory=dict)
+    # Replicas elected through a Kubernetes Lease: cycle only while this one leads (the
+    # store lease above stays the inner guard). None: always.
+    is_leader: Callable[[], bool] | None = None
 
 
 @dataclass
@@ -90,6 +93,7 @@ class Loop:
         self.schedule = schedule or schedule_fn()
         self._wake = threading.Event()
         self._inventory: tuple[model.Node, ...] | None = None
+        self._reasons: dict[str, model.PendingReason] = {}
         self.cycles = 0
 
     def wake(self) -> None:
@@ -111,6 +115,8 @@ class Loop:
     def run_once(self) -> CycleReport | None:
         t0 = time.perf_counter()
         now = self.clock.now()
+        if self.config.is_leader is not None and not self.config.is_leader():
+            return None
         with self.database.session() as session:
             # 1. lease
             lease = store.acquire_lease(
@@ -141,8 +147,10 @@ class Loop:
                     extra_env=self.config.worker_env,
                     done=done,
                 )
-            live = store.live_jobs(session=session)
+            if done.changed():
+                live = store.live_jobs(session=session)
             by_id = {lj.id: lj for lj in live}
+            self._reasons = {k: v for k, v in self._reasons.items() if k in by_id}
             draining = reconcile.orphans(self.backend, by_id, attempts, done)
             # 4. snapshot
             snapshot = self._snapshot(session, now, nodes, live, attempts, draining)
@@ -156,9 +164,31 @@ class Loop:
                 by_id,
                 now=now,
                 worker_env=self.config.worker_env,
+                reasons=self._reasons,
             )
+        self._forget_finished(attempts, by_id)
         self.cycles += 1
         return CycleReport(now, result, done, applied, time.perf_counter() - t0)
+
+    def _forget_finished(
+        self,
+        attempts: Mapping[reconcile.AttemptKey, list[base.WorkerStatus]],
+        live: Mapping[str, store.LiveJob],
+    ) -> None:
+        """Let a backend that keeps records (local) drop those of finished jobs whose
+        workers are all gone, so its bookkeeping does not grow with history."""
+        forget = getattr(self.backend, "forget", None)
+        if forget is None:
+            return
+        done: dict[str, bool] = {}
+        for (job_id, _), workers in attempts.items():
+            ended = all(
+                w.state in (base.WorkerState.SUCCEEDED, base.WorkerState.FAILED) for w in workers
+            )
+            done[job_id] = done.get(job_id, True) and ended and job_id not in live
+        for job_id, ok in done.items():
+            if ok:
+                forget(job_id)
 
     def _snapshot(
         self,

@@ -66,7 +66,7 @@ def pg_app() -> Iterator[FastAPI]:
     if not url:
         if os.environ.get("SHOAL_REQUIRE_PG"):
             pytest.fail("SHOAL_REQUIRE_PG is set but SHOAL_TEST_PG_URL is not")
-        pytest.skip("no PostgreSQL: set SHOAL_TEST_PG_URL (eval \"$(scripts/postgres.sh start)\")")
+        pytest.skip('no PostgreSQL: set SHOAL_TEST_PG_URL (eval "$(scripts/postgres.sh start)")')
     name = f"api_{uuid.uuid4().hex[:12]}"
     admin = create_engine(url, isolation_level="AUTOCOMMIT")
     try:

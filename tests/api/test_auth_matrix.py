@@ -20,7 +20,12 @@ J = "/api/v1/jobs"
 
 # (method, path, body, {role: status}); roles left out expect 401 (none, bad) by default.
 CASES: list[tuple[str, str, Any, dict[str, int]]] = [
-    ("GET", "/healthz", None, dict(admin=200, member=200, other=200, viewer=200, none=200, bad=200)),
+    (
+        "GET",
+        "/healthz",
+        None,
+        dict(admin=200, member=200, other=200, viewer=200, none=200, bad=200),
+    ),
     ("GET", "/readyz", None, dict(admin=200, member=200, other=200, viewer=200, none=200, bad=200)),
     ("GET", "/metrics", None, dict(admin=200, member=200, other=200, viewer=200)),
     ("GET", Q, None, dict(admin=200, member=200, other=200, viewer=200)),
@@ -33,6 +38,7 @@ CASES: list[tuple[str, str, Any, dict[str, int]]] = [
     ("GET", f"{J}/jid", None, dict(admin=200, member=200, other=404, viewer=200)),
     ("POST", f"{J}/jid/cancel", None, dict(admin=200, member=200, other=404, viewer=403)),
     ("GET", f"{J}/jid/events", None, dict(admin=200, member=200, other=404, viewer=200)),
+    ("GET", f"{J}/jid/explain", None, dict(admin=200, member=200, other=404, viewer=200)),
     ("GET", "/api/v1/nodes", None, dict(admin=200, member=200, other=200, viewer=200)),
     ("GET", "/api/v1/cluster/summary", None, dict(admin=200, member=200, other=200, viewer=200)),
 ]

@@ -54,8 +54,16 @@ def test_list_newest_first_with_cursor_and_filters(client: TestClient) -> None:
         if cursor is None:
             break
     assert seen == ids[::-1]
-    assert len(client.get(f"{API}/jobs", params={"phase": "Pending"}, headers=ADMIN).json()["data"]) == 6
-    assert client.get(f"{API}/jobs", params={"submitter": "bob"}, headers=ADMIN).json()["data"][0]["name"] == "other"
+    assert (
+        len(client.get(f"{API}/jobs", params={"phase": "Pending"}, headers=ADMIN).json()["data"])
+        == 6
+    )
+    assert (
+        client.get(f"{API}/jobs", params={"submitter": "bob"}, headers=ADMIN).json()["data"][0][
+            "name"
+        ]
+        == "other"
+    )
     bad = client.get(f"{API}/jobs", params={"cursor": "zzz"}, headers=ADMIN)
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "cursor"]
 
@@ -87,7 +95,10 @@ def test_placement_and_pending_reason_show_on_get_nodes_summary_metrics(
         )
     got = client.get(f"{API}/jobs/{placed}", headers=VISION).json()
     assert got["phase"] == "Scheduled" and got["placements"][1] == {
-        "worker": 1, "node": "h1", "gpus": [3], "fraction": 0.5,
+        "worker": 1,
+        "node": "h1",
+        "gpus": [3],
+        "fraction": 0.5,
     }
     reason = client.get(f"{API}/jobs/{waiting}", headers=VISION).json()["pendingReason"]
     assert reason["code"] == "NoFittingNode" and "largest is 7" in reason["message"]
@@ -105,8 +116,12 @@ def test_placement_and_pending_reason_show_on_get_nodes_summary_metrics(
     assert summary["byModel"]["H100-80GB"]["allocated"] == 1.0
     vision = next(q for q in summary["queues"] if q["name"] == "vision")
     assert vision == {
-        "name": "vision", "allocated": 1.0, "guaranteed": 8.0, "limit": 16.0,
-        "pending": 1, "running": 1,
+        "name": "vision",
+        "allocated": 1.0,
+        "guaranteed": 8.0,
+        "limit": 16.0,
+        "pending": 1,
+        "running": 1,
     }
     assert summary["pending"] == 1
     nlp_view = client.get(f"{API}/cluster/summary", headers=NLP).json()
@@ -145,7 +160,11 @@ def test_queue_delete_with_live_jobs_is_409_with_reason(client: TestClient) -> N
 def test_queue_crud(client: TestClient) -> None:
     r = client.post(
         f"{API}/queues",
-        json={"name": "cv-research", "parent": "vision", "guaranteed": {"total": 4, "H100-80GB": 2}},
+        json={
+            "name": "cv-research",
+            "parent": "vision",
+            "guaranteed": {"total": 4, "H100-80GB": 2},
+        },
         headers=ADMIN,
     )
     assert r.status_code == 201, r.text
@@ -157,7 +176,9 @@ def test_queue_crud(client: TestClient) -> None:
     assert too_big.json()["detail"][0]["loc"] == ["body", "guaranteed", "total"]
     r = client.patch(f"{API}/queues/cv-research", json={"weight": 3, "version": 1}, headers=ADMIN)
     assert r.status_code == 200 and r.json()["weight"] == 3 and r.json()["version"] == 2
-    stale = client.patch(f"{API}/queues/cv-research", json={"weight": 4, "version": 1}, headers=ADMIN)
+    stale = client.patch(
+        f"{API}/queues/cv-research", json={"weight": 4, "version": 1}, headers=ADMIN
+    )
     assert stale.status_code == 409
     assert client.post(f"{API}/queues", json={"name": "nlp"}, headers=ADMIN).status_code == 409
     assert client.delete(f"{API}/queues/vision", headers=ADMIN).status_code == 409  # child
@@ -173,6 +194,17 @@ def test_the_main_flow_on_postgres(pg_app: FastAPI) -> None:
         assert client.post(f"{API}/jobs", json=job_body(), headers=h).status_code == 200
         assert client.get(f"{API}/jobs/{jid}", headers=VISION).json()["phase"] == "Pending"
         assert len(client.get(f"{API}/jobs", headers=VISION).json()["data"]) == 2
-        assert client.post(f"{API}/jobs/{jid}/cancel", headers=VISION).json()["phase"] == "Cancelled"
+        assert (
+            client.post(f"{API}/jobs/{jid}/cancel", headers=VISION).json()["phase"] == "Cancelled"
+        )
         assert client.get(f"{API}/cluster/summary", headers=ADMIN).json()["gpus"]["total"] == 20.0
         assert client.get("/readyz").status_code == 200
+
+
+def test_explain_reports_the_cores_account(client: TestClient) -> None:
+    jid = _submit(client, workers=2, gpu=8)
+    body = client.get(f"{API}/jobs/{jid}/explain", headers=VISION).json()
+    assert body["job_id"] == jid and body["decision"] == "placed"
+    assert {p["node"] for p in body["placements"]} == {"h1", "h2"}
+    assert body["fair_share"][0]["queue"] == "vision"
+    assert client.get(f"{API}/jobs/{jid}/explain", headers=NLP).status_code == 404

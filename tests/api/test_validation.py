@@ -25,17 +25,33 @@ BAD_JOBS: list[Any] = [
     pytest.param({"framework": "jax"}, ["body", "framework"], "pytorch", id="unknown-framework"),
     pytest.param({"image": ""}, ["body", "image"], "at least 1", id="empty-image"),
     pytest.param({"image": "a b"}, ["body", "image"], "without spaces", id="image-with-space"),
-    pytest.param({"command": "python train.py"}, ["body", "command"], "shell string", id="shell-command"),
+    pytest.param(
+        {"command": "python train.py"}, ["body", "command"], "shell string", id="shell-command"
+    ),
     pytest.param({"workers": 0}, ["body", "workers"], "greater than or equal", id="zero-workers"),
     pytest.param({"gpu": 16}, ["body", "gpu"], "largest node has 8", id="gpu-per-worker-too-big"),
-    pytest.param({"workers": 80, "gpu": 1, "queue": "nlp"}, ["body", "workers"], "holds at most 20",
-                 id="workers-beyond-cluster"),
+    pytest.param(
+        {"workers": 80, "gpu": 1, "queue": "nlp"},
+        ["body", "workers"],
+        "holds at most 20",
+        id="workers-beyond-cluster",
+    ),
     pytest.param({"workers": 20, "gpu": 1}, ["body", "workers"], "limit", id="beyond-queue-limit"),
-    pytest.param({"gpu": None, "gpuMemory": "100Gi"}, ["body", "gpuMemory"], "largest GPU has 81920",
-                 id="gpu-memory-too-big"),
-    pytest.param({"gpuType": ["TPU"]}, ["body", "gpuType", 0], "no node has GPU type", id="unknown-gpu-type"),
-    pytest.param({"gpuType": ["A100-40GB"], "gpu": 8}, ["body", "gpu"], "largest node has 4",
-                 id="too-big-for-allowed-type"),
+    pytest.param(
+        {"gpu": None, "gpuMemory": "100Gi"},
+        ["body", "gpuMemory"],
+        "largest GPU has 81920",
+        id="gpu-memory-too-big",
+    ),
+    pytest.param(
+        {"gpuType": ["TPU"]}, ["body", "gpuType", 0], "no node has GPU type", id="unknown-gpu-type"
+    ),
+    pytest.param(
+        {"gpuType": ["A100-40GB"], "gpu": 8},
+        ["body", "gpu"],
+        "largest node has 4",
+        id="too-big-for-allowed-type",
+    ),
     pytest.param({"cpu": "-1"}, ["body", "cpu"], "positive", id="negative-cpu"),
     pytest.param({"memory": "lots"}, ["body", "memory"], "memory quantity", id="bad-memory"),
     pytest.param({"extra": 1}, ["body", "extra"], "not permitted", id="unknown-field"),
@@ -85,10 +101,15 @@ def test_malformed_json_names_the_body(client: TestClient) -> None:
     [
         pytest.param({"name": "Bad Name"}, ["body", "name"], id="queue-name"),
         pytest.param({"name": "q", "weight": 0}, ["body", "weight"], id="zero-weight"),
-        pytest.param({"name": "q", "guaranteed": -1}, ["body", "guaranteed", "total"], id="neg-guarantee"),
+        pytest.param(
+            {"name": "q", "guaranteed": -1}, ["body", "guaranteed", "total"], id="neg-guarantee"
+        ),
         pytest.param({"name": "q", "parent": "nope"}, ["body", "parent"], id="unknown-parent"),
-        pytest.param({"name": "q", "guaranteed": 4, "limit": 2}, ["body", "limit", "total"],
-                     id="limit-below-guarantee"),
+        pytest.param(
+            {"name": "q", "guaranteed": 4, "limit": 2},
+            ["body", "limit", "total"],
+            id="limit-below-guarantee",
+        ),
     ],
 )
 def test_bad_queue_is_422(client: TestClient, body: dict[str, Any], loc: list[Any]) -> None:

@@ -36,7 +36,9 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "events": ("Event", "v1", True),
     "leases": ("Lease", "coordination.k8s.io/v1", True),
     "trainingjobs": ("TrainingJob", "shoal.dev/v1alpha1", True),
+    "queues": ("Queue", "shoal.dev/v1alpha1", False),
 }
+CUSTOM = {"trainingjobs", "queues"}
 VALIDATED = {"Node", "Pod", "Service", "ConfigMap", "Event", "Lease", "Binding"}
 K8S_VERSION = "1.30"
 
@@ -197,6 +199,10 @@ class FakeKube:
             meta["namespace"] = key[0]
         meta.setdefault("uid", str(uuid.uuid4()))
         meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        if resource in CUSTOM:  # the API server counts spec changes of custom resources
+            prev = self.store[resource].get(key)
+            gen = int((prev or {}).get("metadata", {}).get("generation") or 0)
+            meta["generation"] = gen + (prev is None or prev.get("spec") != obj.get("spec"))
         self.rv += 1
         meta["resourceVersion"] = str(self.rv)
         self.store[resource][key] = obj

@@ -43,7 +43,8 @@ def status_patch(old: dict[str, Any], new: dict[str, Any], now: str) -> dict[str
     """The status to write, or None when nothing changed (our own patches come back as
     MODIFIED events; writing again would loop). A condition keeps its
     lastTransitionTime while its status stays the same."""
-    merged = {**old, **new}
+    # A null in a merge patch deletes the key: comparing with it kept would never settle.
+    merged = {**old, **{k: v for k, v in new.items() if v is not None}}
     if _without_times(merged) == _without_times(old):
         return None
     before = {c.get("type"): c for c in old.get("conditions", [])}
@@ -59,9 +60,14 @@ def status_patch(old: dict[str, Any], new: dict[str, Any], now: str) -> dict[str
 class CrWatcher:
     """Reconciles every TrainingJob and Queue on each event and on every relist."""
 
-    def __init__(self, api_client: Any, sessions: SessionFactory, namespace: str) -> None:
+    def __init__(
+        self, api_client: Any, sessions: SessionFactory, namespace: str, resync_s: int = 300
+    ) -> None:
         self.api = kubernetes.client.CustomObjectsApi(api_client)
         self.sessions, self.namespace = sessions, namespace
+        # Each watch ends after resync_s and the relist reconciles every CR again: that
+        # is what carries the store's progress (Running, Succeeded) onto CR status.
+        self.resync_s = resync_s
 
     # --- one object ---------------------------------------------------------------
     def trainingjob(self, cr: dict[str, Any], deleted: bool = False) -> None:
@@ -119,7 +125,7 @@ class CrWatcher:
     def _events(self, plural: str, resource_version: str) -> Iterator[dict[str, Any]]:
         watch = kubernetes.watch.Watch()  # type: ignore[no-untyped-call]
         yield from watch.stream(  # type: ignore[no-untyped-call]
-            self._list, plural, resource_version=resource_version, timeout_seconds=300
+            self._list, plural, resource_version=resource_version, timeout_seconds=self.resync_s
         )
 
     def run(self, plural: str, stop: threading.Event) -> None:

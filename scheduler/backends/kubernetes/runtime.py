@@ -1,0 +1,213 @@
+"""The Kubernetes side of `shoal serve`: the backend, leader election and the CR watcher,
+built from plain settings and stopped together.
+
+`KubeRuntime` owns one API client shared by the three. With an `Election`, a
+`LeaderElector` runs from the start, `is_leader()` follows it, the backend's upkeep runs
+only while it leads, and the scheduler loop is meant to cycle only while it leads (the
+store's lease stays as the inner guard). The CR watcher (TrainingJob/Queue controller)
+runs in the leader only: a supervisor thread starts it on gaining the Lease and stops it
+on losing it. Without an `Election` this replica always leads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from scheduler.backends import base
+from scheduler.backends.kubernetes.api import Kube
+from scheduler.backends.kubernetes.backend import KubernetesBackend
+from scheduler.backends.kubernetes.config import KubeConfig, api_client
+from scheduler.backends.kubernetes.crds import CrWatcher, SessionFactory
+from scheduler.backends.kubernetes.leader import LeaderElector
+from scheduler.core.model import Node
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Election:
+    """Where the Lease is and who this replica is."""
+
+    namespace: str
+    identity: str
+    lease_name: str = "shoal-scheduler"
+    lease_duration_s: int = 15
+    renew_every_s: float | None = None  # None: a third of the duration, as client-go
+
+
+def kube_config(
+    *,
+    namespace: str = "shoal-jobs",
+    scheduler_name: str = "shoal",
+    host: str | None = None,
+    kubeconfig: str | None = None,
+    reserve_image: str | None = None,
+    security_context: Mapping[str, Any] | None = None,
+    tolerations: Sequence[Mapping[str, Any]] = (),
+    base: KubeConfig | None = None,
+) -> KubeConfig:
+    """A `KubeConfig` from the chart's settings; unset ones keep `base`'s defaults."""
+    cfg = replace(
+        base or KubeConfig(),
+        namespace=namespace,
+        scheduler_name=scheduler_name,
+        host=host,
+        kubeconfig=kubeconfig,
+        tolerations=tuple(tolerations),
+    )
+    if reserve_image:
+        cfg = replace(cfg, reserve_image=reserve_image)
+    if security_context is not None:
+        cfg = replace(cfg, security_context=dict(security_context))
+    return cfg
+
+
+class KubeRuntime:
+    """Backend + elector + CR watcher. `close()` stops all three (and releases the Lease)."""
+
+    def __init__(
+        self,
+        config: KubeConfig,
+        *,
+        sessions: SessionFactory | None = None,
+        election: Election | None = None,
+        client: Any = None,
+        cr_resync_s: int = 30,
+        sync_timeout_s: float = 30.0,
+        on_leader_change: Callable[[bool], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.client = client if client is not None else api_client(config)
+        self.elector: LeaderElector | None = None
+        if election is not None:
+            self.elector = LeaderElector(
+                Kube(self.client, config),
+                election.namespace,
+                election.identity,
+                name=election.lease_name,
+                lease_duration_s=election.lease_duration_s,
+                renew_every_s=election.renew_every_s or max(0.2, election.lease_duration_s / 3),
+            )
+        self.sessions, self.cr_resync_s = sessions, cr_resync_s
+        self.on_leader_change = on_leader_change
+        self._stop = threading.Event()
+        self._cr_stop: threading.Event | None = None
+        self._cr_threads: list[threading.Thread] = []
+        self._supervisor: threading.Thread | None = None
+        if self.elector is not None:
+            self.elector.start()
+        self.backend = KubernetesBackend(
+            config, client=self.client, is_leader=self.is_leader, sync_timeout_s=sync_timeout_s
+        )
+        self._supervisor = threading.Thread(
+            target=self._supervise, name="shoal-kube-runtime", daemon=True
+        )
+        self._supervisor.start()
+
+    def is_leader(self) -> bool:
+        return self.elector is None or self.elector.is_leader
+
+    @property
+    def cr_watching(self) -> bool:
+        return self._cr_stop is not None
+
+    def _supervise(self) -> None:
+        # Polled, not pushed: LeaderElector has no callbacks, and leadership only
+        # changes on its renew period anyway.
+        leading = False
+        while not self._stop.is_set():
+            now = self.is_leader()
+            if now != leading:
+                leading = now
+                log.info("leadership %s", "gained" if now else "lost")
+                if now:
+                    self._start_cr_watcher()
+                else:
+                    self._stop_cr_watcher()
+                if self.on_leader_change is not None:
+                    self.on_leader_change(now)
+            self._stop.wait(0.2)
+        self._stop_cr_watcher()
+
+    def _start_cr_watcher(self) -> None:
+        if self.sessions is None or self._cr_stop is not None:
+            return
+        self._cr_stop = threading.Event()
+        watcher = CrWatcher(
+            self.client, self.sessions, self.config.namespace, resync_s=self.cr_resync_s
+        )
+        self._cr_threads = watcher.start(self._cr_stop)
+
+    def _stop_cr_watcher(self) -> None:
+        if self._cr_stop is not None:
+            self._cr_stop.set()
+            self._cr_stop = None
+
+    # ---- the ClusterBackend the loop drives (delegated to the backend) ----
+
+    def nodes(self) -> Sequence[Node]:
+        return self.backend.nodes()
+
+    def launch(self, request: base.LaunchRequest) -> None:
+        self.backend.launch(request)
+
+    def stop(self, job_id: str, grace_period_s: float) -> None:
+        self.backend.stop(job_id, grace_period_s)
+
+    def workers(self) -> Sequence[base.WorkerStatus]:
+        return self.backend.workers()
+
+    def close(self) -> None:
+        """Stop the CR watcher, the backend's caches, then give up the Lease."""
+        self._stop.set()
+        if self._supervisor is not None:
+            self._supervisor.join(timeout=2)
+        self._stop_cr_watcher()
+        self.backend.close()
+        if self.elector is not None:
+            self.elector.stop(release=True)
+
+
+def from_settings(
+    settings: Any,
+    *,
+    sessions: SessionFactory | None,
+    on_leader_change: Callable[[bool], None] | None = None,
+    cr_resync_s: int = 30,
+) -> KubeRuntime:
+    """The runtime `shoal serve --backend kubernetes` runs, from its `ServeSettings`
+    (scheduler.cli.settings; typed loosely so this package does not import the CLI)."""
+    cfg = kube_config(
+        namespace=settings.jobs_namespace,
+        scheduler_name=settings.scheduler_name,
+        host=settings.kube_api_url,
+        kubeconfig=settings.kubeconfig,
+        reserve_image=settings.reserve_image,
+        security_context=settings.worker_security_context,
+        tolerations=settings.worker_tolerations,
+    )
+    election = None
+    if settings.leader_election:
+        if not settings.pod_name:
+            raise ValueError("SHOAL_LEADER_ELECTION needs SHOAL_POD_NAME (the identity)")
+        election = Election(
+            namespace=settings.leader_namespace,
+            identity=settings.pod_name,
+            lease_name=settings.lease_name,
+            lease_duration_s=settings.lease_duration_s,
+        )
+    return KubeRuntime(
+        cfg,
+        sessions=sessions,
+        election=election,
+        on_leader_change=on_leader_change,
+        cr_resync_s=cr_resync_s,
+    )
+
+
+if TYPE_CHECKING:  # mypy checks that the runtime satisfies the shared interface
+    _conforms: type[base.ClusterBackend] = KubeRuntime
