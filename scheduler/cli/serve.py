@@ -1,9 +1,13 @@
 """`shoal serve`: the whole service in one process - the API (uvicorn) and the scheduler
 loop (a thread) on one store, with the local backend by default.
 
-On first start it creates, in the state directory (default var/shoal): `shoal.db`
-(SQLite), `admin-token` and `worker-token` (random; the CLI reads the admin token from
-here), `tokens.yaml` for the API, and `url`. Workers get SHOAL_API_URL and the worker
+Configuration comes from flags and, as the Helm chart sets them, SHOAL_* variables
+(`scheduler.cli.settings`: policy file, tokens file, Kubernetes settings, leader
+election); `--backend kubernetes` runs `scheduler.backends.kubernetes.runtime`, whose
+leader election gates the loop. Without a tokens file, on first start it creates, in
+the state directory (default var/shoal): `shoal.db` (SQLite), `admin-token` and
+`worker-token` (random; the CLI reads the admin token from here), `tokens.yaml` for the
+API, and `url`. Workers get SHOAL_API_URL and the worker
 token to report progress. Stopping the server leaves running workers alone; the next
 start adopts them (see docs/loop.md).
 """

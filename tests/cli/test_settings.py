@@ -14,7 +14,6 @@ from scheduler.cli.main import app
 from scheduler.core import model
 
 
-
 def test_defaults_without_environment() -> None:
     s = settings.from_env({})
     assert s.tokens_file is None and s.policy_file is None and not s.leader_election

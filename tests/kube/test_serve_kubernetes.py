@@ -166,6 +166,7 @@ def test_a_pytorch_job_runs_through_the_loop_on_kubernetes(
     assert sorted(p["metadata"]["name"] for p in pods) == [f"{stem}-a1-w0", f"{stem}-a1-w1"]
     for p in pods:
         assert p["spec"]["schedulerName"] == "shoal"
+        assert not p["metadata"].get("ownerReferences")  # not a CR: nothing owns it
         assert p["spec"]["nodeName"] in ("n1", "n2")  # bound through pods/binding
         env = {e["name"]: e.get("value") for e in p["spec"]["containers"][0]["env"]}
         assert env["WORLD_SIZE"] == "2" and env["MASTER_ADDR"].startswith(f"{stem}-a1-w0.")
@@ -222,6 +223,10 @@ def test_a_trainingjob_cr_is_imported_and_gets_status(
         assert jobs.get_job(session=session, job_id=job_id).spec["workers"] == 2
 
     cycle_until(loop, lambda: len(worker_pods(kube, job_id)) == 2)
+    uid = kube.obj("trainingjobs", "ddp", NS)["metadata"]["uid"]
+    for p in worker_pods(kube, job_id):  # `kubectl delete tj ddp` takes them along
+        (owner,) = p["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == ("TrainingJob", "ddp", uid)
     for p in worker_pods(kube, job_id):
         kube.update("pods", p["metadata"]["name"], NS, {"status": {"phase": "Running"}})
     cycle_until(loop, lambda: phase_of(database, job_id) is Phase.RUNNING)
@@ -251,7 +256,7 @@ def test_of_two_replicas_only_the_leader_schedules(
         "SHOAL_LEADER_ELECTION_DURATION_SECONDS": "2",
     }
     rt_a, loop_a = start({**elected, "SHOAL_POD_NAME": "shoal-a"}, database, runtimes)
-    eventually(rt_a.is_leader)
+    eventually(lambda: rt_a.is_leader() and rt_a.cr_watching)
     # The second replica: its own connection to the same store, as two pods would have.
     other = open_database(f"sqlite:///{tmp_path / 'shoal.db'}")
     try:
@@ -260,7 +265,7 @@ def test_of_two_replicas_only_the_leader_schedules(
         for _ in range(10):
             assert loop_b.run_once() is None  # a follower does not even take the store lease
             loop_a.run_once()
-        assert not rt_b.is_leader() and rt_a.cr_watching and not rt_b.cr_watching
+        assert not rt_b.is_leader() and not rt_b.cr_watching
         assert phase_of(database, job_id) is Phase.SCHEDULED
         pods = worker_pods(kube, job_id)
         assert len(pods) == 2 and all(n == 1 for n in kube.creates.values())

@@ -18,12 +18,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from scheduler.backends import base
+from scheduler.backends.kubernetes import manifests
 from scheduler.backends.kubernetes.api import Kube
 from scheduler.backends.kubernetes.backend import KubernetesBackend
 from scheduler.backends.kubernetes.config import KubeConfig, api_client
 from scheduler.backends.kubernetes.crds import CrWatcher, SessionFactory
 from scheduler.backends.kubernetes.leader import LeaderElector
 from scheduler.core.model import Node
+from scheduler.store import errors, jobs
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +155,26 @@ class KubeRuntime:
         return self.backend.nodes()
 
     def launch(self, request: base.LaunchRequest) -> None:
-        self.backend.launch(request)
+        self.backend.launch(self._with_owner(request))
+
+    def _with_owner(self, request: base.LaunchRequest) -> base.LaunchRequest:
+        """A job submitted as a TrainingJob CR gets owner references to it, so that
+        `kubectl delete tj` takes its pods along. The CR's uid is in the store: the
+        controller submits with idempotency key `cr:{uid}` and submitter `crd:{ns}`."""
+        if self.sessions is None or manifests.OWNER_UID in request.extra_env:
+            return request
+        try:
+            with self.sessions() as session:
+                row = jobs.get_job(session=session, job_id=request.job_id)
+                submitter, key = row.submitter, row.idempotency_key or ""
+        except errors.NotFound:
+            return request
+        uid = key.removeprefix("cr:")
+        # Owner references cannot cross namespaces; "ns/name" is a CR without a uid.
+        if submitter != f"crd:{self.config.namespace}" or uid == key or "/" in uid:
+            return request
+        env = {**request.extra_env, manifests.OWNER_UID: uid}
+        return replace(request, extra_env=env)
 
     def stop(self, job_id: str, grace_period_s: float) -> None:
         self.backend.stop(job_id, grace_period_s)
