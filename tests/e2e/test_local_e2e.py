@@ -90,4 +90,7 @@ def test_ddp_example_succeeds_with_falling_loss(server: Server) -> None:
     losses = [float(x) for x in re.findall(r"loss (\d+\.\d+)", logs.stdout)]
     assert len(losses) >= 5 and losses[-1] < losses[0] / 4, losses
     job = server.http.get(f"/jobs/{job_id}").json()
-    assert job["phase"] == "Succeeded" and job["restarts"] == 0
+    events = server.http.get(f"/jobs/{job_id}/events").json()["data"]
+    logs1 = sorted((server.state / "jobs" / job_id / "1").glob("worker-*.log"))
+    why = [e["message"] for e in events] + [p.read_text()[-1500:] for p in logs1]
+    assert job["phase"] == "Succeeded" and job["restarts"] == 0, why
