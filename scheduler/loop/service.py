@@ -17,7 +17,6 @@ point leaves a state the next cycle (in this or a restarted process) completes.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
 import threading
 import time
@@ -27,7 +26,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.orm import Session
 
 from scheduler.backends import base
-from scheduler.core import model
+from scheduler.core import cycle, model
 from scheduler.loop import apply, reconcile
 from scheduler.loop.clock import Clock, WallClock, as_datetime
 from scheduler.spec import Phase
@@ -37,21 +36,6 @@ from scheduler.store.db import Database
 log = logging.getLogger(__name__)
 
 ScheduleFn = Callable[[model.Snapshot], model.CycleResult]
-
-
-def schedule_fn() -> ScheduleFn:
-    """The core's `schedule`, or the stand-in while `scheduler.core.cycle` is missing."""
-    try:
-        core_cycle = importlib.import_module("scheduler.core.cycle")
-    except ModuleNotFoundError as exc:
-        if exc.name != "scheduler.core.cycle":
-            raise
-        from scheduler.loop import fallback
-
-        log.warning("scheduler.core.cycle not found: using the first-fit stand-in")
-        return fallback.schedule
-    fn: ScheduleFn = core_cycle.schedule
-    return fn
 
 
 @dataclass(frozen=True)
@@ -90,7 +74,7 @@ class Loop:
         self.backend = backend
         self.clock = clock or WallClock()
         self.config = config or LoopConfig()
-        self.schedule = schedule or schedule_fn()
+        self.schedule = schedule or cycle.schedule
         self._wake = threading.Event()
         self._inventory: tuple[model.Node, ...] | None = None
         self._reasons: dict[str, model.PendingReason] = {}
