@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from scheduler import placement
-from scheduler.core import context, reasons, reservation
+from scheduler.core import accounting, context, reasons, reservation
 from scheduler.core import model as m
 
 Shape = tuple[int, float, int | None, int, int, tuple[str, ...]]
@@ -148,13 +148,31 @@ def _try(
     return reason
 
 
+def _inside(ctx: context.Context, job: m.JobRequest) -> bool:
+    """Whether the job, admitted now, keeps its queue within its total guarantee."""
+    guarantee = accounting.guaranteed(ctx.tree.queues[job.queue], m.TOTAL)
+    return ctx.ledger.of(job.queue) + ctx.est.total(job) <= guarantee + m.EPS
+
+
 def admit(ctx: context.Context, ordered: Sequence[m.JobRequest]) -> Outcome:
-    """Admit what fits, in order (starving jobs first); the rest with their reasons."""
+    """Admit what fits, in order; the rest with their reasons. Two passes: first the
+    jobs that fit inside their queue's guarantee given what this cycle admitted so far,
+    then the borrowing rest; starving jobs first within each. So a starving borrower
+    cannot take the room a queue below its guarantee has just reclaimed (it would be
+    reclaimed again next cycle, and so on)."""
     out = Outcome()
     failures: dict[Shape, m.PendingReason] = {}
     first = [j for j in ordered if reservation.starving(j, ctx.snapshot)]
-    rest = [j for j in ordered if not reservation.starving(j, ctx.snapshot)]
-    for job in first + rest:
+    first += [j for j in ordered if not reservation.starving(j, ctx.snapshot)]
+    borrowing: list[m.JobRequest] = []
+    for job in first:
+        if not _inside(ctx, job):
+            borrowing.append(job)
+            continue
+        reason = _try(ctx, job, out, failures)
+        if reason is not None:
+            out.failed.append((job, reason))
+    for job in borrowing:
         reason = _try(ctx, job, out, failures)
         if reason is not None:
             out.failed.append((job, reason))

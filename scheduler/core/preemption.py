@@ -54,6 +54,14 @@ def _helps(ctx: context.Context, run: m.RunningJob, allowed: frozenset[str] | No
     )
 
 
+def _may_take(job: m.JobRequest, run: m.RunningJob, reclaim: bool) -> bool:
+    """Whether `run` may give way to `job`: lower priority in its own queue, or another
+    queue's while `job` reclaims its guarantee."""
+    if run.job.queue == job.queue:
+        return run.job.priority < job.priority
+    return reclaim
+
+
 def _fits(
     ctx: context.Context, job: m.JobRequest, gone: Sequence[m.RunningJob], mark: int
 ) -> tuple[m.WorkerPlacement, ...] | None:
@@ -183,18 +191,19 @@ def preempt(
         allowed = frozenset(ctx.est.allowed_models(job)) if needs_gpu else None
         room = accounting.guaranteed(ctx.tree.queues[job.queue], m.TOTAL) - ctx.ledger.of(job.queue)
         reclaim = ctx.est.total(job) <= room + m.EPS
-        promised = [r for r in stopping if r.job.id not in gone and _helps(ctx, r, allowed)]
+        # A stopping job's room is promised only to a job that could have chosen it as
+        # a victim: a borrower must not claim the room reclaimed for a guarantee.
+        promised = [
+            r
+            for r in stopping
+            if r.job.id not in gone and _helps(ctx, r, allowed) and _may_take(job, r, reclaim)
+        ]
         pool: list[m.RunningJob] = []
         if snap.config.preemption:
             pool = [
                 r
                 for r in victims
-                if r.job.id not in gone
-                and _helps(ctx, r, allowed)
-                and (
-                    (r.job.queue == job.queue and r.job.priority < job.priority)
-                    or (reclaim and r.job.queue != job.queue)
-                )
+                if r.job.id not in gone and _helps(ctx, r, allowed) and _may_take(job, r, reclaim)
             ]
         if not pool and not promised:
             continue
