@@ -14,9 +14,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from scheduler.core.model import Node, WorkerPlacement
+from scheduler.core.model import JobRequest, Node, RunningJob, WorkerPlacement
 from scheduler.spec import Framework, JobSpec
 
 MASTER_PORT = 29500
@@ -84,6 +84,25 @@ class ClusterBackend(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ForeignWorkloads(Protocol):
+    """Optional: a backend whose cluster has pods Shoal did not create that ask Shoal to
+    schedule them (single-worker jobs with ids the store does not hold)."""
+
+    def foreign_requests(self) -> Sequence[JobRequest]:
+        """The foreign pods waiting for a placement."""
+        ...
+
+    def foreign_running(self) -> Sequence[RunningJob]:
+        """The foreign pods Shoal adopted that still hold resources (not in `nodes()`'s
+        foreign usage: they count once, as running jobs in their queue)."""
+        ...
+
+    def bind_foreign(self, job_id: str, placement: WorkerPlacement) -> None:
+        """Bind the pending foreign pod `job_id`; one already bound is left alone."""
+        ...
 
 
 def worker_env(

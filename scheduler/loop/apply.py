@@ -6,13 +6,14 @@
 - Place: `record_placement` with attempt = previous + 1 BEFORE `backend.launch`. A crash
   after the record leaves a Scheduled job without workers, which the next cycle
   launches; the backend ignores a second launch of one attempt. No attempt runs twice.
+- Foreign pods (a backend's `ForeignWorkloads`, not in the store): Place binds them.
 - Keep pending: the reason, written only when it changed (the store skips repeats).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
@@ -46,6 +47,8 @@ def apply(
     now: float,
     worker_env: Mapping[str, str],
     reasons: dict[str, model.PendingReason] | None = None,
+    foreign: base.ForeignWorkloads | None = None,
+    foreign_ids: Set[str] = frozenset(),
 ) -> Applied:
     """`reasons` remembers what was last written per job, so an unchanged reason costs
     no store round trip (the store would skip it too, after a read)."""
@@ -88,6 +91,10 @@ def apply(
         faults.point("preempt:stopped")
         out.preempted.append(lj.id)
     for place in result.places:
+        if foreign is not None and place.job_id in foreign_ids:  # a foreign pod: bind it
+            foreign.bind_foreign(place.job_id, place.placements[0])
+            out.placed.append(place.job_id)
+            continue
         lj = live.get(place.job_id)
         if lj is None or lj.phase is not Phase.PENDING:
             continue

@@ -7,7 +7,8 @@ One cycle, in order:
   2. observe   - nodes and workers from the backend; live jobs from the store
   3. reconcile - phases follow workers; re-launch a recorded but unlaunched attempt;
                  stop workers whose job no longer holds them (see `reconcile`)
-  4. snapshot  - queues, running (stopping workers keep their GPUs), pending, `now`
+  4. snapshot  - queues, running (stopping workers keep their GPUs), pending, `now`;
+                 plus a `ForeignWorkloads` backend's foreign pods (bound: running)
   5. schedule  - `scheduler.core.cycle.schedule(snapshot)`, pure
   6. apply     - preempt (store, then stop), place (record, then launch), reasons
 The store is written before the backend is touched at every step, so a crash at any
@@ -116,7 +117,14 @@ class Loop:
             if nodes != self._inventory:
                 store.save_inventory(session=session, nodes=nodes, now=as_datetime(now))
                 self._inventory = nodes
-            attempts = reconcile.by_attempt(self.backend.workers())
+            foreign = self.backend if isinstance(self.backend, base.ForeignWorkloads) else None
+            f_running = tuple(foreign.foreign_running()) if foreign else ()
+            f_pending = tuple(foreign.foreign_requests()) if foreign else ()
+            adopted = {r.job.id for r in f_running}
+            # Adopted foreign pods are not the store's jobs: never orphans.
+            attempts = reconcile.by_attempt(
+                [w for w in self.backend.workers() if w.job_id not in adopted]
+            )
             live = store.live_jobs(session=session)
             # 3. reconcile
             done = reconcile.Reconciled()
@@ -137,7 +145,9 @@ class Loop:
             self._reasons = {k: v for k, v in self._reasons.items() if k in by_id}
             draining = reconcile.orphans(self.backend, by_id, attempts, done)
             # 4. snapshot
-            snapshot = self._snapshot(session, now, nodes, live, attempts, draining)
+            snapshot = self._snapshot(
+                session, now, nodes, live, attempts, draining, f_running, f_pending
+            )
             # 5. schedule
             result = self.schedule(snapshot)
             # 6. apply
@@ -149,6 +159,8 @@ class Loop:
                 now=now,
                 worker_env=self.config.worker_env,
                 reasons=self._reasons,
+                foreign=foreign,
+                foreign_ids={r.id for r in snapshot.pending} - by_id.keys(),
             )
         self._forget_finished(attempts, by_id)
         self.cycles += 1
@@ -182,6 +194,8 @@ class Loop:
         live: list[store.LiveJob],
         attempts: Mapping[reconcile.AttemptKey, list[base.WorkerStatus]],
         draining: list[reconcile.AttemptKey],
+        foreign_running: tuple[model.RunningJob, ...] = (),
+        foreign_pending: tuple[model.JobRequest, ...] = (),
     ) -> model.Snapshot:
         by_id = {lj.id: lj for lj in live}
         running = [r for lj in live if (r := lj.running()) is not None]
@@ -210,14 +224,20 @@ class Loop:
                 )
             )
             held.add(rid)
+        queues = store.load_queues(session=session)
+        known = {q.name for q in queues}
+        running.extend(f for f in foreign_running if f.job.id not in held)
+        for fp in foreign_pending:
+            if fp.queue not in known:
+                log.debug("foreign pod %s: unknown queue %r, not scheduled", fp.id, fp.queue)
         pending = tuple(
             lj.request
             for lj in live
             if lj.phase is Phase.PENDING and not lj.cancel_requested and lj.id not in busy
-        )
+        ) + tuple(fp for fp in foreign_pending if fp.queue in known and fp.id not in by_id)
         return model.Snapshot(
             nodes=nodes,
-            queues=store.load_queues(session=session),
+            queues=queues,
             running=tuple(running),
             pending=pending,
             now=now,

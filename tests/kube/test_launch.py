@@ -223,4 +223,7 @@ def test_finished_jobs_objects_go_after_the_ttl(cluster: FakeKube, make_backend:
         lambda: [p["metadata"]["name"] for p in cluster.objects("pods", NS)] == ["long-a0-w0"],
         timeout=15,  # the reconcile pass runs every 2 s; a loaded machine stretches that
     )
-    assert [s["metadata"]["name"] for s in cluster.objects("services", NS)] == ["long"]
+    eventually(
+        lambda: [s["metadata"]["name"] for s in cluster.objects("services", NS)] == ["long"],
+        timeout=15,  # the Service goes in the same pass, just after the pods
+    )

@@ -14,13 +14,15 @@ import pytest
 from scheduler.backends.kubernetes import names
 from scheduler.backends.kubernetes.runtime import KubeRuntime, from_settings
 from scheduler.cli import settings
+from scheduler.core.model import WorkerPlacement
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, Phase, QueueSpec
 from scheduler.store import cycle, jobs, queues
 from scheduler.store.db import Database, open_database
 
-from .conftest import NS, eventually, node
+from .conftest import NS, eventually, node, pod
 from .fakeapi import FakeKube
+from .test_fractional import run_reserve
 
 Obj = dict[str, Any]
 
@@ -289,3 +291,47 @@ def test_of_two_replicas_only_the_leader_schedules(
             r.close()
         runtimes.clear()
         other.close()
+
+
+def test_foreign_pods_are_scheduled_by_the_loop(
+    kube: FakeKube, chart_env: dict[str, str], database: Database, runtimes: list[KubeRuntime]
+) -> None:
+    kube.put("nodes", node("n1", gpus=4))
+    with database.session() as session:
+        queues.create_queue(
+            session=session,
+            spec=QueueSpec.model_validate({"name": "research", "guaranteed": {"total": 4}}),
+        )
+    for name, queue in (("notebook", "research"), ("stray", "nowhere")):
+        kube.put(
+            "pods",
+            pod(
+                name,
+                phase="Pending",
+                scheduler="shoal",
+                labels={"shoal.dev/queue": queue},
+                annotations={"shoal.dev/gpu-fraction": "0.5"},
+                requests={"cpu": "1", "memory": "4Gi"},
+            ),
+        )
+    rt, loop = start(chart_env, database, runtimes)
+    eventually(lambda: len(rt.backend.foreign_pods()) == 2 and rt.nodes())
+    report = loop.run_once()
+    assert report is not None and report.applied.placed == ["pod:default/notebook"]
+    # The fraction waits for its GPU's UUID (the reservation pod reports it), then binds.
+    eventually(lambda: kube.get("pods", "shoal-gpu-n1-g0", NS))
+    run_reserve(kube, "shoal-gpu-n1-g0")
+    eventually(lambda: kube.obj("pods", "notebook", "default")["spec"].get("nodeName") == "n1")
+    ran = cycle_until(loop, lambda: rt.foreign_running())
+    assert [(r.job.id, r.job.queue, r.placements) for r in ran] == [
+        ("pod:default/notebook", "research", (WorkerPlacement(0, "n1", (0,), 0.5),))
+    ]
+    # Later cycles neither bind it again nor treat it as an orphan; the stray stays.
+    for _ in range(3):
+        again = loop.run_once()
+        assert again is not None and again.applied.placed == []
+    adopted = kube.obj("pods", "notebook", "default")
+    assert adopted["spec"]["nodeName"] == "n1" and not adopted["metadata"].get("deletionTimestamp")
+    scheduled = [e for e in kube.objects("events", "default") if e.get("reason") == "Scheduled"]
+    assert len(scheduled) == 1
+    assert not kube.obj("pods", "stray", "default")["spec"].get("nodeName")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from scheduler.backends import base
@@ -22,7 +22,7 @@ from scheduler.backends.kubernetes import events, inventory, manifests, names, s
 from scheduler.backends.kubernetes.api import ApiError, Kube, Unavailable
 from scheduler.backends.kubernetes.config import KubeConfig, api_client
 from scheduler.backends.kubernetes.reflector import Reflector
-from scheduler.core.model import Node, WorkerPlacement
+from scheduler.core.model import JobRequest, Node, RunningJob, WorkerPlacement
 from scheduler.spec import Framework
 
 log = logging.getLogger(__name__)
@@ -189,6 +189,19 @@ class KubernetesBackend:
             updated = self.kube.patch("pods", pod.name, patch, pod.namespace)
             return self._bind_if_ready(updated)
 
+    # ---- ForeignWorkloads (for the loop) ----
+
+    def foreign_requests(self) -> Sequence[JobRequest]:
+        return [f.to_job_request() for f in self.foreign_pods()]
+
+    def foreign_running(self) -> Sequence[RunningJob]:
+        return status.adopted(self.pod_cache.items())
+
+    def bind_foreign(self, job_id: str, placement: WorkerPlacement) -> None:
+        for pod in self.foreign_pods():
+            if pod.job_id == job_id and pod.uid not in self._bound:
+                self.bind(pod, placement)
+
     # ---- reconcile ----
 
     def reconcile(self) -> None:
@@ -337,3 +350,4 @@ class KubernetesBackend:
 
 if TYPE_CHECKING:  # mypy checks that the backend satisfies the shared interface
     _conforms: type[base.ClusterBackend] = KubernetesBackend
+    _foreign: type[base.ForeignWorkloads] = KubernetesBackend

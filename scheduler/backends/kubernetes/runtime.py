@@ -24,7 +24,7 @@ from scheduler.backends.kubernetes.backend import KubernetesBackend
 from scheduler.backends.kubernetes.config import KubeConfig, api_client
 from scheduler.backends.kubernetes.crds import CrWatcher, SessionFactory
 from scheduler.backends.kubernetes.leader import LeaderElector
-from scheduler.core.model import Node
+from scheduler.core.model import JobRequest, Node, RunningJob, WorkerPlacement
 from scheduler.store import errors, jobs
 
 log = logging.getLogger(__name__)
@@ -181,6 +181,15 @@ class KubeRuntime:
 
     def workers(self) -> Sequence[base.WorkerStatus]:
         return self.backend.workers()
+
+    def foreign_requests(self) -> Sequence[JobRequest]:
+        return self.backend.foreign_requests()
+
+    def foreign_running(self) -> Sequence[RunningJob]:
+        return self.backend.foreign_running()
+
+    def bind_foreign(self, job_id: str, placement: WorkerPlacement) -> None:
+        self.backend.bind_foreign(job_id, placement)
 
     def close(self) -> None:
         """Stop the CR watcher, the backend's caches, then give up the Lease."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from scheduler.backends.base import WorkerState, WorkerStatus
 from scheduler.backends.kubernetes import inventory, names
-from scheduler.core.model import JobRequest, WorkerPlacement
+from scheduler.core.model import JobRequest, RunningJob, WorkerPlacement
 from scheduler.spec import parse_memory_mib
 
 Obj = dict[str, Any]
@@ -192,3 +192,27 @@ def foreign_pod(pod: Obj, scheduler_name: str) -> ForeignPod | None:
         cpu_milli=cpu,
         memory_mib=mem,
     )
+
+
+def adopted(pods: list[Obj]) -> list[RunningJob]:
+    """Foreign pods Shoal adopted that still hold (or are about to hold) resources, as
+    running single-worker jobs in their queue."""
+    out = []
+    for pod in pods:
+        if (
+            not is_worker(pod)
+            or names.is_managed(pod)
+            or (pod.get("status") or {}).get("phase") in inventory.TERMINAL
+        ):
+            continue
+        p = placement_of(pod)
+        cpu, mem, _ = inventory.pod_requests(pod)
+        request = JobRequest(
+            id=names.annotations_of(pod)[names.JOB_ID],
+            queue=names.labels_of(pod).get(names.QUEUE, ""),
+            gpu=p.fraction if p.gpus and p.fraction < 1 else float(len(p.gpus)),
+            cpu_milli=cpu,
+            memory_mib=mem,
+        )
+        out.append(RunningJob(request, (p,)))
+    return sorted(out, key=lambda r: r.job.id)
