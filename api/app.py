@@ -38,6 +38,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.state.database = database
     app.state.tokens = TokenTable.load(path=settings.tokens_file, inline=settings.tokens_yaml)
+    app.state.worker_key = settings.worker_key
     app.state.metrics = Metrics(database)
     errors.install(app)
     for prefix, router in routes.discover():

@@ -9,8 +9,10 @@ Tokens come from a YAML file or the SHOAL_API_TOKENS variable, read once at star
 
 Only sha256 digests are kept in memory and compared with `hmac.compare_digest`. An admin
 may do everything; a member may read, submit and cancel in its queues; a viewer may read
-its queues. Jobs and queues outside a caller's queues are reported as not found, so a
-member of one team cannot learn of another team's work.
+its queues; a worker token (`scheduler.workertoken`, minted per job by the scheduler loop,
+never in this file) may only report progress of its one job. Jobs and queues outside a
+caller's queues are reported as not found, so a member of one team cannot learn of
+another team's work.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Role(StrEnum):
     ADMIN = "admin"
     MEMBER = "member"
     VIEWER = "viewer"
+    WORKER = "worker"  # a job's own workers: progress of that job only
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +42,13 @@ class Principal:
     user: str
     role: Role
     queues: frozenset[str]
+    job: str | None = None  # Role.WORKER: the one job it may report progress for
 
     @property
     def visible_queues(self) -> frozenset[str] | None:
         """The queues this caller may see; None means all of them."""
+        if self.role is Role.WORKER:
+            return frozenset()
         if self.role is Role.ADMIN or ALL in self.queues:
             return None
         return self.queues
@@ -90,7 +96,10 @@ class TokenTable:
             queues: Collection[str] = info.get("queues") or []
             key = str(token)
             hashed = key.removeprefix("sha256:") if key.startswith("sha256:") else digest(key)
-            entries[hashed] = Principal(str(info["user"]), Role(info["role"]), frozenset(queues))
+            role = Role(info["role"])
+            if role is Role.WORKER:
+                raise ValueError("worker tokens are minted per job, not listed in a file")
+            entries[hashed] = Principal(str(info["user"]), role, frozenset(queues))
         return cls(entries)
 
     @classmethod

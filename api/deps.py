@@ -11,6 +11,8 @@ from sqlalchemy.orm import Session
 
 from api import auth
 from api.errors import fail
+from scheduler import workertoken
+from scheduler.store import tokens as store_tokens
 from scheduler.store.db import Database
 
 _bearer = HTTPBearer(auto_error=False, description="a token from the API's token file")
@@ -29,6 +31,7 @@ def get_session(db: Annotated[Database, Depends(get_database)]) -> Iterator[Sess
 def get_principal(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    db: Annotated[Database, Depends(get_database)],
 ) -> auth.Principal:
     unauthorized = {"WWW-Authenticate": "Bearer"}
     if credentials is None or credentials.scheme.lower() != "bearer":
@@ -39,13 +42,37 @@ def get_principal(
         )
         err.headers = unauthorized
         raise err
+    worker_key: str | None = getattr(request.app.state, "worker_key", None)
+    job = workertoken.verify(worker_key or "", credentials.credentials)
+    if job is not None:
+        return auth.Principal(f"worker:{job}", auth.Role.WORKER, frozenset(), job=job)
     tokens: auth.TokenTable = request.app.state.tokens
     principal = tokens.lookup(credentials.credentials)
     if principal is None:
-        err = fail(401, "unknown token", loc=["header", "Authorization"])
+        principal = _stored(db, credentials.credentials)
+    if principal is None:
+        err = fail(
+            401,
+            "unknown token: it is in neither this server's token file nor its "
+            "`shoal tokens` (revoked, or from another server or an older state directory? "
+            "`shoal serve` writes a fresh admin-token into its own state directory; the "
+            "CLI reads it from SHOAL_STATE_DIR, else pass --token or SHOAL_TOKEN)",
+            loc=["header", "Authorization"],
+        )
         err.headers = unauthorized
         raise err
     return principal
+
+
+def _stored(db: Database, token: str) -> auth.Principal | None:
+    """A token made with `POST /tokens` (looked up by digest)."""
+    if not token.startswith(store_tokens.PREFIX):
+        return None
+    with db.session() as session:
+        row = store_tokens.find_token(session=session, token=token)
+        if row is None:
+            return None
+        return auth.Principal(row.user, auth.Role(row.role), frozenset(row.queues))
 
 
 def require_admin(principal: Annotated[auth.Principal, Depends(get_principal)]) -> auth.Principal:

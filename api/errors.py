@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException
 
 from scheduler.admission import Problem
@@ -77,6 +78,9 @@ def _store_loc(exc: errors.StoreError) -> list[str | int]:
     return loc if not loc or loc[0] in ("path", "query", "header", "body") else ["body", *loc]
 
 
+DATABASE_RETRY_AFTER_S = 5
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that give every error the shape above."""
 
@@ -115,6 +119,15 @@ def install(app: FastAPI) -> None:
                     status, [ErrorItem(loc=_store_loc(exc), msg=exc.message, type=name)]
                 )
         return response(409, [ErrorItem(loc=_store_loc(exc), msg=exc.message, type="store")])
+
+    @app.exception_handler(sa_exc.OperationalError)
+    @app.exception_handler(sa_exc.InterfaceError)
+    @app.exception_handler(sa_exc.TimeoutError)
+    async def _database_away(_: Request, exc: Exception) -> JSONResponse:
+        # The database is unreachable (or locked, or the pool is exhausted): try again soon.
+        log.warning("database unavailable: %s", str(exc).splitlines()[0][:200])
+        item = ErrorItem(loc=[], msg="the database is unavailable; retry", type="unavailable")
+        return response(503, [item], {"Retry-After": str(DATABASE_RETRY_AFTER_S)})
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

@@ -24,6 +24,17 @@ class BodySizeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        # No text column takes a NUL byte (PostgreSQL refuses it): 422 before any route runs.
+        query = scope.get("query_string", b"")
+        where = "path" if "\x00" in scope["path"] else None
+        if b"%00" in query or b"\x00" in query:
+            where = where or "query"
+        if where is not None:
+            item = ErrorItem(
+                loc=[where], msg=f"the {where} contains a NUL byte", type="value_error"
+            )
+            await response(422, [item])(scope, receive, send)
+            return
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 if value.isdigit() and int(value) > self.max_bytes:

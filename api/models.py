@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from scheduler.spec import JobSpec, Phase, Priority, QueueSpec, QuotaSpec
@@ -44,6 +44,8 @@ class QueuePublic(_Model):
     created_at: datetime
     updated_at: datetime
     version: int
+    # On create/update: promises the cluster cannot keep today (over-committed guarantees).
+    warnings: list[str] = Field(default_factory=list)
 
 
 class QueuesPublic(_Model):
@@ -56,6 +58,16 @@ class Placement(_Model):
     node: str
     gpus: list[int]
     fraction: float
+    # How a GPU fraction is held to: "advisory" (the worker launcher's cooperative memory
+    # cap; nothing stops a worker using more) - no backend here enforces one yet. None
+    # for whole GPUs and CPU-only workers: there is no fraction to enforce.
+    enforcement: str | None = None
+
+    @model_validator(mode="after")
+    def _enforcement(self) -> Placement:
+        if self.enforcement is None and self.gpus and self.fraction < 1.0:
+            self.enforcement = "advisory"
+        return self
 
 
 class PendingReasonPublic(_Model):

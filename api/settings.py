@@ -18,6 +18,8 @@ class Settings:
     tokens_file: str | None = None  # YAML: token -> {user, role, queues}
     tokens_yaml: str | None = None  # the same YAML inline (SHOAL_API_TOKENS)
     max_body_bytes: int = 1024 * 1024
+    # Signs per-job worker tokens (scheduler.workertoken); None: workers get no token.
+    worker_key: str | None = None
     # An already opened store (`shoal serve` shares one with the scheduler loop).
     database: Database | None = None
 
@@ -28,4 +30,5 @@ class Settings:
             tokens_file=os.environ.get("SHOAL_API_TOKENS_FILE"),
             tokens_yaml=os.environ.get("SHOAL_API_TOKENS"),
             max_body_bytes=int(os.environ.get("SHOAL_API_MAX_BODY_BYTES", 1024 * 1024)),
+            worker_key=os.environ.get("SHOAL_WORKER_KEY") or None,
         )

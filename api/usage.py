@@ -1,11 +1,15 @@
 """Who holds which share of which GPU: the inventory joined with live jobs' placements.
 
-Shared by `GET /nodes`, `GET /cluster/summary` and the /metrics collector.
+Shared by `GET /nodes`, `GET /cluster/summary` and the /metrics collector. Amounts are
+rounded to 6 decimals (four 0.25 shares and a 0.9 that was 0.1 + 0.8 read as 1.0 and 0.9,
+not 0.8999999999999999). `rollup` (and `Usage.by_queue_tree`) gives a parent queue what
+its whole subtree holds, as the fair share counts it.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
@@ -28,17 +32,22 @@ class Usage:
     nodes: tuple[Node, ...]
     live: list[cycle.LiveJob]
     shares: dict[tuple[str, int], list[Share]] = field(default_factory=dict)
+    parents: dict[str, str | None] = field(default_factory=dict)  # queue -> parent
 
     def allocated(self, node: str, index: int) -> float:
-        return min(1.0, sum(s.fraction for s in self.shares.get((node, index), ())))
+        return round(min(1.0, sum(s.fraction for s in self.shares.get((node, index), ()))), 6)
 
     def by_queue(self) -> dict[str, float]:
-        """GPUs each queue holds (fractions summed)."""
+        """GPUs each queue's own jobs hold (fractions summed)."""
         out: dict[str, float] = defaultdict(float)
         for shares in self.shares.values():
             for s in shares:
                 out[s.queue] += s.fraction
-        return dict(out)
+        return {q: round(v, 6) for q, v in out.items()}
+
+    def by_queue_tree(self) -> dict[str, float]:
+        """GPUs held by each queue's jobs and its descendants' (a department's total)."""
+        return rollup(self.by_queue(), self.parents)
 
     def by_model(self) -> dict[str, tuple[float, float]]:
         """model -> (total GPUs, allocated GPUs)."""
@@ -66,8 +75,25 @@ class Usage:
         return dict(out)
 
 
+def rollup(own: Mapping[str, float], parents: Mapping[str, str | None]) -> dict[str, float]:
+    """Each queue's own amount plus every descendant's. `parents` maps each queue to its
+    parent (None at the top); a queue missing from it (deleted since) counts for itself."""
+    out: dict[str, float] = defaultdict(float)
+    for queue, amount in own.items():
+        seen: set[str] = set()
+        q: str | None = queue
+        while q is not None and q not in seen:  # a cycle cannot loop forever
+            seen.add(q)
+            out[q] += amount
+            q = parents.get(q)
+    for q in parents:
+        out.setdefault(q, 0.0)
+    return {q: round(v, 6) for q, v in out.items()}
+
+
 def compute(session: Session) -> Usage:
     usage = Usage(cycle.load_inventory(session=session), cycle.live_jobs(session=session))
+    usage.parents = {q.name: q.parent for q in cycle.load_queues(session=session)}
     for job in usage.live:
         if job.running() is None:
             continue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from api import models, usage
 from api.auth import Principal
-from scheduler.spec import JobSpec, Phase
+from scheduler.spec import STORED, JobSpec, Phase
 from scheduler.store import schema
 
 
@@ -35,7 +35,7 @@ def job(row: schema.JobRow) -> models.JobPublic:
         name=row.name,
         queue=row.queue,
         submitter=row.submitter,
-        spec=JobSpec.model_validate(row.spec),
+        spec=JobSpec.model_validate(row.spec, context=STORED),
         phase=Phase(row.phase),
         priority=row.priority,
         conditions=[models.Condition.model_validate(c) for c in row.conditions],
@@ -79,7 +79,7 @@ def nodes(u: usage.Usage, principal: Principal) -> models.NodesPublic:
                     model=n.gpu_model,
                     memory_mib=n.gpu_memory_mib,
                     allocated=allocated,
-                    free=max(0.0, 1.0 - allocated),
+                    free=round(max(0.0, 1.0 - allocated), 6),
                     shares=shares,
                 )
             )
@@ -102,11 +102,13 @@ def summary(
     phases: dict[str, int],
 ) -> models.ClusterSummary:
     by_model = {
-        m: models.GpuTotals(total=t, allocated=a, idle=t - a) for m, (t, a) in u.by_model().items()
+        m: models.GpuTotals(total=t, allocated=round(a, 6), idle=round(t - a, 6))
+        for m, (t, a) in u.by_model().items()
     }
     total = sum(t.total for t in by_model.values())
-    allocated = sum(t.allocated for t in by_model.values())
-    held, pending, running = u.by_queue(), u.pending_by_queue(), u.running_by_queue()
+    allocated = round(sum(t.allocated for t in by_model.values()), 6)
+    # A parent queue holds what its children hold (`usage.rollup`).
+    held, pending, running = u.by_queue_tree(), u.pending_by_queue(), u.running_by_queue()
     usages = [
         models.QueueUsage(
             name=q.name,
@@ -119,7 +121,7 @@ def summary(
         for q in queues
     ]
     return models.ClusterSummary(
-        gpus=models.GpuTotals(total=total, allocated=allocated, idle=total - allocated),
+        gpus=models.GpuTotals(total=total, allocated=allocated, idle=round(total - allocated, 6)),
         by_model=by_model,
         queues=usages,
         pending=sum(u.pending for u in usages),

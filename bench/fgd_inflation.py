@@ -1,16 +1,30 @@
 """Placement quality on the Alibaba trace: the FGD paper's workload inflation.
 
-    .venv/bin/python -m bench.fgd_inflation --data ../shared/data/alibaba-gpu-2023 \
-        --seeds 3 --out bench/out
+    nice .venv/bin/python -m bench.fgd_inflation --data ../shared/data/alibaba-gpu-2023 \
+        --out bench/out            # openb protocol, 10 seeds, 4 pod lists, all policies
 
-Tasks are drawn from the pod list uniformly with replacement, in a seeded order, and
-submitted one by one into the empty 1,213-node cluster until the GPUs they ask for
-reach 130% of its 6,212 GPUs; a task that does not fit is dropped (there are no
-departures). After each task we record the GPU allocation ratio (GPU share held /
-capacity) against the arrived GPU requests. FGD's target workload is the pod list's
-distribution of task types (`fgd-learned`: the tasks seen so far, the product's
-default when no mix is set). Writes `inflation.md`, `inflation.csv` and
-`fgd-inflation.png` under `--out`.
+Two protocols (`--protocol`):
+
+- `openb` (default): the protocol of the paper's simulator
+  (hkust-adsl/kubernetes-scheduler-simulator, `-tune 1.3 --shuffle-pod=true`, seeds
+  42..51). The pod list, sorted by name, is shuffled (seeded); then tasks drawn from it
+  uniformly with replacement are appended until the GPU requests would pass 130% of
+  capacity (its `tuneUpPods`, which compares the running total plus the drawn task's
+  per-GPU share with the target). Every task of the list therefore arrives exactly
+  once before the first repeat. The curve point at x% is, as in its analysis script,
+  the mean allocation over the tasks whose arrival ratio rounds to x%.
+- `shoal`: the protocol of the first version of this benchmark: tasks drawn from the
+  pod list uniformly with replacement (seeds 0..), the point at x% the allocation when
+  arrivals first reach x%.
+
+A task that does not fit is dropped (no departures). Pod lists (`--lists`): the default
+one and variants built from it (`bench.variants`: sharing-heavy, multi-GPU-heavy,
+GPU-type-constrained). Policies: Shoal's (`fgd` with the pod list's mix, `fgd-learned`
+= the product default with no mix given, `fgd-exact` = `fgd` without the stranded-share
+term, as it was before issue 12, `binpack`, `spread`), `fgd-paper` (the reference's FGD
+scorer re-implemented: integer sigmoid score, seeded random ties between nodes, the pod
+list's mix) and the paper's baselines. Writes `inflation.md`,
+`inflation.csv` and `fgd-inflation.png` under `--out`.
 """
 
 from __future__ import annotations
@@ -23,23 +37,30 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from bench import plot, trace
+from bench import plot, trace, variants
 from scheduler import placement
 from scheduler.placement import baselines, policies
 
-POLICIES = ["fgd", "fgd-learned", "binpack", "spread", "best-fit", "dot-product", "gpu-packing",
-            "gpu-clustering", "random"]  # fmt: skip
-PACKING = ["best-fit", "dot-product", "gpu-packing", "gpu-clustering", "random"]
+POLICIES = ["fgd-learned", "fgd", "fgd-exact", "fgd-paper", "binpack", "spread", "best-fit",
+            "dot-product", "gpu-packing", "gpu-clustering", "random"]  # fmt: skip
 STEPS = 131  # 0% .. 130% of capacity, one point per percent
+TUNE = 1.3
+OPENB_SEEDS = 42  # the reference's seeds are 42..51
+# The paper's FGD on openb default, its published per-seed curves (expected_results/
+# analysis_allo_discrete.csv of the simulator's repository): unallocated at 100%.
+PAPER_FGD = {"default": (4.77, 0.11)}
+REFERENCE_CSV = Path(__file__).resolve().parent / "reference" / "fgd_paper_openb_default.csv"
 
 
-def scorer(name: str, mix: placement.WorkloadMix, seed: int) -> policies.Scorer | str:
+def scorer(name: str, pods: Sequence[trace.Pod], seed: int) -> policies.Scorer | str:
     """The policy to run. `fgd` targets the pod list's distribution; `fgd-learned` is
     the product default, the mix the state learns from the tasks it has seen."""
     if name == "fgd-learned":
         return "fgd"
     makers: dict[str, Callable[[], policies.Scorer]] = {
-        "fgd": lambda: policies.Fgd(mix),
+        "fgd": lambda: policies.Fgd(trace.mix_of(list(pods))),
+        "fgd-exact": lambda: policies.Fgd(_paper_score(trace.mix_of(list(pods)))),
+        "fgd-paper": lambda: baselines.PaperFgd(trace.mix_of(list(pods)), seed),
         "binpack": policies.Binpack,
         "spread": policies.Spread,
         "best-fit": baselines.BestFit,
@@ -51,95 +72,224 @@ def scorer(name: str, mix: placement.WorkloadMix, seed: int) -> policies.Scorer 
     return makers[name]()
 
 
-def run(data: Path, policy: str, seed: int, limit_nodes: int | None = None) -> list[float]:
+def _paper_score(mix: placement.WorkloadMix) -> placement.WorkloadMix:
+    mix.stranding = 0.0  # F_n(M) alone: Shoal's `fgd` before issue 12
+    return mix
+
+
+def openb_order(pods: Sequence[trace.Pod], capacity: int, seed: int) -> list[trace.Pod]:
+    """The reference's task order: the list shuffled, then tuned up to 130%."""
+    rng = random.Random(seed)
+    ordered = sorted(pods, key=lambda p: p.name)
+    base = list(ordered)
+    rng.shuffle(base)
+    milli = [_milli(p) for p in base]
+    total, target = sum(milli), TUNE * capacity * 1000
+    while total > target and base:  # tuneDownPods
+        i = rng.randrange(len(base))
+        total -= milli.pop(i)
+        base.pop(i)
+    while True:  # tuneUpPods: its test uses the drawn task's per-GPU share
+        p = ordered[rng.randrange(len(ordered))]
+        per_gpu = _milli(p) if p.gpus < 1 else (1000 if p.gpus > 0 else 0)
+        if total + per_gpu > target:
+            break
+        total += _milli(p)
+        base.append(p)
+    return base
+
+
+def _milli(p: trace.Pod) -> int:
+    return round(p.gpus * 1000)
+
+
+def shoal_order(pods: Sequence[trace.Pod], capacity: int, seed: int) -> list[trace.Pod]:
+    """Uniform draws with replacement until the requests reach 130% of capacity."""
+    rng = random.Random(seed)
+    out, arrived = [], 0.0
+    while arrived < TUNE * capacity:
+        p = pods[rng.randrange(len(pods))]
+        out.append(p)
+        arrived += p.gpus
+    return out
+
+
+def run(
+    data: Path,
+    policy: str,
+    seed: int,
+    limit_nodes: int | None = None,
+    *,
+    pod_list: str = "default",
+    protocol: str = "shoal",
+) -> list[float]:
     """Allocation ratio at each arrived percentage 0..130 for one policy and seed."""
     nodes = trace.load_nodes(data)
-    pods = trace.load_pods(data)
     if limit_nodes is not None:
         nodes = nodes[:limit_nodes]
+    pods = variants.build(pod_list, trace.load_pods(data), nodes)
     capacity = sum(n.gpu_count for n in nodes)
     state = placement.ClusterState.build(nodes, ())
-    score = scorer(policy, trace.mix_of(pods), seed)
-    rng = random.Random(seed)
-    curve = [0.0] * STEPS
+    score = scorer(policy, pods, seed)
+    order = (openb_order if protocol == "openb" else shoal_order)(pods, capacity, seed)
     arrived = held = 0.0
-    step, k = 1, 0
-    while step < STEPS:
-        pod = pods[rng.randrange(len(pods))]
+    events: list[tuple[float, float]] = []  # (arrived, held) after each task
+    for k, pod in enumerate(order):
         job = pod.job(f"t{k}")
-        k += 1
         arrived += pod.gpus
         got = placement.place_gang(state, job, score, explain=False)
         if isinstance(got, tuple):
             state.allocate(job.id, got)
             held += pod.gpus
-        while step < STEPS and arrived >= capacity * step / 100:
-            curve[step] = held / capacity
+        events.append((arrived / capacity, held / capacity))
+    return (discrete_curve if protocol == "openb" else first_reach_curve)(events)
+
+
+def first_reach_curve(events: Sequence[tuple[float, float]]) -> list[float]:
+    curve, step = [0.0] * STEPS, 1
+    for arrived, held in events:
+        while step < STEPS and arrived >= step / 100 - 1e-12:
+            curve[step] = held
             step += 1
+    for s in range(step, STEPS):  # arrivals stopped short (openb's tune stops at 130%)
+        curve[s] = events[-1][1] if events else 0.0
     return curve
 
 
-def _run(args: tuple[Path, str, int, int | None]) -> tuple[str, int, list[float]]:
-    data, policy, seed, limit = args
-    return policy, seed, run(data, policy, seed, limit)
+def discrete_curve(events: Sequence[tuple[float, float]]) -> list[float]:
+    """The reference's analysis: mean allocation over events whose arrival ratio rounds
+    to x%, else over x-1..x+1%, else carried over from the point before."""
+    buckets: dict[int, list[float]] = {}
+    for arrived, held in events:
+        buckets.setdefault(round(100 * arrived), []).append(held)
+    curve = [0.0] * STEPS
+    for x in range(STEPS):
+        got = buckets.get(x) or [v for d in (-1, 0, 1) for v in buckets.get(x + d, [])]
+        curve[x] = statistics.fmean(got) if got else (curve[x - 1] if x else 0.0)
+    return curve
+
+
+Task = tuple[Path, str, str, int, str]
+
+
+def _run(args: Task) -> tuple[str, str, int, list[float]]:
+    data, pod_list, policy, seed, protocol = args
+    return pod_list, policy, seed, run(data, policy, seed, pod_list=pod_list, protocol=protocol)
+
+
+Results = dict[str, dict[str, list[list[float]]]]  # pod list -> policy -> curve per seed
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=trace.DEFAULT_DATA)
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--protocol", choices=["openb", "shoal"], default="openb")
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--lists", default=",".join(variants.DEFAULT_LISTS))
     ap.add_argument("--out", type=Path, default=Path("bench/out"))
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
+    ap.add_argument("--plot", type=Path, default=None, help="also write the figure here")
     args = ap.parse_args(argv)
-    names = args.policies.split(",")
-    work = [(args.data, p, s, None) for p in names for s in range(args.seeds)]
-    curves: dict[str, list[list[float]]] = {p: [] for p in names}
+    names, lists = args.policies.split(","), args.lists.split(",")
+    first = OPENB_SEEDS if args.protocol == "openb" else 0
+    seeds = range(first, first + args.seeds)
+    work = [(args.data, lst, p, s, args.protocol) for lst in lists for p in names for s in seeds]
+    results: Results = {lst: {p: [] for p in names} for lst in lists}
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        for policy, _, curve in pool.map(_run, work):
-            curves[policy].append(curve)
+        for lst, policy, _, curve in pool.map(_run, work):
+            results[lst][policy].append(curve)
     args.out.mkdir(parents=True, exist_ok=True)
-    report = table(curves, args.seeds)
+    reference = load_reference() if args.protocol == "openb" else {}
+    report = table(results, len(seeds), args.protocol, reference)
     (args.out / "inflation.md").write_text(report)
     with (args.out / "inflation.csv").open("w") as f:
-        f.write("policy,seed," + ",".join(f"a{i}" for i in range(STEPS)) + "\n")
-        for p, cs in curves.items():
-            for s, c in enumerate(cs):
-                f.write(f"{p},{s}," + ",".join(f"{v:.5f}" for v in c) + "\n")
-    plot.inflation(curves, args.out / "fgd-inflation.png")
+        f.write("pod_list,policy,seed," + ",".join(f"a{i}" for i in range(STEPS)) + "\n")
+        for lst, by_policy in results.items():
+            for p, cs in by_policy.items():
+                for s, c in zip(seeds, cs, strict=True):
+                    f.write(f"{lst},{p},{s}," + ",".join(f"{v:.5f}" for v in c) + "\n")
+    for path in (args.out / "fgd-inflation.png", args.plot):
+        if path is not None:
+            plot.inflation_grid(results, path, reference, args.protocol)
     sys.stdout.write(report)
     return 0
 
 
-def _ms(values: list[float]) -> str:
+def load_reference() -> dict[str, list[list[float]]]:
+    """The paper's FGD curves (per seed, ratios) by pod list, where we have them."""
+    if not REFERENCE_CSV.exists():
+        return {}
+    out: dict[str, list[list[float]]] = {}
+    for line in REFERENCE_CSV.read_text().splitlines():
+        if not line or line.startswith("workload"):
+            continue
+        cells = line.split(",")
+        name = cells[0].removeprefix("openb_pod_list_")
+        out.setdefault(name, []).append([float(v) / 100 for v in cells[5:]])
+    return out
+
+
+def _ms(values: Sequence[float], digits: int = 2) -> str:
     mean = statistics.fmean(values)
     sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{100 * mean:.1f} ± {100 * sd:.1f}"
+    return f"{100 * mean:.{digits}f} ± {100 * sd:.{digits}f}"
 
 
-def table(curves: dict[str, list[list[float]]], seeds: int) -> str:
-    """Markdown: the curve (mean ± sd over seeds) and the unallocated GPUs at 100%."""
-    points = [50, 70, 80, 90, 95, 100, 110, 120, 130]
-    lines = [f"GPU allocation ratio (%) vs arrived GPU requests (% of capacity), "
-             f"mean ± sd over {seeds} seeds", "",
-             "| policy | " + " | ".join(f"{p}%" for p in points) + " |",
-             "|---|" + "---|" * len(points)]  # fmt: skip
-    for name, cs in curves.items():
-        cells = [_ms([c[p] for c in cs]) for p in points]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += ["", "Unallocated GPU requests at 100% arrived (arrived - allocated, % of "
-              "capacity) and FGD's reduction against each policy:", "",
-              "| policy | unallocated at 100% | FGD leaves fewer by |",
-              "|---|---|---|"]  # fmt: skip
-    gap = {n: statistics.fmean(1 - c[100] for c in cs) for n, cs in curves.items()}
-    for name in curves:
-        cut = (
-            ""
-            if "fgd" not in gap or name == "fgd"
-            else f"{100 * (1 - gap['fgd'] / gap[name]):.0f}%"
-        )
-        lines.append(f"| {name} | {100 * gap[name]:.2f}% | {cut} |")
+def unallocated(curve: Sequence[float], at: int = 100) -> float:
+    return at / 100 - curve[at]
+
+
+def table(
+    results: Results,
+    seeds: int,
+    protocol: str = "openb",
+    reference: dict[str, list[list[float]]] | None = None,
+) -> str:
+    """Markdown: unallocated at 100% for every pod list x policy (mean ± sd over seeds),
+    then the curve of every list."""
+    reference = reference or {}
+    lists = list(results)
+    names = list(next(iter(results.values())))
+    lines = [f"Protocol `{protocol}`, {seeds} seeds. Unallocated GPU requests when arrivals "
+             "reach 100% of capacity (arrived - allocated, % of capacity; lower is better), "
+             "mean ± sd over seeds:", "",
+             "| pod list | paper's FGD | " + " | ".join(names) + " |",
+             "|---|---|" + "---|" * len(names)]  # fmt: skip
+    for lst in lists:
+        ref = reference.get(lst)
+        paper = _ms([unallocated(c) for c in ref]) if ref else "n/a"
+        cells = [_ms([unallocated(c) for c in results[lst][p]]) if results[lst][p] else ""
+                 for p in names]  # fmt: skip
+        lines.append(f"| {lst} | {paper} | " + " | ".join(cells) + " |")
+    for lst in lists:
+        ref = reference.get(lst)
+        if ref and results[lst].get("fgd-learned"):
+            ours = _mean_curve(results[lst]["fgd-learned"])
+            paper_curve = _mean_curve(ref)
+            gap = min(ours[x] - paper_curve[x] for x in range(STEPS))
+            worst = min(range(STEPS), key=lambda x: ours[x] - paper_curve[x])
+            ratio = unallocated(ours) / unallocated(paper_curve)
+            lines += ["", f"{lst}: the default policy (`fgd-learned`) leaves {ratio:.2f} x the "
+                      f"paper's FGD unallocated at 100%; its mean curve minus the paper's, at "
+                      f"its lowest point ({worst}% arrived): {100 * gap:+.2f} points."]  # fmt: skip
+    points = [50, 80, 90, 95, 98, 100, 110, 120, 130]
+    for lst in lists:
+        lines += ["", f"`{lst}`: GPU allocation ratio (%) vs arrived GPU requests (% of "
+                  "capacity)", "", "| policy | " + " | ".join(f"{p}%" for p in points) + " |",
+                  "|---|" + "---|" * len(points)]  # fmt: skip
+        rows = dict(results[lst])
+        if reference.get(lst):
+            rows = {"paper's FGD": reference[lst], **rows}
+        for name, cs in rows.items():
+            if cs:
+                cells = [_ms([c[p] for c in cs], 1) for p in points]
+                lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _mean_curve(cs: Sequence[Sequence[float]]) -> list[float]:
+    return [statistics.fmean(c[x] for c in cs) for x in range(STEPS)]
 
 
 if __name__ == "__main__":

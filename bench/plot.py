@@ -32,3 +32,49 @@ def inflation(curves: dict[str, list[list[float]]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def inflation_grid(
+    results: dict[str, dict[str, list[list[float]]]],
+    path: Path,
+    reference: dict[str, list[list[float]]] | None = None,
+    protocol: str = "openb",
+) -> None:
+    """One panel per pod list: allocation vs arrivals (mean over seeds, band =
+    min..max), the paper's FGD dashed where its published curves are known."""
+    reference = reference or {}
+    lists = list(results)
+    cols = min(2, len(lists))
+    rows = (len(lists) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(7 * cols, 4.6 * rows), dpi=110, squeeze=False)
+    for k, lst in enumerate(lists):
+        ax = axes[k // cols][k % cols]
+        series = dict(results[lst])
+        for name, cs in series.items():
+            if not cs:
+                continue
+            xs = list(range(len(cs[0])))
+            mean = [100 * sum(c[i] for c in cs) / len(cs) for i in xs]
+            lo = [100 * min(c[i] for c in cs) for i in xs]
+            hi = [100 * max(c[i] for c in cs) for i in xs]
+            width = 2.4 if name == "fgd-learned" else 1.1
+            (line,) = ax.plot(xs, mean, label=name, linewidth=width)
+            ax.fill_between(xs, lo, hi, alpha=0.12, color=line.get_color())
+        if reference.get(lst):
+            cs = reference[lst]
+            xs = list(range(len(cs[0])))
+            mean = [100 * sum(c[i] for c in cs) / len(cs) for i in xs]
+            ax.plot(xs, mean, "k--", linewidth=1.6, label="paper's FGD (published)")
+        ax.plot([0, 100], [0, 100], color="grey", linestyle=":", linewidth=0.8)
+        ax.set_title(f"pod list {lst} ({protocol} protocol)")
+        ax.set_xlabel("arrived GPU requests (% of 6,212 GPUs)")
+        ax.set_ylabel("GPUs allocated (%)")
+        ax.set_xlim(70, 130)
+        ax.set_ylim(70, 100)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right", fontsize=7)
+    for k in range(len(lists), rows * cols):
+        axes[k // cols][k % cols].axis("off")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -123,14 +123,23 @@ def _capacity(spec: JobSpec, nodes: Sequence[Node]) -> list[Problem]:
     return []
 
 
-def check_queue(spec: QueueSpec, *, queues: Mapping[str, Queue]) -> list[Problem]:
-    """A child's guarantee must fit in its parent's, beside its siblings' guarantees."""
+def check_queue(
+    spec: QueueSpec, *, queues: Mapping[str, Queue], nodes: Sequence[Node] = ()
+) -> list[Problem]:
+    """Refuse what contradicts itself or the tree: a child's guarantee must fit in its
+    parent's, beside its siblings' guarantees; a child's limit may not exceed its
+    parent's (nor a parent's fall below a child's); a per-model amount may not exceed the
+    queue's total, nor name a GPU model no node has (when nodes are known). Promises the
+    cluster cannot keep today (guarantees above its GPUs) are `queue_warnings`, not
+    refusals: the cluster may grow."""
     problems: list[Problem] = []
     mine = spec.guaranteed.total or 0.0
     if spec.limit is not None and spec.limit.total is not None and mine > spec.limit.total + EPS:
         problems.append(
             Problem(("limit", "total"), f"limit {_fmt(spec.limit.total)} is below the guarantee")
         )
+    problems.extend(_per_model(spec, nodes))
+    problems.extend(_limits_in_tree(spec, queues))
     if spec.parent is None:
         return problems
     if spec.parent == spec.name:
@@ -150,3 +159,122 @@ def check_queue(spec: QueueSpec, *, queues: Mapping[str, Queue]) -> list[Problem
             )
         )
     return problems
+
+
+def _per_model(spec: QueueSpec, nodes: Sequence[Node]) -> list[Problem]:
+    problems: list[Problem] = []
+    models = sorted({n.gpu_model for n in nodes if n.gpu_count > 0})
+    limit_models = spec.limit.by_model if spec.limit is not None else {}
+    for field, quota in (("guaranteed", spec.guaranteed.by_model), ("limit", limit_models)):
+        for model in quota:
+            if models and model not in models:
+                problems.append(
+                    Problem(
+                        (field, model),
+                        f"no node has GPU model {model!r} (known: {', '.join(models)})",
+                    )
+                )
+    total = spec.guaranteed.total
+    for model, amount in spec.guaranteed.by_model.items():
+        if total is not None and amount > total + EPS:
+            problems.append(
+                Problem(
+                    ("guaranteed", model),
+                    f"{_fmt(amount)} {model} GPUs exceed the queue's whole guarantee {_fmt(total)}",
+                )
+            )
+        cap = limit_models.get(model)
+        if cap is not None and amount > cap + EPS:
+            problems.append(
+                Problem(("limit", model), f"limit {_fmt(cap)} is below the {model} guarantee")
+            )
+    return problems
+
+
+def _limits_in_tree(spec: QueueSpec, queues: Mapping[str, Queue]) -> list[Problem]:
+    """A child may hold no more than its parent: limits (total and per model) nest."""
+    problems: list[Problem] = []
+    mine = spec.limit
+    parent = queues.get(spec.parent) if spec.parent is not None else None
+    if parent is not None:
+        cap = parent.limit.total
+        if cap is not None:
+            if mine is None or mine.total is None:
+                pass  # no limit of its own: the parent's caps it
+            elif mine.total > cap + EPS:
+                problems.append(
+                    Problem(
+                        ("limit", "total"),
+                        f"limit {_fmt(mine.total)} is above parent {parent.name!r}'s limit "
+                        f"{_fmt(cap)}",
+                    )
+                )
+            if (spec.guaranteed.total or 0.0) > cap + EPS:
+                problems.append(
+                    Problem(
+                        ("guaranteed", "total"),
+                        f"guarantee {_fmt(spec.guaranteed.total or 0.0)} is above parent "
+                        f"{parent.name!r}'s limit {_fmt(cap)}",
+                    )
+                )
+        for model, amount in (mine.by_model if mine is not None else {}).items():
+            pcap = parent.limit.by_model.get(model)
+            if pcap is not None and amount > pcap + EPS:
+                problems.append(
+                    Problem(
+                        ("limit", model),
+                        f"{model} limit {_fmt(amount)} is above parent {parent.name!r}'s "
+                        f"{_fmt(pcap)}",
+                    )
+                )
+    new_cap = mine.total if mine is not None else None
+    if new_cap is not None:  # an update must not cut below what its children may hold
+        for child in queues.values():
+            if child.parent != spec.name:
+                continue
+            held = child.limit.total
+            if held is not None and held > new_cap + EPS:
+                problems.append(
+                    Problem(
+                        ("limit", "total"),
+                        f"limit {_fmt(new_cap)} is below child {child.name!r}'s limit {_fmt(held)}",
+                    )
+                )
+    return problems
+
+
+def queue_warnings(
+    spec: QueueSpec, *, queues: Mapping[str, Queue], nodes: Sequence[Node]
+) -> list[str]:
+    """What an admin should hear about an admitted queue: guarantees the cluster cannot
+    keep today (the queue's own, or all top-level guarantees together, above the GPUs the
+    scheduler last saw)."""
+    if not nodes:
+        return []
+    out: list[str] = []
+    gpus = sum(n.gpu_count for n in nodes)
+    by_model: dict[str, int] = {}
+    for n in nodes:
+        by_model[n.gpu_model] = by_model.get(n.gpu_model, 0) + n.gpu_count
+    mine = spec.guaranteed.total or 0.0
+    if mine > gpus + EPS:
+        out.append(
+            f"guaranteed.total: {_fmt(mine)} GPUs guaranteed but the cluster has {gpus}; "
+            "the promise cannot be kept until the cluster grows"
+        )
+    for model, amount in spec.guaranteed.by_model.items():
+        have = by_model.get(model, 0)
+        if have and amount > have + EPS:
+            out.append(f"guaranteed.{model}: {_fmt(amount)} guaranteed but the cluster has {have}")
+    if spec.parent is None:
+        others = sum(
+            q.guaranteed.total or 0.0
+            for q in queues.values()
+            if q.parent is None and q.name != spec.name
+        )
+        if mine <= gpus + EPS < mine + others:
+            out.append(
+                f"guaranteed.total: top-level queues now guarantee {_fmt(mine + others)} GPUs "
+                f"in all, more than the cluster's {gpus} (over-committed)"
+            )
+    return out

@@ -13,10 +13,24 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# What Kubernetes accepts as an environment variable name (and a process can be given).
+ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+MAX_ENV_NAME = 253
+# `JobSpec.model_validate(data, context=STORED)`: a spec read back from the store, checked
+# when it was submitted. Checks added since (env names, NUL bytes) do not make an old job
+# unreadable: its launch fails instead, as that job's failure with the reason.
+STORED = {"stored": True}
 MEMORY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|K|M|G|T)?$")
 _MIB_PER_UNIT = {
     None: 1 / (1024 * 1024),
@@ -32,6 +46,7 @@ _MIB_PER_UNIT = {
 
 MAX_CPU_MILLI = 10**9  # sanity bounds: larger numbers are typos and overflow columns
 MAX_MEMORY_MIB = 1024**3
+MAX_RUNTIME_S = 366 * 24 * 3600  # a year: larger runtimes overflow deadline arithmetic
 MIN_GPU_FRACTION = 0.01  # finer shares are noise (and overflow capacity sums)
 
 # Priorities are stored in 32-bit integer columns.
@@ -47,7 +62,10 @@ def parse_memory_mib(value: str | int) -> int:
     m = MEMORY.match(value.strip())
     if not m:
         raise ValueError(f"{value!r} is not a memory quantity such as 512Mi or 16Gi")
-    return int(float(m.group(1)) * _MIB_PER_UNIT[m.group(2)])
+    mib = float(m.group(1)) * _MIB_PER_UNIT[m.group(2)]
+    if not math.isfinite(mib) or mib > MAX_MEMORY_MIB * 1024:
+        raise ValueError(f"{value[:40]!r} is too large a memory quantity (at most 1Pi)")
+    return int(mib)
 
 
 def parse_cpu_milli(value: str | float) -> int:
@@ -163,7 +181,7 @@ class JobSpec(_Spec):
     gpu_type: list[str] = Field(default_factory=list)
     priority: Priority | None = None
     preemptible: bool | None = None
-    max_runtime: int | None = Field(default=None, gt=0, description="seconds")
+    max_runtime: int | None = Field(default=None, gt=0, le=MAX_RUNTIME_S, description="seconds")
     backoff_limit: int = Field(default=0, ge=0, le=100)
     termination_grace_period_seconds: int = Field(default=30, ge=0, le=3600)
 
@@ -193,6 +211,31 @@ class JobSpec(_Spec):
     def _argv(cls, v: Any) -> Any:
         if isinstance(v, str):
             raise ValueError("must be a list of arguments, not a shell string")
+        return v
+
+    @field_validator("command", "args")
+    @classmethod
+    def _no_nul(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        if info.context == STORED:
+            return v
+        for i, arg in enumerate(v):
+            if "\x00" in arg:
+                raise ValueError(f"argument {i} contains a NUL byte, which no process can take")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        if info.context == STORED:
+            return v
+        for name, value in v.items():
+            if not ENV_NAME.match(name) or len(name) > MAX_ENV_NAME:
+                raise ValueError(
+                    f"{name!r} is not a valid environment variable name (letters, digits, "
+                    "'_', '-' and '.', not starting with a digit; no '=' or NUL)"
+                )
+            if "\x00" in value:
+                raise ValueError(f"the value of {name} contains a NUL byte")
         return v
 
     @field_validator("cpu")

@@ -11,7 +11,8 @@ fi
 stamp=.venv/.shoal-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/pip install -q --upgrade pip
-  # torch first, pinned, so that nothing pulls a CUDA build (see DEVELOPERS.md)
+  # torch first, pinned, so that nothing pulls a CUDA build (the `example` extra's torch
+  # would otherwise resolve to the default, CUDA, wheel from PyPI)
   .venv/bin/pip install -q "torch==2.13.0"
   .venv/bin/pip install -q -e ".[dev,example]"
   touch "$stamp"

@@ -1,14 +1,19 @@
 """`GET /api/v1/jobs/{id}/explain`: the core's full account of one job's fate, computed on
 a snapshot built from the store the way the loop builds it (inventory, queues, live jobs,
-the wall clock now, the default policy `Config`)."""
+the wall clock now) with the policy the loop runs (`app.state.core_config`, set by
+`shoal serve` from its policy file and flags; the default `Config` otherwise). Keys are
+camelCase, as everywhere else in the API."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from typing import Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Request
 
 from api.deps import PrincipalDep, SessionDep
+from api.models import _Model
 from scheduler.core import explain as core_explain
 from scheduler.core import model
 from scheduler.spec import Phase
@@ -17,14 +22,53 @@ from scheduler.store import cycle, jobs
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
 
-@router.get("/{job_id}/explain", response_model=core_explain.Explanation)
+class ShareLinePublic(_Model):
+    queue: str
+    resource: str
+    guaranteed: float
+    limit: float | None
+    weight: float
+    usage: float
+    demand: float
+    entitled: float
+    pool: float
+    share: float
+
+
+class CandidatePublic(_Model):
+    node: str
+    fits: bool
+    reason: str
+
+
+class ExplanationPublic(_Model):
+    job_id: str
+    queue: str
+    decision: str  # "placed" | "preempting" | "pending" | "running" | "unknown"
+    position: int | None  # 1-based place in the cycle's order of pending jobs
+    queue_position: int | None  # 1-based place among its queue's pending jobs
+    fair_share: list[ShareLinePublic]  # its queue, then its ancestors
+    reason: dict[str, Any] | None
+    placements: list[dict[str, Any]]
+    preempts: list[dict[str, Any]]
+    candidates: list[CandidatePublic]
+    policy: str  # the placement policy the account was computed with
+
+
+@router.get(
+    "/{job_id}/explain",
+    response_model=ExplanationPublic,
+    response_model_by_alias=True,
+)
 def explain_job(
+    request: Request,
     session: SessionDep,
     principal: PrincipalDep,
     job_id: str = Path(min_length=1, max_length=32),
-) -> core_explain.Explanation:
+) -> ExplanationPublic:
     """Fair-share arithmetic, place in the order, decision and the best candidate nodes."""
     jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
+    config: model.Config = getattr(request.app.state, "core_config", None) or model.Config()
     live = cycle.live_jobs(session=session)
     running = tuple(r for j in live if (r := j.running()) is not None)
     pending = tuple(j.request for j in live if j.phase in (Phase.PENDING, Phase.PREEMPTED))
@@ -34,5 +78,7 @@ def explain_job(
         running=running,
         pending=pending,
         now=time.time(),
+        config=config,
     )
-    return core_explain.explain(snapshot, job_id)
+    found = dataclasses.asdict(core_explain.explain(snapshot, job_id))
+    return ExplanationPublic.model_validate({**found, "policy": str(config.policy)})

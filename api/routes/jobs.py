@@ -1,4 +1,7 @@
-"""Jobs: submit (idempotent with Idempotency-Key), list, get, cancel, events.
+"""Jobs: submit (idempotent with Idempotency-Key), list, get, cancel, delete, events.
+
+A name is unique among a queue's live jobs (409 naming `name` for a second one); a
+finished job may be deleted (its name was free again already).
 
 Every query is restricted to the caller's visible queues, so another team's job is
 "not found" rather than "forbidden".
@@ -16,7 +19,7 @@ from api.deps import PrincipalDep, SessionDep
 from api.errors import admission_error, fail
 from scheduler import admission
 from scheduler.spec import Phase
-from scheduler.store import cycle, jobs
+from scheduler.store import cycle, jobs, retention
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 JobId = Path(min_length=1, max_length=32)
@@ -40,13 +43,26 @@ def submit_job(
 ) -> models.JobPublic:
     """Submit a job. With `Idempotency-Key`, a retry with the same body returns the same
     job (200); the same key with another body is refused (422)."""
-    if principal.role is Role.VIEWER:
-        raise fail(403, "role viewer is read-only")
+    if principal.role in (Role.VIEWER, Role.WORKER):
+        raise fail(403, f"role {principal.role} is read-only")
     # Queues the caller may not submit to are reported as unknown (no existence leak).
     known = {q.name: q for q in cycle.load_queues(session=session) if principal.may_submit(q.name)}
     problems = admission.check_job(body, queues=known, nodes=cycle.load_inventory(session=session))
     if problems:
         raise admission_error(problems)
+    same = retention.live_job_named(session=session, queue=body.queue, name=body.name)
+    # A retry with the same Idempotency-Key is a replay (answered below), not a second job.
+    replay = same is not None and (same.submitter, same.idempotency_key) == (
+        principal.user,
+        idempotency_key,
+    )
+    if same is not None and not (idempotency_key is not None and replay):
+        raise fail(
+            409,
+            f"queue {body.queue} already has a live job named {body.name} (id {same.id}, "
+            f"{same.phase}); pick another name, or cancel it first",
+            loc=["body", "name"],
+        )
     row, created = jobs.submit_job(
         session=session, spec=body, submitter=principal.user, idempotency_key=idempotency_key
     )
@@ -93,6 +109,16 @@ def cancel_job(
     if not principal.may_submit(row.queue):
         raise fail(403, f"role {principal.role} may not cancel jobs")
     return views.job(jobs.cancel_job(session=session, job_id=job_id, by=principal.user))
+
+
+@router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_job(session: SessionDep, principal: PrincipalDep, job_id: str = JobId) -> Response:
+    """Delete a finished job and its history (409 while it is live: cancel it first)."""
+    row = jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
+    if not principal.may_submit(row.queue):
+        raise fail(403, f"role {principal.role} may not delete jobs")
+    retention.delete_job(session=session, job_id=job_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get("/{job_id}/events", response_model=models.JobEventsPublic)

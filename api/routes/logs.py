@@ -103,10 +103,16 @@ def report_progress(
     principal: PrincipalDep,
     job_id: str = JobId,
 ) -> Response:
-    """A worker's heartbeat and progress (from the worker launcher)."""
+    """A worker's heartbeat and progress (from the worker launcher, with the token of
+    its own job; a worker token is good for nothing else)."""
     if principal.role is Role.VIEWER:
         raise fail(403, "role viewer is read-only")
-    jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
+    if principal.role is Role.WORKER:
+        if principal.job != job_id:  # another job: as if it did not exist
+            raise fail(404, f"job {job_id} does not exist", loc=["path", "job_id"])
+        jobs.get_job(session=session, job_id=job_id)
+    else:
+        jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
     last: dict[str, float] | None = getattr(request.app.state, "progress_seen", None)
     if last is None:
         last = request.app.state.progress_seen = {}

@@ -31,10 +31,13 @@ def create_queue(body: models.QueueCreate, session: SessionDep, _: AdminDep) -> 
     known = {q.name: q for q in cycle.load_queues(session=session)}
     if body.name in known:
         raise fail(409, f"queue {body.name!r} already exists", loc=["body", "name"])
-    problems = admission.check_queue(body, queues=known)
+    nodes = cycle.load_inventory(session=session)
+    problems = admission.check_queue(body, queues=known, nodes=nodes)
     if problems:
         raise admission_error(problems)
-    return views.queue(queues.create_queue(session=session, spec=body))
+    out = views.queue(queues.create_queue(session=session, spec=body))
+    out.warnings = admission.queue_warnings(body, queues=known, nodes=nodes)
+    return out
 
 
 @router.get("/{name}", response_model=models.QueuePublic)
@@ -61,11 +64,14 @@ def update_queue(
     merged.update(body.model_dump(by_alias=True, exclude_unset=True, exclude={"version"}))
     spec = QueueSpec.model_validate(merged)
     known = {q.name: q for q in cycle.load_queues(session=session)}
-    problems = admission.check_queue(spec, queues=known)
+    nodes = cycle.load_inventory(session=session)
+    problems = admission.check_queue(spec, queues=known, nodes=nodes)
     if problems:
         raise admission_error(problems)
     updated = queues.update_queue(session=session, spec=spec, expected_version=body.version)
-    return views.queue(updated)
+    out = views.queue(updated)
+    out.warnings = admission.queue_warnings(spec, queues=known, nodes=nodes)
+    return out
 
 
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT)

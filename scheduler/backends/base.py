@@ -41,6 +41,31 @@ class LaunchRequest:
     extra_env: Mapping[str, str] = field(default_factory=dict)
 
 
+class StopReason(StrEnum):
+    """Why a job's workers are stopped; a worker reads it from `SHOAL_STOP_FILE` (and
+    only a preemption also writes `SHOAL_PREEMPTED=1` to `SHOAL_PREEMPT_FILE`), so a
+    cancelled job need not checkpoint for a resume that will never come."""
+
+    PREEMPTED = "Preempted"
+    CANCELLED = "Cancelled"
+    MAX_RUNTIME = "MaxRuntimeExceeded"
+    FAILED = "Failed"  # the rest of a broken gang
+    STOPPED = "Stopped"  # an orphan whose job's fate is unknown
+
+
+class BackendError(Exception):
+    """One job's trouble with the cluster (a launch, bind or stop that did not happen).
+
+    `transient`: the cluster could not be reached or was overloaded, so the same call later
+    may work (the launch is resumable: the loop keeps the placement and repeats it). Not
+    transient: the cluster refused the write (an admission webhook, a ResourceQuota or
+    LimitRange, RBAC, an invalid object). The loop makes either that job's reason, with a
+    per-job backoff, and goes on scheduling the others; a cycle never fails for one job.
+    """
+
+    transient: bool = False
+
+
 class WorkerState(StrEnum):
     PENDING = "Pending"
     RUNNING = "Running"
@@ -62,6 +87,14 @@ class WorkerStatus:
     gpus: tuple[int, ...] = ()
     fraction: float = 1.0
     queue: str = ""
+    # A FAILED worker whose failure is the infrastructure's, not the job's (its node went
+    # away, it was evicted, the kubelet refused it at admission): the attempt is retried
+    # without using up `backoffLimit`.
+    retryable: bool = False
+    # FAILED as far as the job goes, but its process may still run on the node and hold
+    # its GPUs (a pod with a DisruptionTarget condition, not yet gone): the loop keeps
+    # its GPUs reserved until it is.
+    still_running: bool = False
 
 
 class ClusterBackend(Protocol):
@@ -75,8 +108,10 @@ class ClusterBackend(Protocol):
         """Create the attempt's workers; a repeat of the same attempt is a no-op."""
         ...
 
-    def stop(self, job_id: str, grace_period_s: float) -> None:
-        """SIGTERM (and `SHOAL_PREEMPTED`), then kill after the grace period; idempotent."""
+    def stop(self, job_id: str, grace_period_s: float, *, reason: str = StopReason.STOPPED) -> None:
+        """Tell the workers why (`StopReason`: the stop file, and `SHOAL_PREEMPTED` for a
+        preemption), SIGTERM, then kill after the grace period. Idempotent: a repeat keeps
+        the first stop's reason and deadline."""
         ...
 
     def workers(self) -> Sequence[WorkerStatus]:
@@ -103,6 +138,21 @@ class ForeignWorkloads(Protocol):
     def bind_foreign(self, job_id: str, placement: WorkerPlacement) -> None:
         """Bind the pending foreign pod `job_id`; one already bound is left alone."""
         ...
+
+
+def mpi_slots(placement: WorkerPlacement) -> int:
+    """MPI ranks a worker runs: one per whole GPU it holds, else one."""
+    return len(placement.gpus) if placement.gpus and placement.fraction >= 1 else 1
+
+
+def hostfile_text(hosts: Sequence[str], slots: Sequence[int]) -> str:
+    """An Open MPI hostfile: one line per distinct host, its slots summed (the local
+    backend's workers all share 127.0.0.1). Shoal writes the hostfile only: it starts
+    no `mpirun` launcher and no sshd (see docs/kubernetes.md, "MPI")."""
+    total: dict[str, int] = {}
+    for h, n in zip(hosts, slots, strict=True):
+        total[h] = total.get(h, 0) + n
+    return "".join(f"{h} slots={n}\n" for h, n in total.items())
 
 
 def worker_env(
@@ -141,17 +191,21 @@ def worker_env(
         env["SHOAL_GPU_ENFORCEMENT"] = str(enforcement)
     if spec.framework in (Framework.PYTORCH, Framework.GENERIC):
         master = hosts[0]
+        # torchrun starts one process per GPU of the worker (Kubeflow's nprocPerNode):
+        # PET_NPROC_PER_NODE is the worker's whole-GPU count (1 for a fraction or CPU),
+        # WORLD_SIZE counts processes (workers x nproc), RANK is the worker's (node) rank.
+        nproc = len(placement.gpus) if placement.gpus and placement.fraction >= 1 else 1
         env.update(
             MASTER_ADDR=master,
             MASTER_PORT=str(port),
-            WORLD_SIZE=str(n),
+            WORLD_SIZE=str(n * nproc),
             RANK=str(rank),
             LOCAL_RANK="0",
             PET_MASTER_ADDR=master,
             PET_MASTER_PORT=str(port),
             PET_NNODES=str(n),
             PET_NODE_RANK=str(rank),
-            PET_NPROC_PER_NODE="1",
+            PET_NPROC_PER_NODE=str(nproc),
         )
     elif spec.framework is Framework.TENSORFLOW:
         cluster = {"worker": [f"{h}:{port + 1 + i}" for i, h in enumerate(hosts)]}
@@ -160,5 +214,6 @@ def worker_env(
         )
     elif spec.framework is Framework.MPI:
         env["OMPI_MCA_orte_default_hostfile"] = "/etc/shoal/hostfile"
+        env["OMPI_MCA_orte_keep_fqdn_hostnames"] = "true"  # the hostfile's names are FQDNs
         env["SHOAL_MPI_HOSTS"] = ",".join(hosts)
     return env

@@ -64,7 +64,13 @@ class Api:
     """A thin wrapper: JSON in and out, errors turned into messages and exit codes."""
 
     def __init__(self, url: str | None = None, token: str | None = None) -> None:
+        # Where the token came from, for the hint on a 401.
+        self.token_file = (
+            state_dir() / "admin-token" if not token and not os.environ.get("SHOAL_TOKEN") else None
+        )
         self.url, token = resolve(url, token)
+        if token is None:
+            self.token_file = None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=self.url, headers=headers, timeout=10.0)
 
@@ -76,6 +82,14 @@ class Api:
                 f"cannot reach Shoal at {self.url} ({exc}); is `shoal serve` running?",
                 EXIT_UNREACHABLE,
             )
+        if resp.status_code == 401 and self.token_file is not None:
+            die(
+                f"{describe(resp)}\nhint: the token came from {self.token_file}, which the "
+                f"server at {self.url} does not know: it is stale (a server started on "
+                "another state directory, or the directory was recreated). Point "
+                "SHOAL_STATE_DIR at the server's state directory, or pass --token / "
+                "SHOAL_TOKEN."
+            )
         if resp.status_code >= 400:
             die(describe(resp))
         return None if resp.status_code == 204 or not resp.content else resp.json()
@@ -86,19 +100,27 @@ class Api:
     def post(self, path: str, body: Any = None, **kwargs: Any) -> Any:
         return self.request("POST", path, json=body, **kwargs)
 
-    def find_job(self, name_or_id: str) -> dict[str, Any]:
-        """A job by id, else the newest job of that name."""
+    def find_job(self, name_or_id: str, queue: str | None = None) -> dict[str, Any]:
+        """A job by id, else by name: the live job of that name (names are unique among a
+        queue's live jobs), else the only finished one. Several matches are an error
+        listing them, never a silent pick."""
         resp = self.http.get(f"/api/v1/jobs/{name_or_id}") if len(name_or_id) <= 32 else None
         if resp is not None and resp.status_code == 200:
             job: dict[str, Any] = resp.json()
             return job
+        found: list[dict[str, Any]] = []
         cursor = None
         for _ in range(20):
-            page = self.get("/jobs", limit=500, cursor=cursor)
-            for job in page["data"]:
-                if job["name"] == name_or_id:
-                    return dict(job)
+            page = self.get("/jobs", limit=500, cursor=cursor, queue=queue)
+            found += [dict(j) for j in page["data"] if j["name"] == name_or_id]
             cursor = page.get("nextCursor")
             if not cursor:
                 break
-        die(f"no job named {name_or_id!r}")
+        if not found:
+            die(f"no job named {name_or_id!r}")
+        live = [j for j in found if j["phase"] not in ("Succeeded", "Failed", "Cancelled")]
+        pick = live if live else found
+        if len(pick) == 1:
+            return pick[0]
+        listed = ", ".join(f"{j['id']} ({j['queue']}, {j['phase']})" for j in pick[:10])
+        die(f"{len(pick)} jobs are named {name_or_id!r}: {listed}; give the id instead")

@@ -18,6 +18,7 @@ from scheduler.spec import JobSpec
 from scheduler.worker import progress
 
 out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
 FINISHED = ("Succeeded", "Failed", "Cancelled")
 
 
@@ -148,7 +149,10 @@ def follow_logs(
     j = api.find_job(name)
     offsets: dict[tuple[int, int], int] = {}
     current = attempt
+    said = ""
     while True:
+        if follow:
+            said = say_waiting(j, said)
         starts = None
         if current is not None:
             starts = ",".join(
@@ -175,6 +179,27 @@ def follow_logs(
             out.print(f"job {j['name']}: {colour(j['phase'])}")
             return 0 if j["phase"] == "Succeeded" else 1
         time.sleep(0.5)
+
+
+def waiting_line(j: dict[str, Any]) -> str:
+    """What a job that has no output yet is waiting for: its phase and reason."""
+    phase = j["phase"]
+    if phase == "Pending":
+        r = j.get("pendingReason") or {}
+        why = f"{r['code']}: {r['message']}" if r.get("code") else "waiting for the scheduler"
+        return f"job {j['name']}: Pending - {why}"
+    if phase == "Scheduled":
+        return f"job {j['name']}: Scheduled - starting {j['spec']['workers']} worker(s)"
+    return ""
+
+
+def say_waiting(j: dict[str, Any], said: str) -> str:
+    """Print the job's phase and reason when they changed while it waits (to stderr, so
+    the worker output on stdout stays clean); returns what is now said."""
+    line = waiting_line(j)
+    if line and line != said:
+        err.print(f"[dim]{line}[/dim]", highlight=False)
+    return line or said
 
 
 def print_line(worker: int, line: str) -> None:

@@ -22,6 +22,8 @@ app = typer.Typer(
 )
 queues_app = typer.Typer(help="List queues, or create one.", invoke_without_command=True)
 app.add_typer(queues_app, name="queues")
+tokens_app = typer.Typer(help="API tokens: create (shown once), list, revoke (admin).")
+app.add_typer(tokens_app, name="tokens")
 
 Url = Annotated[str | None, typer.Option("--url", help="API URL (default: SHOAL_URL)")]
 Token = Annotated[str | None, typer.Option("--token", help="bearer token (default: SHOAL_TOKEN)")]
@@ -49,6 +51,13 @@ def serve(
     min_runtime: Annotated[
         float, typer.Option(help="seconds a job runs before it may be preempted")
     ] = 60.0,
+    job_retention: Annotated[
+        float,
+        typer.Option(
+            envvar="SHOAL_JOB_RETENTION",
+            help="seconds a finished job is kept before it is deleted (0: forever)",
+        ),
+    ] = 7 * 24 * 3600.0,
 ) -> None:
     """Run the API and the scheduler on the embedded default (SQLite, local workers)."""
     from scheduler.cli import serve as serving
@@ -67,6 +76,7 @@ def serve(
         policy=policy,
         interval_s=interval,
         min_runtime_s=min_runtime,
+        job_retention_s=job_retention or None,
     )
 
 
@@ -152,6 +162,15 @@ def logs(
 
 
 @app.command()
+def delete(name: str, url: Url = None, token: Token = None) -> None:
+    """Delete a finished job and its history (cancel a live one first)."""
+    api = Api(url, token)
+    j = api.find_job(name)
+    api.request("DELETE", f"/jobs/{j['id']}")
+    jobs.out.print(f"job {j['name']} ({j['id']}) deleted")
+
+
+@app.command()
 def cancel(name: str, url: Url = None, token: Token = None) -> None:
     """Cancel a job (its workers get SIGTERM and their grace period)."""
     api = Api(url, token)
@@ -193,6 +212,52 @@ def create_queue(
         f"queue {q['name']} created (guaranteed {guaranteed:g}, "
         f"limit {'-' if limit is None else f'{limit:g}'})"
     )
+    for w in q.get("warnings") or []:
+        jobs.out.print(f"[yellow]warning:[/yellow] {w}")
+
+
+@tokens_app.command("create")
+def create_token(
+    user: Annotated[str, typer.Option(help="who the token is for")],
+    role: Annotated[str, typer.Option(help="admin, member or viewer")] = "member",
+    queue: Annotated[
+        list[str] | None, typer.Option("--queue", "-q", help="a queue it may use ('*': all)")
+    ] = None,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """Make a token; it is printed this once (the server keeps only its digest)."""
+    t = Api(url, token).post("/tokens", {"user": user, "role": role, "queues": queue or []})
+    jobs.out.print(f"token {t['id']} for {t['user']} ({t['role']}, queues {t['queues']}):")
+    print(t["token"], flush=True)  # plain, for `$(shoal tokens create ...)`
+    jobs.out.print("[yellow]store it now: it is not shown again[/yellow]")
+
+
+@tokens_app.command("list")
+def list_tokens(url: Url = None, token: Token = None) -> None:
+    """Tokens made with `shoal tokens create` (never their secrets)."""
+    from rich.table import Table
+
+    t = Table(box=None, header_style="bold")
+    for col in ("ID", "USER", "ROLE", "QUEUES", "CREATED", "REVOKED"):
+        t.add_column(col)
+    for row in Api(url, token).get("/tokens")["data"]:
+        t.add_row(
+            row["id"],
+            row["user"],
+            row["role"],
+            ",".join(row["queues"]) or "-",
+            row["createdAt"][:19],
+            (row.get("revokedAt") or "-")[:19],
+        )
+    jobs.out.print(t)
+
+
+@tokens_app.command("revoke")
+def revoke_token(token_id: str, url: Url = None, token: Token = None) -> None:
+    """Revoke a token at once."""
+    row = Api(url, token).request("DELETE", f"/tokens/{token_id}")
+    jobs.out.print(f"token {row['id']} of {row['user']} revoked")
 
 
 @app.command()

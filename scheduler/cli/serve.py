@@ -5,19 +5,22 @@ Configuration comes from flags and, as the Helm chart sets them, SHOAL_* variabl
 (`scheduler.cli.settings`: policy file, tokens file, Kubernetes settings, leader
 election); `--backend kubernetes` runs `scheduler.backends.kubernetes.runtime`, whose
 leader election gates the loop. Without a tokens file, on first start it creates, in
-the state directory (default var/shoal): `shoal.db` (SQLite), `admin-token` and
-`worker-token` (random; the CLI reads the admin token from here), `tokens.yaml` for the
-API, and `url`. Workers get SHOAL_API_URL and the worker
-token to report progress. Stopping the server leaves running workers alone; the next
-start adopts them (see docs/loop.md).
+the state directory (default var/shoal): `shoal.db` (SQLite), `admin-token` (random;
+the CLI reads it from here), `worker-key` (signs per-job worker tokens), `tokens.yaml`
+for the API, and `url`. Workers get SHOAL_API_URL and a token of their own job
+(`scheduler.workertoken`), good only to report that job's progress. Stopping the server
+leaves running workers alone; the next start adopts them (see docs/loop.md). A second
+server on the same state directory is refused (local backend) or warned about.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import secrets
 import signal
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,7 @@ from scheduler.backends import base
 from scheduler.backends.local import LocalBackend
 from scheduler.cli import settings as serve_settings
 from scheduler.loop.service import Loop, LoopConfig
+from scheduler.loop.workerenv import ScopedWorkerEnv
 from scheduler.store.db import Database, open_database
 
 log = logging.getLogger("shoal.serve")
@@ -45,21 +49,38 @@ def _token(path: Path) -> str:
 
 
 def prepare_state(state: Path, url: str) -> tuple[str, str, Path]:
-    """Tokens and the token file for the API; returns (admin, worker, tokens.yaml)."""
+    """Tokens and the token file for the API; returns (admin token, worker key,
+    tokens.yaml). No token in the file is given to workers: each job's workers get one
+    minted from the worker key, scoped to that job's progress."""
     state.mkdir(parents=True, exist_ok=True)
-    admin, worker = _token(state / "admin-token"), _token(state / "worker-token")
+    admin, worker_key = _token(state / "admin-token"), _token(state / "worker-key")
+    (state / "worker-token").unlink(missing_ok=True)  # the old all-queues member token
     tokens = state / "tokens.yaml"
-    tokens.write_text(
-        yaml.safe_dump(
-            {
-                admin: {"user": "admin", "role": "admin", "queues": ["*"]},
-                worker: {"user": "shoal-worker", "role": "member", "queues": ["*"]},
-            }
-        )
-    )
+    tokens.write_text(yaml.safe_dump({admin: {"user": "admin", "role": "admin", "queues": ["*"]}}))
     tokens.chmod(0o600)
     (state / "url").write_text(url + "\n")
-    return admin, worker, tokens
+    return admin, worker_key, tokens
+
+
+_LOCKS: list[int] = []  # held for the life of the process
+
+
+def claim_state(state: Path, url: str) -> str | None:
+    """Lock `state` for this server; None when it was free, else who holds it (another
+    `shoal serve` on the same state directory: its pid and URL)."""
+    state.mkdir(parents=True, exist_ok=True)
+    path = state / "serve.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 512, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        return holder
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} at {url}\n".encode(), 0)
+    _LOCKS.append(fd)
+    return None
 
 
 class WakeOnWrite:
@@ -111,6 +132,20 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
 
+def lease_identity(state: Path, *, pod_name: str | None, owns_state: bool) -> str:
+    """Who holds the store's lease: the same after a restart, so it takes its lease back at once.
+
+    A pod name, else this host and the state directory, when this process holds the state
+    directory's lock (a SIGKILLed predecessor's lock is gone, so its successor has it). A
+    second process on a locked directory gets its pid: two holders must never share a name.
+    """
+    if pod_name:
+        return f"serve-{pod_name}"
+    if owns_state:
+        return f"serve-{socket.gethostname()}:{state}"
+    return f"serve-{os.getpid()}"
+
+
 def serve(
     *,
     host: str,
@@ -122,6 +157,7 @@ def serve(
     policy: str,
     interval_s: float,
     min_runtime_s: float,
+    job_retention_s: float | None = None,
 ) -> None:
     try:
         env = serve_settings.from_env()
@@ -132,17 +168,26 @@ def serve(
         raise SystemExit(str(e)) from None
     state = Path(state_dir).resolve()
     url = f"http://{host}:{port}"
+    holder = claim_state(state, url)
+    owns_state = holder is None
+    if holder is not None:
+        what = f"another `shoal serve` ({holder}) is using the state directory {state}"
+        if backend_kind == "local":
+            # Two local backends on one directory would both run and reap its workers.
+            raise SystemExit(f"{what}; stop it first, or give this one another --state-dir")
+        log.warning("%s; only one of them schedules at a time (the store's lease)", what)
     admin: str | None
-    worker_token: str | None
+    worker_key: str | None
     if env.tokens_file:  # tokens come from the operator (the chart's Secret): make none
         state.mkdir(parents=True, exist_ok=True)
-        admin, worker_token, tokens = None, None, Path(env.tokens_file)
+        admin, worker_key, tokens = None, None, Path(env.tokens_file)
     else:
-        admin, worker_token, tokens = prepare_state(state, url)
+        admin, worker_key, tokens = prepare_state(state, url)
+    worker_key = os.environ.get("SHOAL_WORKER_KEY") or worker_key
     db_url = database_url or f"sqlite:///{state / 'shoal.db'}"
     database = open_database(db_url)
     # Replicas in pods all run as pid 1: the pod name tells them apart.
-    holder = f"serve-{env.pod_name}" if env.pod_name else f"serve-{os.getpid()}"
+    holder = lease_identity(state, pod_name=env.pod_name, owns_state=owns_state)
     wake: list[Loop] = []
 
     def on_change() -> None:  # the backend exists before the loop it wakes
@@ -156,10 +201,9 @@ def serve(
         config=LoopConfig(
             holder=holder,
             interval_s=pol.interval_s,
+            job_retention_s=job_retention_s,
             core=pol.core,
-            worker_env=(
-                {"SHOAL_API_URL": url, "SHOAL_API_TOKEN": worker_token} if worker_token else {}
-            ),
+            worker_env=(ScopedWorkerEnv(url, worker_key) if worker_key else {"SHOAL_API_URL": url}),
             # The kubernetes runtime's Lease (when elected); other backends always lead.
             is_leader=getattr(backend, "is_leader", None),
         ),
@@ -171,9 +215,11 @@ def serve(
         tokens_file=str(tokens),
         tokens_yaml=os.environ.get("SHOAL_API_TOKENS"),
         database=database,
+        worker_key=worker_key,
     )
     app = create_app(settings)
     app.state.log_source = backend
+    app.state.core_config = pol.core  # explain accounts with the policy the loop runs
     app.add_middleware(WakeOnWrite, loop=loop)
     stop = threading.Event()
     thread = threading.Thread(target=loop.run_forever, args=(stop,), name="loop", daemon=True)

@@ -58,6 +58,9 @@ class ServeSettings:
     pod_name: str | None = None  # the replica's identity (lease holder, store lease)
     kube_api_url: str | None = None  # explicit API server (tests); None: in-cluster
     kubeconfig: str | None = None
+    # SHOAL_KUBE_OPTIONS_FILE: more of the kubernetes backend's settings, as a JSON object
+    # (the chart's kube-options.json; keys in runtime.KUBE_OPTIONS).
+    kube_options: Mapping[str, Any] | None = None
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -91,6 +94,9 @@ def from_env(env: Mapping[str, str] | None = None) -> ServeSettings:
     tolerations = _json_file(env, "SHOAL_WORKER_TOLERATIONS_FILE") or []
     if not isinstance(tolerations, list) or not all(isinstance(t, dict) for t in tolerations):
         raise SettingsError("SHOAL_WORKER_TOLERATIONS_FILE: expected a JSON list of objects")
+    kube_options = _json_file(env, "SHOAL_KUBE_OPTIONS_FILE")
+    if kube_options is not None and not isinstance(kube_options, dict):
+        raise SettingsError("SHOAL_KUBE_OPTIONS_FILE: expected a JSON object")
     duration = env.get("SHOAL_LEADER_ELECTION_DURATION_SECONDS", "15")
     try:
         lease_duration_s = int(duration)
@@ -112,6 +118,7 @@ def from_env(env: Mapping[str, str] | None = None) -> ServeSettings:
         # SHOAL_KUBE_HOST is what `shoal reserve` reads; accept it here too.
         kube_api_url=env.get("SHOAL_KUBE_API_URL") or env.get("SHOAL_KUBE_HOST") or None,
         kubeconfig=env.get("KUBECONFIG") or None,
+        kube_options=kube_options,
     )
 
 

@@ -4,7 +4,10 @@ Called by the API and the CLI with the same snapshot the loop schedules. Runs th
 (`cycle.run`), then reports the fair-share arithmetic of the job's queue and its
 ancestors, its place in the cycle's order and in its queue, its decision (placed,
 preempting, pending with a reason) and the best candidate nodes with why each fails
-(`placement.diagnose`, only here: too costly for every job of a cycle). The result is
+(`placement.diagnose`, only here: too costly for every job of a cycle); for a job the
+cycle places, the candidates are the policy's best nodes with the numbers behind its
+choice (`placement.explain_choice`, on the state after the cycle with the job's own
+placement taken back). The result is
 plain data: `dataclasses.asdict(explain(...))` is JSON-serialisable.
 """
 
@@ -108,7 +111,15 @@ def explain(snapshot: m.Snapshot, job_id: str) -> Explanation:
             "details": dict(keep.reason.details),
         }
     candidates: list[Candidate] = []
-    if place is None and job.queue in ctx.tree.queues:
+    if place is not None and ctx.state.holds(job_id):
+        mark = ctx.state.checkpoint()
+        ctx.state.release(job_id)
+        candidates = [
+            Candidate(f.node, f.fits, f.reason)
+            for f in placement.explain_choice(ctx.state, job, snapshot.config.policy)
+        ]
+        ctx.state.rollback(mark)
+    elif place is None and job.queue in ctx.tree.queues:
         # Nodes as admission left them, before preemption plans changed the state.
         ctx.state.rollback(done.after_admission)
         candidates = [

@@ -23,7 +23,9 @@ def _placements(snapshot: m.Snapshot, nodes: dict[str, m.Node]) -> list[m.Violat
     for run in snapshot.running:
         job = run.job
         workers = sorted(p.worker for p in run.placements)
-        if workers != list(range(job.workers)):
+        # A stopping job (cancelled, preempted, failed: draining) loses workers as they
+        # exit; only a job that is meant to run whole must be whole.
+        if not run.stopping and workers != list(range(job.workers)):
             out.append(
                 m.Violation(
                     "gang-incomplete",

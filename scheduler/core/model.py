@@ -74,6 +74,12 @@ class JobRequest:
     submitted_at: float = 0.0
     max_runtime_s: float | None = None
     grace_period_s: float = 30.0
+    name: str = ""  # the user's name for it, for messages (ids stay the keys)
+
+    @property
+    def label(self) -> str:
+        """How messages name the job: `name (id)`, or the id when it has no name."""
+        return f"{self.name} ({self.id})" if self.name and self.name != self.id else self.id
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +142,7 @@ class ReasonCode(StrEnum):
     RESERVED = "Reserved"
     WAITING_FOR_PREEMPTION = "WaitingForPreemption"
     UNKNOWN_QUEUE = "UnknownQueue"
+    LAUNCH_FAILED = "LaunchFailed"  # the cluster refused the launch (set by the loop)
 
 
 @dataclass(frozen=True, slots=True)

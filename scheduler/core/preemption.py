@@ -15,6 +15,9 @@ back), then shrunk to a minimal set. A committed plan leaves the state as it wil
 once the victims stop (victims released, preemptor allocated), so the next plan
 cannot count the same room twice; admission is over, so nothing else is placed on it.
 The preemptor itself stays pending (WaitingForPreemption) until its victims stop.
+When the only victims that would make room have not yet run `min_runtime_s`, nothing is
+preempted, and the job's reason says so: GPUs are being reclaimed from job X, which
+becomes preemptible at time T (`reasons.waiting_for_min_runtime`).
 """
 
 from __future__ import annotations
@@ -154,12 +157,12 @@ def _commit(ctx: context.Context, plan: Plan) -> None:
 def _why(ctx: context.Context, victim: m.RunningJob, job: m.JobRequest) -> str:
     if victim.job.queue == job.queue:
         return (
-            f"preempted for job {job.id} of higher priority ({job.priority} > "
+            f"preempted for job {job.label} of higher priority ({job.priority} > "
             f"{victim.job.priority}) in queue {job.queue}"
         )
     q = ctx.tree.queues[job.queue]
     return (
-        f"reclaimed for job {job.id}: queue {job.queue} is below its guarantee "
+        f"reclaimed for job {job.label}: queue {job.queue} is below its guarantee "
         f"{accounting.guaranteed(q, m.TOTAL):g} GPUs and queue {victim.job.queue} is above its own"
     )
 
@@ -176,6 +179,17 @@ def preempt(
             for r in snap.running
             if context.preemptible(ctx, r)
             and snap.now - r.started_at >= snap.config.min_runtime_s
+            and r.job.queue in ctx.tree.queues
+        ),
+        key=_key,
+    )
+    # Would be victims but for the minimum runtime: they tell a waiting job when.
+    young = sorted(
+        (
+            r
+            for r in snap.running
+            if context.preemptible(ctx, r)
+            and snap.now - r.started_at < snap.config.min_runtime_s
             and r.job.queue in ctx.tree.queues
         ),
         key=_key,
@@ -205,11 +219,31 @@ def preempt(
                 for r in victims
                 if r.job.id not in gone and _helps(ctx, r, allowed) and _may_take(job, r, reclaim)
             ]
-        if not pool and not promised:
+        later: list[m.RunningJob] = []
+        if snap.config.preemption:
+            later = [
+                r
+                for r in young
+                if r.job.id not in gone and _helps(ctx, r, allowed) and _may_take(job, r, reclaim)
+            ]
+        if not pool and not promised and not later:
             continue
         tries += 1
-        plan = _plan(ctx, job, promised + pool, reclaim, allowed)
+        plan = _plan(ctx, job, promised + pool, reclaim, allowed) if pool or promised else None
         if plan is None:
+            if later:
+                wait = _plan(
+                    ctx, job, sorted([*promised, *pool, *later], key=_key), reclaim, allowed
+                )
+                if wait is not None and any(v in later for v in wait.victims):
+                    waiting[job.id] = reasons.waiting_for_min_runtime(
+                        job,
+                        wait.victims,
+                        [v for v in wait.victims if v in later],
+                        snap.config.min_runtime_s,
+                        snap.now,
+                        reclaim,
+                    )
             continue
         _commit(ctx, plan)
         gone.update(r.job.id for r in (*plan.victims, *plan.stopping))

@@ -55,13 +55,52 @@ def waiting_for_preemption(
     names = [v.job.id for v in victims]
     parts = []
     if names:
-        parts.append(f"preempting {', '.join(names)} ({gpus:g} GPUs)")
+        parts.append(f"preempting {', '.join(v.job.label for v in victims)} ({gpus:g} GPUs)")
     if stopping:
         parts.append(f"waiting for {', '.join(stopping)} to stop")
     return m.PendingReason(
         m.ReasonCode.WAITING_FOR_PREEMPTION,
         f"{'; '.join(parts)}; the job is placed once they have stopped",
         {"victims": names, "victim_gpus": gpus, "stopping": list(stopping)},
+    )
+
+
+def _clock(t: float) -> str:
+    """Epoch seconds as a UTC time of day (the core has no datetime: plain arithmetic)."""
+    secs = int(t) % 86400
+    return f"{secs // 3600:02d}:{secs % 3600 // 60:02d}:{secs % 60:02d} UTC"
+
+
+def waiting_for_min_runtime(
+    job: m.JobRequest,
+    victims: Sequence[m.RunningJob],
+    young: Sequence[m.RunningJob],
+    min_runtime_s: float,
+    now: float,
+    reclaim: bool,
+) -> m.PendingReason:
+    """Room exists once victims that are still within their minimum runtime may go."""
+    at = max(r.started_at + min_runtime_s for r in young)
+    gpus = sum(g for v in victims for g in (len(p.gpus) * p.fraction for p in v.placements))
+    names = ", ".join(f"{v.job.label} in queue {v.job.queue}" for v in victims)
+    why = (
+        f"queue {job.queue} is below its guarantee"
+        if reclaim
+        else f"it outranks them in queue {job.queue}"
+    )
+    return m.PendingReason(
+        m.ReasonCode.WAITING_FOR_PREEMPTION,
+        f"reclaiming {gpus:g} GPUs from job {names} ({why}); they become preemptible at "
+        f"{_clock(at)} (in {max(0.0, at - now):.0f}s, after the minimum runtime of "
+        f"{min_runtime_s:g}s), and the job is placed once they have stopped",
+        {
+            "victims": [v.job.id for v in victims],
+            "victim_gpus": gpus,
+            "stopping": [],
+            "preemptibleAt": at,
+            "preemptibleInSeconds": round(max(0.0, at - now)),
+            "minRuntimeSeconds": min_runtime_s,
+        },
     )
 
 

@@ -20,8 +20,10 @@ from sqlalchemy.orm import Session
 
 from scheduler.backends import base
 from scheduler.core import model
+from scheduler.loop import backoff as retry
 from scheduler.loop import faults
 from scheduler.loop.clock import as_datetime
+from scheduler.loop.workerenv import WorkerEnv, env_for
 from scheduler.spec import Phase
 from scheduler.store import cycle as store
 from scheduler.store import errors
@@ -35,6 +37,7 @@ class Applied:
     placed: list[str] = field(default_factory=list)
     preempted: list[str] = field(default_factory=list)
     pending: int = 0
+    launch_failed: list[str] = field(default_factory=list)
     violations: list[model.Violation] = field(default_factory=list)
 
 
@@ -45,14 +48,18 @@ def apply(
     live: Mapping[str, store.LiveJob],
     *,
     now: float,
-    worker_env: Mapping[str, str],
+    worker_env: WorkerEnv,
     reasons: dict[str, model.PendingReason] | None = None,
     foreign: base.ForeignWorkloads | None = None,
     foreign_ids: Set[str] = frozenset(),
+    backoff: retry.Backoff | None = None,
 ) -> Applied:
     """`reasons` remembers what was last written per job, so an unchanged reason costs
-    no store round trip (the store would skip it too, after a read)."""
+    no store round trip (the store would skip it too, after a read). A launch or bind the
+    cluster refuses becomes that job's reason, with a per-job `backoff` (see
+    `scheduler.loop.backoff`); the other decisions are still carried out."""
     written = {} if reasons is None else reasons
+    backoff = retry.Backoff() if backoff is None else backoff
     at = as_datetime(now)
     out = Applied(violations=list(result.violations))
     for v in result.violations:
@@ -60,7 +67,8 @@ def apply(
     for p in result.preempts:
         lj = live.get(p.job_id)
         if lj is None or lj.phase not in (Phase.SCHEDULED, Phase.RUNNING):
-            backend.stop(p.job_id.split("~")[0], p.grace_period_s)  # a stopping remnant
+            remnant = p.job_id.split("~")[0]
+            retry.stop_quietly(backend, remnant, p.grace_period_s, reason=base.StopReason.PREEMPTED)
             continue
         try:
             version = store.set_phase(
@@ -87,12 +95,17 @@ def apply(
         except _RACES as exc:
             log.info("preempt of %s skipped: %s", lj.id, exc)
             continue
-        backend.stop(lj.id, p.grace_period_s)
+        retry.stop_quietly(backend, lj.id, p.grace_period_s, reason=base.StopReason.PREEMPTED)
         faults.point("preempt:stopped")
         out.preempted.append(lj.id)
     for place in result.places:
         if foreign is not None and place.job_id in foreign_ids:  # a foreign pod: bind it
-            foreign.bind_foreign(place.job_id, place.placements[0])
+            try:
+                foreign.bind_foreign(place.job_id, place.placements[0])
+            except Exception as exc:
+                delay = backoff.hold(place.job_id, now)
+                log.warning("bind of %s failed (%s); retry in %.0fs", place.job_id, exc, delay)
+                continue
             out.placed.append(place.job_id)
             continue
         lj = live.get(place.job_id)
@@ -100,7 +113,7 @@ def apply(
             continue
         attempt = lj.attempt + 1
         try:
-            store.record_placement(
+            version = store.record_placement(
                 session=session,
                 job_id=lj.id,
                 expected_version=lj.version,
@@ -113,13 +126,27 @@ def apply(
             continue
         written.pop(lj.id, None)  # record_placement cleared the stored reason
         faults.point("place:recorded")
-        backend.launch(
-            base.LaunchRequest(lj.id, lj.spec, attempt, place.placements, dict(worker_env))
+        env = env_for(worker_env, lj.id)
+        request = base.LaunchRequest(lj.id, lj.spec, attempt, place.placements, env)
+        launched = retry.launch(
+            session, backend, request, version=version, now=now, backoff=backoff
         )
         faults.point("place:launched")
-        out.placed.append(lj.id)
+        if launched:
+            out.placed.append(lj.id)
+        else:
+            out.launch_failed.append(lj.id)
     for keep in result.pending:
         lj = live.get(keep.job_id)
+        if lj is None and keep.job_id in foreign_ids:  # a foreign pod: say why, as
+            note = getattr(foreign, "note_pending", None)  # kube-scheduler would
+            if note is not None and written.get(keep.job_id) != keep.reason:
+                try:
+                    note(keep.job_id, keep.reason.message)
+                    written[keep.job_id] = keep.reason
+                except Exception as exc:
+                    log.info("could not report why %s waits: %s", keep.job_id, exc)
+            continue
         if lj is None or lj.phase is not Phase.PENDING:
             continue
         out.pending += 1

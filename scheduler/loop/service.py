@@ -29,9 +29,12 @@ from sqlalchemy.orm import Session
 from scheduler.backends import base
 from scheduler.core import cycle, model
 from scheduler.loop import apply, reconcile
+from scheduler.loop.backoff import Backoff
 from scheduler.loop.clock import Clock, WallClock, as_datetime
+from scheduler.loop.workerenv import WorkerEnv
 from scheduler.spec import Phase
 from scheduler.store import cycle as store
+from scheduler.store import retention
 from scheduler.store.db import Database
 
 log = logging.getLogger(__name__)
@@ -45,11 +48,15 @@ class LoopConfig:
     interval_s: float = 2.0
     lease_ttl_s: float = 15.0
     core: model.Config = field(default_factory=model.Config)
-    # Given to every worker (SHOAL_API_URL, SHOAL_API_TOKEN).
-    worker_env: Mapping[str, str] = field(default_factory=dict)
+    # Given to every worker (SHOAL_API_URL, SHOAL_API_TOKEN): one mapping, or per job
+    # (`workerenv.ScopedWorkerEnv`: a token good for that job's progress only).
+    worker_env: WorkerEnv = field(default_factory=dict)
     # Replicas elected through a Kubernetes Lease: cycle only while this one leads (the
     # store lease above stays the inner guard). None: always.
     is_leader: Callable[[], bool] | None = None
+    # Finished jobs older than this (seconds since they finished) are deleted with their
+    # events (`store.retention.purge_finished`); None keeps them forever.
+    job_retention_s: float | None = None
 
 
 @dataclass
@@ -79,6 +86,10 @@ class Loop:
         self._wake = threading.Event()
         self._inventory: tuple[model.Node, ...] | None = None
         self._reasons: dict[str, model.PendingReason] = {}
+        # Per-job backoff after a refused or failed launch/bind (scheduler.loop.backoff).
+        self.backoff = Backoff()
+        # A failed attempt's retry waits 2 s, 4 s, 8 s... (at most 5 min): BackoffRetry.
+        self.retries = Backoff(base_s=2.0, max_s=300.0)
         self.cycles = 0
 
     def wake(self) -> None:
@@ -138,12 +149,17 @@ class Loop:
                     now=now,
                     extra_env=self.config.worker_env,
                     done=done,
+                    backoff=self.backoff,
+                    retries=self.retries,
                 )
             if done.changed():
                 live = store.live_jobs(session=session)
             by_id = {lj.id: lj for lj in live}
-            self._reasons = {k: v for k, v in self._reasons.items() if k in by_id}
-            draining = reconcile.orphans(self.backend, by_id, attempts, done)
+            keep = set(by_id) | {r.id for r in f_pending}
+            self._reasons = {k: v for k, v in self._reasons.items() if k in keep}
+            self.backoff.keep_only(set(by_id) | {r.id for r in f_pending})
+            self.retries.keep_only(set(by_id))
+            draining = reconcile.orphans(self.backend, by_id, attempts, done, session)
             # 4. snapshot
             snapshot = self._snapshot(
                 session, now, nodes, live, attempts, draining, f_running, f_pending
@@ -161,10 +177,22 @@ class Loop:
                 reasons=self._reasons,
                 foreign=foreign,
                 foreign_ids={r.id for r in snapshot.pending} - by_id.keys(),
+                backoff=self.backoff,
             )
         self._forget_finished(attempts, by_id)
+        self._purge(now)
         self.cycles += 1
         return CycleReport(now, result, done, applied, time.perf_counter() - t0)
+
+    def _purge(self, now: float) -> None:
+        """Apply the retention TTL (every 30th cycle: a cheap indexed query at most)."""
+        ttl = self.config.job_retention_s
+        if ttl is None or self.cycles % 30:
+            return
+        with self.database.session() as session:
+            gone = retention.purge_finished(session=session, finished_before=as_datetime(now - ttl))
+        if gone:
+            log.info("deleted %d finished job(s) past the retention of %.0fs", len(gone), ttl)
 
     def _forget_finished(
         self,
@@ -210,10 +238,14 @@ class Loop:
                 lj.request if lj is not None else model.JobRequest(id=job_id, queue=first.queue)
             )
             rid = job_id if job_id not in held else f"{job_id}~{attempt}"
+            # A bound worker holds its GPUs until the kubelet says it is gone: a pending
+            # one (pulling its image) as much as a running one.
             placements = tuple(
                 model.WorkerPlacement(w.worker, w.node, w.gpus, w.fraction)
                 for w in workers
                 if w.state is base.WorkerState.RUNNING
+                or w.still_running
+                or (w.state is base.WorkerState.PENDING and w.node)
             )
             running.append(
                 model.RunningJob(
@@ -230,11 +262,20 @@ class Loop:
         for fp in foreign_pending:
             if fp.queue not in known:
                 log.debug("foreign pod %s: unknown queue %r, not scheduled", fp.id, fp.queue)
+        ids = (*by_id, *(f.id for f in foreign_pending))
+        wait = {k for k in ids if self.backoff.active(k, now) or self.retries.active(k, now)}
         pending = tuple(
             lj.request
             for lj in live
-            if lj.phase is Phase.PENDING and not lj.cancel_requested and lj.id not in busy
-        ) + tuple(fp for fp in foreign_pending if fp.queue in known and fp.id not in by_id)
+            if lj.phase is Phase.PENDING
+            and not lj.cancel_requested
+            and lj.id not in busy
+            and lj.id not in wait
+        ) + tuple(
+            fp
+            for fp in foreign_pending
+            if fp.queue in known and fp.id not in by_id and fp.id not in wait
+        )
         return model.Snapshot(
             nodes=nodes,
             queues=queues,

@@ -5,7 +5,7 @@ with the core is in docs/design/0001-team-contracts.md; the policies and the FGD
 fragmentation measure are described in docs/design/0002-placement.md.
 """
 
-from scheduler.placement.diagnose import NodeFit, diagnose
+from scheduler.placement.diagnose import NodeFit, diagnose, explain_choice
 from scheduler.placement.failure import PlacementFailure
 from scheduler.placement.fit import worker_gpu_share
 from scheduler.placement.fragmentation import TaskType, WorkloadMix
@@ -21,6 +21,7 @@ __all__ = [
     "TaskType",
     "WorkloadMix",
     "diagnose",
+    "explain_choice",
     "place_gang",
     "worker_gpu_share",
 ]

@@ -11,7 +11,11 @@ on the Alibaba trace. Not offered as product policies. Lower score is better:
   nodes (the smallest first);
 - gpu-clustering: nodes whose tasks all share the task's GPU shape, then nodes that
   have that shape among others, then idle nodes, then the rest; fullest first;
-- random-fit: any node that fits, uniformly at random (seeded).
+- random-fit: any node that fits, uniformly at random (seeded);
+- fgd-paper: the FGD scorer of the paper's simulator, to cross-check the benchmark
+  protocol: the node score is int(100 * sigmoid(-change of fragmentation in GPUs)),
+  ties between nodes broken uniformly at random (seeded, as kube-scheduler's
+  selectHost does), the target workload its "typical pods" (`typical_mix`).
 
 All pick the least free GPU that fits for a sharing task, except dot-product,
 which picks the GPU by its own score.
@@ -19,10 +23,13 @@ which picks the GPU by its own score.
 
 from __future__ import annotations
 
+import math
 import random
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 
 from scheduler.placement import fit
+from scheduler.placement.fragmentation import TaskType, WorkloadMix
 from scheduler.placement.policies import Result, Scorer, best_fit_take
 from scheduler.placement.state import UNIT, ClusterState, Sig, Tag
 
@@ -125,6 +132,75 @@ class RandomFit(Scorer):
     def pick(self, state: ClusterState, d: fit.Demand, feasible: _Feasible) -> tuple[int, Result]:
         k = self.rng.randrange(sum(len(ms) for _, ms, _ in feasible))
         for _, ms, r in feasible:
+            if k < len(ms):
+                return ms[k], r
+            k -= len(ms)
+        raise AssertionError("unreachable: k is below the total")
+
+
+def typical_mix(tasks: Iterable[TaskType], threshold: float = 0.95) -> WorkloadMix:
+    """The reference simulator's target workload: task types without memory (its pod
+    resource is CPU, per-GPU share, GPU count and GPU type), the most popular first
+    until they cover `threshold` of the tasks (its podPopularityThreshold 95)."""
+    counts = Counter(TaskType(t.cpu_milli, 0, t.gpu, None, t.gpu_types) for t in tasks)
+    total = sum(counts.values())
+    ranked = sorted(counts.items(), key=lambda kv: (kv[1], _order(kv[0])), reverse=True)
+    kept: dict[TaskType, float] = {}
+    covered = 0
+    for t, c in ranked:
+        if covered >= threshold * total:
+            break
+        kept[t] = c
+        covered += c
+    return WorkloadMix(kept)
+
+
+def _order(t: TaskType) -> tuple[int, int, int, str]:
+    whole = t.gpu >= 1
+    return (t.cpu_milli, 1000 if whole else round(t.gpu * 1000),
+            round(t.gpu) if whole else (1 if t.gpu > 0 else 0), "|".join(t.gpu_types))  # fmt: skip
+
+
+class PaperFgd(Scorer):
+    """FGD as the paper's simulator scores it: an integer score from a sigmoid of the
+    fragmentation change, the best GPU by that score, random ties between nodes."""
+
+    name = "fgd-paper"
+
+    def __init__(self, mix: WorkloadMix, seed: int = 0) -> None:
+        super().__init__()
+        self.mix = mix
+        self.rng = random.Random(seed)
+
+    @staticmethod
+    def points(delta: float) -> int:
+        """int64(sigmoid((old - new) / 1000) * 100) of the simulator, in share units."""
+        x = -delta / UNIT
+        return int(100 / (1 + math.exp(-x))) if x > -700 else 0
+
+    def evaluate(self, s: Sig, d: fit.Demand) -> Result | None:
+        n = fit.fits(d, s)
+        if n is None:
+            return None
+        frag = self.mix.fragmentation
+        before = frag(s.model, s.gpu_mem, s.cpu, s.mem, s.shares)
+        cpu, mem = s.cpu - d.cpu, s.mem - d.mem
+        if n.gpus != 1:
+            after = frag(s.model, s.gpu_mem, cpu, mem, fit.after(n, s.shares, -1))
+            return -self.points(after - before), -1
+        best: Result | None = None
+        for v in reversed(fit.candidates(n, s.shares)):
+            after = frag(s.model, s.gpu_mem, cpu, mem, fit.after(n, s.shares, v))
+            r = (-self.points(after - before), v)
+            if best is None or r[0] < best[0]:
+                best = r
+        return best
+
+    def pick(self, state: ClusterState, d: fit.Demand, feasible: _Feasible) -> tuple[int, Result]:
+        top = min(r[0] for _, _, r in feasible)
+        tied = [(ms, r) for _, ms, r in feasible if r[0] == top]
+        k = self.rng.randrange(sum(len(ms) for ms, _ in tied))
+        for ms, r in tied:
             if k < len(ms):
                 return ms[k], r
             k -= len(ms)

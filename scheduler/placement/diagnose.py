@@ -1,8 +1,10 @@
 """Per-node account of a job's fit, for `explain` (`GET /api/v1/jobs/{id}/explain`).
 
-Called by the core's explain. Ranks nodes as candidates for one worker of the job:
-nodes where workers fit first (those holding more of the gang ahead), then the near
-misses (most free GPU first), each with a sentence saying why it fits or fails.
+Called by the core's explain. `diagnose` ranks nodes as candidates for one worker of
+the job: nodes where workers fit first (those holding more of the gang ahead), then the
+near misses (most free GPU first), each with a sentence saying why it fits or fails.
+`explain_choice` says why the policy prefers one node over the others: for `fgd`, the
+growth of the fragmentation F_n(M) and of the stranded share on each of the best nodes.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.core import model as m
-from scheduler.placement import fit
+from scheduler.placement import fit, policies
+from scheduler.placement.fragmentation import WorkloadMix
 from scheduler.placement.state import UNIT, ClusterState, Sig
 
 
@@ -61,3 +64,45 @@ def diagnose(state: ClusterState, job: m.JobRequest, top: int = 5) -> list[NodeF
                 return out
             out.append(NodeFit(state.nodes[i].name, ok, reason))
     return out
+
+
+def explain_choice(
+    state: ClusterState,
+    job: m.JobRequest,
+    policy: m.Policy | str | policies.Scorer = m.Policy.FGD,
+    mix: WorkloadMix | None = None,
+    top: int = 3,
+) -> list[NodeFit]:
+    """The `top` nodes the policy ranks best for one worker of `job`, best first (the
+    node `place_gang` takes for a one-worker job), each with the numbers behind its
+    rank. Pure: it does not change the state (the learner may note the job)."""
+    scorer = policies.resolve(policy, state, job, mix)
+    d = fit.Demand.of(job)
+    pool = state.open if d.gpu > 0 or d.gpu_mem else state.classes
+    ranked = []
+    for s, members in pool.items():
+        r = scorer.evaluate(s, d)
+        if r is not None:
+            ranked.append((r[0], members[0], s, r))
+    ranked.sort(key=lambda x: (x[0], x[1]))
+    out: list[NodeFit] = []
+    for k, (score, i, s, r) in enumerate(ranked[:top]):
+        lead = "chosen" if k == 0 else f"rank {k + 1}"
+        out.append(
+            NodeFit(state.nodes[i].name, True, f"{lead}: {_numbers(scorer, s, d, r, score)}")
+        )
+    return out
+
+
+def _numbers(
+    scorer: policies.Scorer, s: Sig, d: fit.Demand, r: policies.Result, score: float
+) -> str:
+    if not isinstance(scorer, policies.Fgd):
+        return f"{scorer.name} score {score:.4g}"
+    n = fit.need(d, s.model, s.gpu_mem)
+    assert n is not None  # evaluate said it fits
+    frag, stranded = scorer.growth(s, d, n, r[1])
+    gpu = f" on a GPU with {r[1] / UNIT:g} free" if n.gpus == 1 else ""
+    return (f"fragmentation grows {(frag + stranded) / UNIT:+.3f} GPU{gpu} "
+            f"(F_n(M) {frag / UNIT:+.3f}, stranded by CPU/memory {stranded / UNIT:+.3f}); "
+            f"node of {len(s.shares)} GPUs, {s.cap_cpu // 1000} cores")  # fmt: skip

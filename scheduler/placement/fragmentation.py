@@ -21,6 +21,13 @@ of the GPUs holding at least m's per-GPU request. U depends on the GPUs alone an
 R_s(cpu, mem) * U_s(gpus), with R_s the popularity of the shape's task types that fit
 the free CPU and memory. R and U are memoised per GPU model (R under the count of the
 mix's distinct CPU and memory requests the node covers), and so is F.
+
+Beyond the paper: F_n(M) looks one task ahead, so a CPU-only task that leaves a node
+with enough CPU for any single task of the mix costs nothing in F, even when the node
+keeps too little CPU (or memory) for the tasks that would fill its free GPUs. `score`
+adds that lookahead, the *stranded* share: S_n = max(0, free - min(cpu / c, mem / r)),
+with c and r the CPU and memory per GPU of the mix's GPU tasks that can run on the
+node's model (popularity-weighted). `fgd` minimises the growth of F_n(M) + S_n.
 """
 
 from __future__ import annotations
@@ -86,6 +93,9 @@ class WorkloadMix:
         self._runs: dict[tuple[str, int, int, int], tuple[float, ...]] = {}
         self._usable: dict[tuple[str, int, tuple[int, ...]], tuple[int, ...]] = {}
         self.memo: dict[tuple[object, ...], float] = {}
+        self._per_gpu: dict[tuple[str, int], tuple[float, float]] = {}
+        # Weight of the stranded share in `score` (0: the paper's FGD exactly).
+        self.stranding = 1.0
         # Per-policy score caches keyed by demand (see policies.Fgd); kept here so
         # that they live exactly as long as the mix they depend on.
         self.score_cache: dict[fit.Demand, dict[object, object]] = {}
@@ -121,6 +131,42 @@ class WorkloadMix:
             got = sum(shares) - sum(map(operator.mul, runs, usable))
             self.memo[key] = got
         return got
+
+    def score(self, model: str, gpu_mem: int, cpu: int, mem: int, shares: tuple[int, ...]) -> float:
+        """What `fgd` minimises the growth of: F_n(M) plus the stranded share."""
+        frag = self.fragmentation(model, gpu_mem, cpu, mem, shares)
+        if not self.stranding:
+            return frag
+        return frag + self.stranding * self.stranded(model, gpu_mem, cpu, mem, shares)
+
+    def stranded(
+        self, model: str, gpu_mem: int, cpu: int, mem: int, shares: tuple[int, ...]
+    ) -> float:
+        """S_n in share units: free GPU share the mix's GPU tasks could not fill for
+        lack of CPU or memory, at the mix's CPU and memory per GPU on this model."""
+        per = self._per_gpu.get((model, gpu_mem))
+        if per is None:
+            per = self._per_gpu[(model, gpu_mem)] = self._per_gpu_of(model, gpu_mem)
+        cpu_per, mem_per = per
+        free = sum(shares)
+        room = float(free)
+        if cpu_per > 0:
+            room = min(room, max(cpu, 0) / cpu_per)
+        if mem_per > 0:
+            room = min(room, max(mem, 0) / mem_per)
+        return free - room
+
+    def _per_gpu_of(self, model: str, gpu_mem: int) -> tuple[float, float]:
+        """(milli-CPU, MiB) per share unit of the GPU task types that run on the model."""
+        gpus = cpu = mem = 0.0
+        for t, p in self.weights.items():
+            n = fit.need(t.demand(), model, gpu_mem)
+            if n is None or n.gpus == 0:
+                continue
+            gpus += p * n.gpus * n.share
+            cpu += p * t.cpu_milli
+            mem += p * t.memory_mib
+        return (cpu / gpus, mem / gpus) if gpus else (0.0, 0.0)
 
     def shapes(self, model: str, gpu_mem: int) -> list[_Shape]:
         """The GPU shapes the mix's GPU tasks take on this model (the rest run nowhere

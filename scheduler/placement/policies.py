@@ -94,7 +94,14 @@ class Spread(Scorer):
 
 class Fgd(Scorer):
     """Fragmentation gradient descent: the node and GPU where the expected
-    fragmentation with respect to the workload mix grows least."""
+    fragmentation with respect to the workload mix, plus the GPU share stranded by
+    CPU or memory (`WorkloadMix.score`), grows least.
+
+    The growth is compared on a grid of `QUANTUM` (1e-6 GPU): mathematically equal
+    growths computed through different float sums are equal, not ordered by rounding
+    noise. Ties go to the fullest GPU, then to the smallest node (fewest GPUs, then
+    least CPU, then least memory: large nodes stay whole for large tasks), then to the
+    lowest node index."""
 
     name = "fgd"
 
@@ -103,22 +110,51 @@ class Fgd(Scorer):
         self.mix = mix
         self._cache = mix.score_cache  # type: ignore[assignment]
 
+    def growth(self, s: Sig, d: fit.Demand, n: fit.Need, take: int) -> tuple[float, float]:
+        """(growth of F_n(M), growth of the stranded share) in share units if a worker
+        of `d` takes its GPUs on a node in state `s` (`take`: see `fit.after`)."""
+        mix = self.mix
+        cpu, mem = s.cpu - d.cpu, s.mem - d.mem
+        shares = fit.after(n, s.shares, take)
+        frag = mix.fragmentation(s.model, s.gpu_mem, cpu, mem, shares) - mix.fragmentation(
+            s.model, s.gpu_mem, s.cpu, s.mem, s.shares
+        )
+        if not mix.stranding:
+            return frag, 0.0
+        stranded = mix.stranded(s.model, s.gpu_mem, cpu, mem, shares) - mix.stranded(
+            s.model, s.gpu_mem, s.cpu, s.mem, s.shares
+        )
+        return frag, mix.stranding * stranded
+
     def evaluate(self, s: Sig, d: fit.Demand) -> Result | None:
         n = fit.fits(d, s)
         if n is None:
             return None
-        frag = self.mix.fragmentation
-        before = frag(s.model, s.gpu_mem, s.cpu, s.mem, s.shares)
+        score = self.mix.score
+        before = score(s.model, s.gpu_mem, s.cpu, s.mem, s.shares)
         cpu, mem = s.cpu - d.cpu, s.mem - d.mem
         if n.gpus != 1:
-            shares = fit.after(n, s.shares, -1)
-            return frag(s.model, s.gpu_mem, cpu, mem, shares) - before, -1
-        best: Result | None = None
+            delta = score(s.model, s.gpu_mem, cpu, mem, fit.after(n, s.shares, -1)) - before
+            return round(delta / QUANTUM) + size_rank(s), -1
+        best: tuple[int, int] | None = None
         for v in reversed(fit.candidates(n, s.shares)):  # ties go to the fullest GPU
-            delta = frag(s.model, s.gpu_mem, cpu, mem, fit.after(n, s.shares, v)) - before
-            if best is None or delta < best[0]:
-                best = (delta, v)
-        return best
+            delta = score(s.model, s.gpu_mem, cpu, mem, fit.after(n, s.shares, v)) - before
+            key = round(delta / QUANTUM)
+            if best is None or key < best[0]:
+                best = (key, v)
+        assert best is not None  # fits: some GPU holds the worker
+        return best[0] + size_rank(s), best[1]
+
+
+QUANTUM = UNIT // 1_000_000  # share units: growths are compared to 1e-6 GPU
+
+
+def size_rank(s: Sig) -> float:
+    """A tie-break in [0, 0.01): smaller nodes (GPUs, then CPU, then memory) first."""
+    gpus = min(len(s.shares), 99)
+    cores = min(s.cap_cpu // 1000, 9_999)
+    gib = min(s.cap_mem // 1024, 99_999)
+    return ((gpus * 10_000 + cores) * 100_000 + gib) / 1e13
 
 
 BINPACK = Binpack()

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from scheduler.core import model
-from scheduler.spec import JobSpec
+from scheduler.spec import STORED, JobSpec
 from scheduler.store import schema
 
 
@@ -35,7 +35,7 @@ def queue(row: schema.QueueRow) -> model.Queue:
 
 
 def job_spec(row: schema.JobRow) -> JobSpec:
-    return JobSpec.model_validate(row.spec)
+    return JobSpec.model_validate(row.spec, context=STORED)
 
 
 def job_request(row: schema.JobRow, spec: JobSpec | None = None) -> model.JobRequest:
@@ -54,6 +54,7 @@ def job_request(row: schema.JobRow, spec: JobSpec | None = None) -> model.JobReq
         submitted_at=row.created_at.timestamp(),
         max_runtime_s=None if spec.max_runtime is None else float(spec.max_runtime),
         grace_period_s=float(spec.termination_grace_period_seconds),
+        name=row.name,
     )
 
 

@@ -180,7 +180,10 @@ def _decode_cursor(cursor: str) -> int:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         if not raw.startswith("s"):
             raise ValueError
-        return int(raw[1:])
+        seq = int(raw[1:])
+        if not 0 <= seq < 2**63:  # beyond a BIGINT column: no row has it
+            raise ValueError
+        return seq
     except ValueError:
         raise errors.Invalid("not a cursor this API returned", loc=("query", "cursor")) from None
 

@@ -125,6 +125,22 @@ class JobEventRow(Base):
     data: Mapped[dict[str, Any]]
 
 
+class ApiTokenRow(Base):
+    """A bearer token an admin made through the API (`scheduler.store.tokens`); only its
+    sha256 digest is kept. Revoked tokens stay listed, with `revoked_at`."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    user: Mapped[str] = mapped_column(String(128))
+    role: Mapped[str] = mapped_column(String(16))
+    queues: Mapped[list[Any]]
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime]
+    revoked_at: Mapped[datetime | None]
+
+
 class InventoryRow(Base):
     """A node as the scheduler last saw it (its GPUs are all of one model)."""
 

@@ -99,6 +99,7 @@ def test_placement_and_pending_reason_show_on_get_nodes_summary_metrics(
         "node": "h1",
         "gpus": [3],
         "fraction": 0.5,
+        "enforcement": "advisory",  # fractions are cooperative, and the API says so
     }
     reason = client.get(f"{API}/jobs/{waiting}", headers=VISION).json()["pendingReason"]
     assert reason["code"] == "NoFittingNode" and "largest is 7" in reason["message"]
@@ -204,7 +205,8 @@ def test_the_main_flow_on_postgres(pg_app: FastAPI) -> None:
 def test_explain_reports_the_cores_account(client: TestClient) -> None:
     jid = _submit(client, workers=2, gpu=8)
     body = client.get(f"{API}/jobs/{jid}/explain", headers=VISION).json()
-    assert body["job_id"] == jid and body["decision"] == "placed"
+    assert body["jobId"] == jid and body["decision"] == "placed"
     assert {p["node"] for p in body["placements"]} == {"h1", "h2"}
-    assert body["fair_share"][0]["queue"] == "vision"
+    assert body["fairShare"][0]["queue"] == "vision"
+    assert "queuePosition" in body and "job_id" not in body
     assert client.get(f"{API}/jobs/{jid}/explain", headers=NLP).status_code == 404

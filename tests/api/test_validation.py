@@ -56,6 +56,16 @@ BAD_JOBS: list[Any] = [
     pytest.param({"memory": "lots"}, ["body", "memory"], "memory quantity", id="bad-memory"),
     pytest.param({"extra": 1}, ["body", "extra"], "not permitted", id="unknown-field"),
     pytest.param({"priority": 2**40}, ["body", "priority"], "less than", id="priority-overflow"),
+    pytest.param(
+        {"maxRuntime": 10**400}, ["body", "maxRuntime"], "less than", id="max-runtime-huge"
+    ),
+    pytest.param({"memory": "9" * 400}, ["body", "memory"], "too large", id="memory-400-digits"),
+    pytest.param(
+        {"gpu": None, "gpuMemory": "9" * 400 + "Mi"},
+        ["body", "gpuMemory"],
+        "too large",
+        id="gpu-memory-400-digits",
+    ),
 ]
 
 

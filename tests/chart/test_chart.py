@@ -121,7 +121,8 @@ def test_rbac_is_least_privilege(render: Render) -> None:
     assert cluster[("", "pods/binding")] == {"create"}
     assert cluster[("", "events")] == {"create", "patch"}
     assert cluster[("shoal.dev", "trainingjobs/status")] == {"get", "patch", "update"}
-    assert ("", "pods/status") not in cluster  # the kubelet writes pod status
+    # Only PodScheduled=False on foreign pods that wait (the kubelet writes the rest).
+    assert cluster[("", "pods/status")] == {"patch"}
     assert ("", "secrets") not in cluster
     for verbs in cluster.values():
         assert "*" not in verbs and "escalate" not in verbs and "bind" not in verbs
@@ -131,6 +132,10 @@ def test_rbac_is_least_privilege(render: Render) -> None:
     assert by_kind(docs, "Role", "shoal-jobs")["metadata"]["namespace"] == "shoal-jobs"
     lease = _rules(docs, "Role", "shoal-leader-election")
     assert lease == {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
+    named = [
+        r for r in by_kind(docs, "Role", "shoal-leader-election")["rules"] if "get" in r["verbs"]
+    ]
+    assert [r.get("resourceNames") for r in named] == [["shoal-scheduler"]]
     assert _rules(docs, "Role", "shoal-reserve") == {("", "pods"): {"get", "patch"}}
 
 
@@ -138,6 +143,8 @@ def test_foreign_pods_off_narrows_pod_writes_to_the_jobs_namespace(render: Rende
     docs = render("rbac.foreignPods=false")
     assert _rules(docs, "ClusterRole", "shoal")[("", "pods")] == {"get", "list", "watch"}
     assert _rules(docs, "Role", "shoal-jobs")[("", "pods")] == {"create", "patch", "delete"}
+    assert ("", "pods/status") not in _rules(docs, "ClusterRole", "shoal")
+    assert _rules(docs, "Role", "shoal-jobs")[("", "pods/status")] == {"patch"}
 
 
 def test_leader_election_only_with_replicas(render: Render) -> None:
@@ -188,3 +195,40 @@ def test_helm_test_pod_checks_readyz_and_auth(render: Render) -> None:
     script = pod["spec"]["containers"][0]["command"][-1]
     assert "/readyz" in script and "Bearer" in script and "401" in script
     assert pod["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_uninstall_keeps_the_jobs_namespace(render: Render) -> None:
+    ns = by_kind(render(), "Namespace", "shoal-jobs")
+    assert ns["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_reservation_pods_options_reach_the_service(render: Render) -> None:
+    docs = render("imagePullSecrets[0].name=regcred", "rbac.foreignPods=false")
+    cm = by_kind(docs, "ConfigMap", "shoal-policy")
+    opts = json.loads(cm["data"]["kube-options.json"])
+    assert opts["reserveImagePullSecrets"] == ["regcred"]
+    assert opts["foreignNamespaces"] == ["shoal-jobs"]  # only where RBAC allows writes
+    assert opts["reservePriorityClass"] == "shoal-gpu-reservation"
+    assert opts["reserveMemoryMiB"] >= 24 and opts["reservationUuidTimeoutSeconds"] > 0
+    pc = by_kind(docs, "PriorityClass", "shoal-gpu-reservation")
+    assert pc["value"] == 1_000_000_000 and pc["globalDefault"] is False
+    assert _env(docs)["SHOAL_KUBE_OPTIONS_FILE"] == "/etc/shoal/policy/kube-options.json"
+    assert "foreignNamespaces" not in json.loads(
+        by_kind(render(), "ConfigMap", "shoal-policy")["data"]["kube-options.json"]
+    )
+    docs = render("reservations.priorityClass.create=false", "reservations.priorityClass.name=")
+    assert not [d for d in docs if d["kind"] == "PriorityClass"]
+
+
+def test_replicas_get_a_disruption_budget_and_spread(render: Render) -> None:
+    assert not [d for d in render() if d["kind"] == "PodDisruptionBudget"]
+    docs = render("database.type=postgres", POSTGRES, "replicaCount=2")
+    pdb = by_kind(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    spec = by_kind(docs, "Deployment")["spec"]["template"]["spec"]
+    term = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert (
+        term[0]["podAffinityTerm"]["labelSelector"]["matchLabels"]
+        == (pdb["spec"]["selector"]["matchLabels"])
+    )

@@ -159,12 +159,16 @@ CASES = [
         reasons={"a1": R.NO_NODE},
     ),
     Case(
-        "young jobs are not victims",
+        "young jobs are not victims, and the waiting job is told when they will be",
         nodes(1),
         [queue("a").guarantee(4).obj(), queue("b").obj()],
         [job("a1", "a").gpu(4).obj()],
         running=[on(job("b1", "b").gpu(8).obj(), "n0", started=YOUNG)],
-        reasons={"a1": R.NO_NODE},
+        reasons={"a1": R.WAITING_FOR_PREEMPTION},
+        says={
+            "a1": "from job b1 in queue b (queue a is below its guarantee); they become "
+            "preemptible at 00:17:30 UTC (in 50s"
+        },
     ),
     Case(
         "non-preemptible jobs are not victims",

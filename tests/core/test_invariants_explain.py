@@ -41,6 +41,18 @@ CASES = [
         id="half a gang",
     ),
     pytest.param(
+        [m.RunningJob(job("g", "q").workers(2).obj(), (wp(1, "n0", (0,)),), stopping=True)],
+        [queue("q").obj()],
+        set(),
+        id="a cancelled gang draining is no violation",
+    ),
+    pytest.param(
+        [m.RunningJob(job("g", "q").obj(), (), stopping=True)],
+        [queue("q").obj()],
+        set(),
+        id="a stopping job whose workers are gone",
+    ),
+    pytest.param(
         [run(job("c", "q").cpu(70_000).obj(), wp(0, "n0", (0,)))],
         [queue("q").obj()],
         {"cpu-overcommit"},
@@ -81,7 +93,9 @@ def test_unmet_guarantee_is_reported_while_others_borrow() -> None:
 def test_explain_is_json_and_tells_the_arithmetic() -> None:
     queues = [queue("vision").guarantee(2).limit(6).obj(), queue("nlp").guarantee(2).obj()]
     pending = [job(f"v{i}", "vision").gpu(2).submitted(i).obj() for i in range(4)]
-    pending.append(job("n1", "nlp").gpu(8).submitted(0).obj())
+    # n1 can never fit (16 GPUs on one node): with an 8-GPU n1, fgd now keeps n0 whole
+    # for it (ties go to the smaller node) and vision stays under its limit.
+    pending.append(job("n1", "nlp").gpu(16).submitted(0).obj())
     snap = snapshot([node("n0"), node("n1", 4)], queues, pending=pending)
     got = explain.explain(snap, "v3")
     assert got.decision == "pending"
@@ -108,3 +122,14 @@ def test_explain_names_the_victims_of_a_preempting_job() -> None:
     # Candidates show the nodes as admission left them: b1 still holds n0.
     assert got.candidates and not got.candidates[0].fits
     assert explain.explain(snap, "b1").decision == "running"
+
+
+def test_explain_says_why_the_node_of_a_placed_job_was_chosen() -> None:
+    snap = snapshot([node("n0"), node("n1", 4)], [queue("q").obj()],
+                    pending=[job("p", "q").gpu(0.5).obj()])  # fmt: skip
+    got = explain.explain(snap, "p")
+    assert got.decision == "placed"
+    assert got.candidates and got.candidates[0].reason.startswith("chosen: fragmentation grows")
+    assert got.candidates[0].node == got.placements[0]["node"]
+    assert all(c.fits for c in got.candidates)
+    json.dumps(dataclasses.asdict(got))

@@ -94,3 +94,6 @@ def test_ddp_example_succeeds_with_falling_loss(server: Server) -> None:
     logs1 = sorted((server.state / "jobs" / job_id / "1").glob("worker-*.log"))
     why = [e["message"] for e in events] + [p.read_text()[-1500:] for p in logs1]
     assert job["phase"] == "Succeeded" and job["restarts"] == 0, why
+    # The workers reported progress with the token of their own job (no all-queues token).
+    assert any(e["kind"] == "Progress" for e in events), why
+    assert not (server.state / "worker-token").exists()

@@ -15,6 +15,7 @@ from scheduler.core.model import WorkerPlacement
 from scheduler.spec import JobSpec
 
 from .fakeapi import FakeKube
+from .loopkit import database, loop  # noqa: F401  (fixtures: the loop over the fake)
 
 NS = "jobs"
 Obj = dict[str, Any]

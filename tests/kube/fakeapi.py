@@ -16,7 +16,7 @@ import copy
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -67,6 +67,7 @@ class Fault:
     path: str = ""  # only requests whose path contains this
     method: str = ""
     skip: int = 0  # let this many matching requests through first
+    retry_after: str = ""  # a Retry-After header on the error
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -93,11 +94,17 @@ class FakeKube:
         self.rv = 100
         self.history = history
         self.faults: list[Fault] = []
+        # Admission: (resource, verb, body) -> an error to answer, or None (a webhook,
+        # a ResourceQuota or RBAC refusing one write); see `deny`.
+        self.admission: list[Callable[[str, str, Obj], ApiError | None]] = []
         self.invalid: list[str] = []
         self.requests: list[tuple[str, str]] = []
         self.creates: dict[tuple[str, str, str], int] = {}
         self.bindings: dict[tuple[str, str], int] = {}
         self.deletions: list[tuple[str, str, str, int | None]] = []
+        # True: a pod deleted with a grace period > 0 only gets its deletionTimestamp, as
+        # on a real cluster, and stays until `remove` (the kubelet saying it is gone).
+        self.graceful_pod_deletes = False
         self.closing = False
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
@@ -137,9 +144,39 @@ class FakeKube:
         path: str = "",
         method: str = "",
         skip: int = 0,
+        retry_after: str = "",
     ) -> None:
         with self.lock:
-            self.faults.append(Fault(count, status, stall_s, path, method, skip))
+            self.faults.append(Fault(count, status, stall_s, path, method, skip, retry_after))
+
+    def deny(
+        self,
+        resource: str,
+        when: Callable[[Obj], bool],
+        code: int = 403,
+        message: str = 'admission webhook "deny.example.com" denied the request',
+        verb: str = "create",
+    ) -> Callable[[str, str, Obj], ApiError | None]:
+        """Refuse every `verb` ("create", or "bind" for pods/binding) of `resource` whose
+        body satisfies `when`, as a webhook, quota or RBAC would. Returns the rule
+        (remove it from `admission` to lift the refusal)."""
+        reasons = {403: "Forbidden", 409: "Conflict", 422: "Invalid"}
+
+        def rule(res: str, v: str, body: Obj) -> ApiError | None:
+            if res == resource and v == verb and when(body):
+                return ApiError(code, reasons.get(code, "BadRequest"), message)
+            return None
+
+        with self.lock:
+            self.admission.append(rule)
+        return rule
+
+    def admit(self, resource: str, verb: str, body: Obj) -> None:
+        with self.lock:
+            rules = list(self.admission)
+        for rule in rules:
+            if (err := rule(resource, verb, body)) is not None:
+                raise err
 
     def compact(self) -> None:
         """Forget all watch history: a watch from any version so far answers 410 Expired

@@ -71,9 +71,11 @@ class Routes(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._serve("DELETE")
 
-    def _send(self, code: int, body: Obj) -> None:
+    def _send(self, code: int, body: Obj, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()
         self.send_response(code)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -107,7 +109,8 @@ class Routes(BaseHTTPRequestHandler):
             code, out = self._dispatch(method, resource, ns or "", name, sub, body, q)
             self._send(code, out)
         except ApiError as e:
-            self._send(e.code, e.status())
+            extra = {"Retry-After": fault.retry_after} if fault and fault.retry_after else None
+            self._send(e.code, e.status(), extra)
         except (BrokenPipeError, ConnectionResetError):
             pass
 
@@ -139,17 +142,25 @@ class Routes(BaseHTTPRequestHandler):
                     for (ons, _), o in sorted(store.items())
                     if kube._matches(o, ons, ns or None, q)
                 ]
+                meta: Obj = {"resourceVersion": str(kube.rv)}
+                if q.get("limit"):  # pagination: `continue` is the offset here
+                    start, limit = int(q.get("continue") or 0), int(q["limit"])
+                    if start + limit < len(items):
+                        meta["continue"] = str(start + limit)
+                    items = items[start : start + limit]
                 return 200, {
                     "kind": f"{kind}List",
                     "apiVersion": api_version,
-                    "metadata": {"resourceVersion": str(kube.rv)},
+                    "metadata": meta,
                     "items": items,
                 }
             if method == "POST" and sub == "binding":
+                kube.admit(resource, "bind", kube.store["pods"].get((ns, name)) or body)
                 return self._bind(ns, name, body)
             if method == "POST":
                 name = body.get("metadata", {}).get("name", "")
                 kube.validate(body)
+                kube.admit(resource, "create", body)
                 if (ns, name) in store:
                     raise ApiError(409, "AlreadyExists", f'{resource} "{name}" already exists')
                 body.pop("status", None) if resource != "pods" else None
@@ -166,6 +177,21 @@ class Routes(BaseHTTPRequestHandler):
             if method == "DELETE":
                 grace = q.get("gracePeriodSeconds") or (body or {}).get("gracePeriodSeconds")
                 kube.deletions.append((resource, ns, name, None if grace is None else int(grace)))
+                if (
+                    resource == "pods"
+                    and kube.graceful_pod_deletes
+                    and (grace is None or int(grace) > 0)
+                ):
+                    if not cur["metadata"].get("deletionTimestamp"):
+                        cur = copy.deepcopy(cur)
+                        cur["metadata"]["deletionTimestamp"] = time.strftime(
+                            "%Y-%m-%dT%H:%M:%SZ", time.gmtime()
+                        )
+                        cur["metadata"]["deletionGracePeriodSeconds"] = int(
+                            grace if grace is not None else 30
+                        )
+                        return 200, kube._commit(resource, (ns, name), cur, "MODIFIED")
+                    return 200, copy.deepcopy(cur)
                 kube.remove(resource, name, ns)
                 return 200, copy.deepcopy(cur)
             if method == "PUT":
@@ -194,6 +220,14 @@ class Routes(BaseHTTPRequestHandler):
         pod = kube.store["pods"].get((ns, name))
         if pod is None:
             raise ApiError(404, "NotFound", f'pods "{name}" not found')
+        want = (body.get("metadata") or {}).get("uid")
+        if want and want != pod["metadata"].get("uid"):
+            raise ApiError(
+                409,
+                "Conflict",
+                f"Precondition failed: UID in precondition: {want}, "
+                f"UID in object meta: {pod['metadata'].get('uid')}",
+            )
         if pod["spec"].get("nodeName"):
             raise ApiError(
                 409, "Conflict", f"pod {name} is already assigned to node {pod['spec']['nodeName']}"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from scheduler.backends.kubernetes import KubernetesBackend, reserve
+from scheduler.backends.kubernetes import KubernetesBackend, manifests, reserve
 from scheduler.core.model import WorkerPlacement
 
 from .conftest import NS, env_of, eventually, job, node, pod
@@ -38,7 +38,7 @@ def test_four_quarter_jobs_share_one_reserved_gpu(kube: FakeKube, make_backend: 
     (res,) = [p for p in kube.objects("pods", NS) if p["metadata"]["name"] == RES]
     assert res["spec"]["nodeName"] == "n1"
     assert res["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert res["spec"]["containers"][0]["command"] == ["shoal", "reserve"]
+    assert res["spec"]["containers"][0]["command"] == manifests.RESERVER
     workers = [p for p in kube.objects("pods", NS) if p["metadata"]["name"] != RES]
     assert len(workers) == 4 and not any(p["spec"].get("nodeName") for p in workers)
     assert {w.message for w in eventually(b.workers)} == {"waiting for the GPU reservation's UUID"}
@@ -148,3 +148,32 @@ def test_reserve_prefers_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     assert reserve.read_gpu_uuid({"NVIDIA_VISIBLE_DEVICES": "GPU-other"}) == UUID
+
+
+def test_shares_get_a_cdi_annotation_when_configured(kube: FakeKube, make_backend: Make) -> None:
+    kube.put("nodes", node("n1"))
+    b = make_backend(share_cdi_kind="nvidia.com/gpu")
+    b.launch(job("cdi", gpu=0.5, gpus_of=lambda w: (0,)))
+    run_reserve(kube)
+    eventually(lambda: kube.obj("pods", "cdi-a0-w0", NS)["spec"].get("nodeName") == "n1")
+    ann = kube.obj("pods", "cdi-a0-w0", NS)["metadata"]["annotations"]
+    assert ann["cdi.k8s.io/shoal-gpu"] == f"nvidia.com/gpu={UUID}"
+    assert env_of(kube.obj("pods", "cdi-a0-w0", NS))["PET_NPROC_PER_NODE"] == "1"
+
+
+def test_a_refused_binding_in_the_background_fails_only_that_worker(
+    kube: FakeKube, make_backend: Make
+) -> None:
+    from .loopkit import of_job
+
+    kube.put("nodes", node("n1"))
+    b = make_backend(reconcile_interval_s=0)
+    b.launch(job("denied", gpu=0.5, gpus_of=lambda w: (0,)))
+    b.launch(job("fine", gpu=0.5, gpus_of=lambda w: (0,)))
+    kube.deny("pods", of_job("denied"), 403, verb="bind")
+    run_reserve(kube)
+    eventually(lambda: len(b.pod_cache.items()) == 3)
+    b.reconcile()  # does not raise: one pod's refusal is that pod's
+    assert kube.obj("pods", "fine-a0-w0", NS)["spec"].get("nodeName") == "n1"
+    (w,) = [w for w in b.workers() if w.job_id == "denied"]
+    assert w.state.value == "Failed" and w.retryable and "binding refused: 403" in w.message

@@ -130,3 +130,54 @@ def test_watch_answering_http_410_relists(kube: FakeKube, make_backend: Make) ->
     kube.put("nodes", node("n2"))
     eventually(lambda: names_of(b) == ["n1", "n2"])
     eventually(lambda: b.node_cache.relists > before, timeout=5)
+
+
+def test_time_sliced_and_oversubscribed_nodes_are_excluded_with_the_reason() -> None:
+    from scheduler.backends.kubernetes import inventory
+
+    sliced = node("ts", gpus=16)  # 4 cards x 4 replicas
+    sliced["metadata"]["labels"].update(
+        {"nvidia.com/gpu.count": "4", "nvidia.com/gpu.replicas": "4"}
+    )
+    why = inventory.unschedulable_reason(sliced, ())
+    assert why is not None and "time-sliced" in why and "replicas=4" in why
+    renamed = node("odd", gpus=8)
+    renamed["metadata"]["labels"]["nvidia.com/gpu.count"] = "2"
+    assert "advertised on 2 GPUs" in (inventory.unschedulable_reason(renamed, ()) or "")
+    # MIG single: each slice is a device of its own model and memory; counted as such.
+    mig = node("mig", gpus=14, product="NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", gpu_memory=9856)
+    mig["metadata"]["labels"].update(
+        {"nvidia.com/gpu.count": "2", "nvidia.com/mig.strategy": "single"}
+    )
+    assert inventory.unschedulable_reason(mig, ()) is None
+    n = inventory.to_node(mig)
+    assert (n.gpu_count, n.gpu_model, n.gpu_memory_mib) == (
+        14,
+        "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb",
+        9856,
+    )
+    assert inventory.schedulable_nodes([sliced, renamed, mig], [], ()) == [n]
+
+
+def test_reservation_pods_cpu_and_memory_are_counted(kube: FakeKube, make_backend: Make) -> None:
+    from scheduler.backends.kubernetes import KubeConfig, inventory, manifests
+
+    res = manifests.reservation_pod("n1", 0, KubeConfig())
+    res["spec"]["nodeName"] = "n1"
+    res["status"] = {"phase": "Running"}
+    used = inventory.foreign_usage([res])
+    assert used == {"n1": (10, KubeConfig().reserve_memory_mib, 0)}  # its GPU is the shares'
+
+
+def test_lists_are_paginated_and_the_cache_is_slim(kube: FakeKube, make_backend: Make) -> None:
+    for i in range(5):
+        p = pod(f"p{i}", node_name="n1", requests={"cpu": "1"})
+        p["metadata"]["managedFields"] = [{"manager": "kubectl", "operation": "Apply"}]
+        kube.put("pods", p)
+    kube.put("nodes", node("n1"))
+    b = make_backend(list_page_size=2)
+    pods = eventually(lambda: len(b.pod_cache.items()) == 5 and b.pod_cache.items())
+    pages = [r for r in kube.requests if r == ("GET", "/api/v1/pods")]
+    assert len(pages) >= 3  # 2 + 2 + 1
+    assert all("managedFields" not in p["metadata"] for p in pods)
+    assert b.nodes()[0].cpu_milli == 64000 - 5000

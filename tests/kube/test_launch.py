@@ -49,6 +49,7 @@ def test_pytorch_job_gets_a_service_and_four_bound_pods(
         assert spec["nodeName"] == ("n1" if i < 2 else "n2")
         assert cluster.bindings[(NS, meta["name"])] == 1
         assert spec["schedulerName"] == "shoal"
+        assert spec["automountServiceAccountToken"] is False  # no default-SA token
         assert (spec["hostname"], spec["subdomain"]) == (meta["name"], "resnet")
         assert meta["labels"] == {
             "app.kubernetes.io/name": "shoal",
@@ -74,7 +75,9 @@ def test_pytorch_job_gets_a_service_and_four_bound_pods(
         assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
         env = env_of(p)
         assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == (master, "29500")
-        assert (env["RANK"], env["WORLD_SIZE"], env["PET_NODE_RANK"]) == (str(i), "4", str(i))
+        assert (env["RANK"], env["PET_NODE_RANK"], env["PET_NNODES"]) == (str(i), str(i), "4")
+        # Two GPUs a worker: torchrun runs two processes on each (Kubeflow's nprocPerNode).
+        assert (env["PET_NPROC_PER_NODE"], env["WORLD_SIZE"]) == ("2", "8")
         assert env["USER_VAR"] == "1"
         assert "NVIDIA_VISIBLE_DEVICES" not in env  # the device plugin sets it
         assert "SHOAL_TRAININGJOB_UID" not in env
@@ -227,3 +230,40 @@ def test_finished_jobs_objects_go_after_the_ttl(cluster: FakeKube, make_backend:
         lambda: [s["metadata"]["name"] for s in cluster.objects("services", NS)] == ["long"],
         timeout=15,  # the Service goes in the same pass, just after the pods
     )
+
+
+def test_repeated_stops_of_a_draining_job_make_no_api_calls(
+    cluster: FakeKube, make_backend: Make
+) -> None:
+    cluster.graceful_pod_deletes = True
+    b = make_backend()
+    b.launch(job("drain", workers=2))
+    b.stop("drain", 30)
+    eventually(
+        lambda: all(p["metadata"].get("deletionTimestamp") for p in b.pod_cache.items()),
+        timeout=10,
+    )
+    before = len(cluster.requests)
+    for _ in range(5):  # the loop's orphan sweep, cycle after cycle
+        b.stop("drain", 30)
+    assert len(cluster.requests) == before
+    b.launch(job("drain", workers=2, attempt=1))  # a new attempt: a stop acts again
+    b.stop("drain", 30)
+    assert len(cluster.requests) > before
+
+
+def test_retry_after_is_honoured_and_calls_are_rate_limited(
+    cluster: FakeKube, make_backend: Make
+) -> None:
+    from scheduler.backends.kubernetes.api import TokenBucket
+
+    b = make_backend()
+    cluster.inject(1, 429, path="/api/v1/nodes/n1", retry_after="1")
+    assert b.kube.get("nodes", "n1") is not None
+    assert b.kube.waits[-1] == 1.0  # the server's Retry-After, not the 0.05 s backoff
+    t = [0.0]
+    slept: list[float] = []
+    bucket = TokenBucket(10, 2, clock=lambda: t[0], sleep=slept.append)
+    assert [bucket.take() for _ in range(3)] == [0.0, 0.0, pytest.approx(0.1)]
+    t[0] += 1.0  # refilled (at most the burst)
+    assert bucket.take() == 0.0 and slept == [pytest.approx(0.1)]

@@ -99,8 +99,54 @@ def test_stop_signals_then_kills_after_the_grace_period(backend: LocalBackend) -
     while "up" not in log.read_text() and time.time() < deadline:
         time.sleep(0.05)
     t0 = time.time()
-    backend.stop("job4", 1.0)
+    backend.stop("job4", 1.0, reason=base.StopReason.PREEMPTED)
     (w,) = settle(backend)
     assert 0.9 <= time.time() - t0 < 5
     assert w.state is base.WorkerState.FAILED
     assert "TERM SHOAL_PREEMPTED=1" in log.read_text()
+
+
+TELL = (
+    "import signal, time, os, sys\n"
+    "def term(*a):\n"
+    "    why = open(os.environ['SHOAL_STOP_FILE']).read().strip()\n"
+    "    pre = os.path.exists(os.environ['SHOAL_PREEMPT_FILE'])\n"
+    "    print('TERM', why, 'preempted' if pre else 'not-preempted', flush=True)\n"
+    "    sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, term)\n"
+    "print('up', flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("reason", "seen"),
+    [
+        (base.StopReason.CANCELLED, "TERM Cancelled not-preempted"),
+        (base.StopReason.MAX_RUNTIME, "TERM MaxRuntimeExceeded not-preempted"),
+        (base.StopReason.PREEMPTED, "TERM Preempted preempted"),
+    ],
+)
+def test_a_worker_tells_a_cancel_from_a_preemption(
+    backend: LocalBackend, reason: base.StopReason, seen: str
+) -> None:
+    backend.launch(base.LaunchRequest("job5", spec(TELL), 1, PL[:1]))
+    log = backend.log_files("job5")[0][2]
+    deadline = time.time() + 20
+    while "up" not in log.read_text() and time.time() < deadline:
+        time.sleep(0.05)
+    backend.stop("job5", 30.0, reason=reason)
+    backend.stop("job5", 0.0)  # a repeat keeps the first stop's reason and deadline
+    (w,) = settle(backend)
+    assert w.state is base.WorkerState.SUCCEEDED  # it exited on its own, not killed
+    assert seen in log.read_text()
+
+
+def test_a_worker_that_cannot_start_fails_with_the_true_reason(backend: LocalBackend) -> None:
+    # Validation refuses these at submission; a spec stored before it may still hold one.
+    bad = spec("print('hi')").model_copy(update={"env": {"A=B": "1"}})
+    backend.launch(base.LaunchRequest("job6", bad, 1, PL[:1]))  # does not raise
+    (w,) = settle(backend)
+    assert w.state is base.WorkerState.FAILED and w.exit_code == 127
+    assert "cannot start the worker" in w.message and "service stopped" not in w.message
+    assert "cannot start the worker" in backend.log_files("job6")[0][2].read_text()

@@ -7,6 +7,7 @@ import pytest
 from scheduler import placement
 from scheduler.core import model as m
 from scheduler.placement import TaskType, WorkloadMix, baselines
+from scheduler.placement.state import UNIT
 
 from .builders import job, node, running, state
 
@@ -136,3 +137,44 @@ def test_random_fit_is_seeded() -> None:
 
     assert picks(1) == picks(1)
     assert len(set(picks(1))) > 1
+
+
+def test_fgd_leaves_cpu_for_the_gpus_of_a_node() -> None:
+    # A CPU-only task: `small` would keep 10 cores for its 4 free GPUs (the mix needs 8
+    # per GPU), `rich` keeps plenty. F_n(M) alone cannot tell them apart (every task of
+    # the mix still fits either); the stranded share can.
+    mix = WorkloadMix({TaskType(8000, 1024, 1.0): 1.0})
+    nodes = [node("small", gpus=4, cpu=42_000), node("rich", gpus=4, cpu=96_000)]
+    got = placement.place_gang(state(nodes), job(cpu=32_000), "fgd", mix)
+    assert isinstance(got, tuple) and got[0].node == "rich"
+    paper = WorkloadMix(mix.weights)
+    paper.stranding = 0.0  # the paper's F_n(M) alone: a tie, broken towards the smaller node
+    got = placement.place_gang(state(nodes), job(cpu=32_000), "fgd", paper)
+    assert isinstance(got, tuple) and got[0].node == "small"
+
+
+def test_fgd_ties_go_to_the_smallest_node_keeping_large_ones_whole() -> None:
+    mix = WorkloadMix({TaskType(1000, 1024, 1.0): 1.0})
+    mix.stranding = 0.0
+    nodes = [node("big", gpus=8, cpu=128_000), node("small", gpus=8, cpu=64_000)]
+    got = placement.place_gang(state(nodes), job(gpu=1), "fgd", mix)
+    assert isinstance(got, tuple) and got[0].node == "small"
+
+
+def test_paper_fgd_points_follow_the_simulators_sigmoid() -> None:
+    unit = UNIT
+    assert baselines.PaperFgd.points(0) == 50
+    assert baselines.PaperFgd.points(unit) == 26  # fragmentation grows one GPU
+    assert baselines.PaperFgd.points(-unit) == 73
+    assert baselines.PaperFgd.points(int(0.01 * unit)) == 49  # any growth loses a point
+
+
+def test_explain_choice_names_the_node_place_gang_takes_and_its_numbers() -> None:
+    mix = WorkloadMix({TaskType(1000, 1024, 1.0): 0.5, TaskType(1000, 1024, 0.5): 0.5})
+    s = state(*B_IDLE_A_HALF)
+    want = placement.place_gang(s, job(gpu=0.5), "fgd", mix)
+    got = placement.explain_choice(s, job(gpu=0.5), "fgd", mix)
+    assert isinstance(want, tuple) and got[0].node == want[0].node == "a"
+    assert got[0].reason.startswith("chosen: fragmentation grows -0.250 GPU on a GPU with 0.5 free")
+    assert got[1].reason.startswith("rank 2: fragmentation grows")
+    assert placement.explain_choice(s, job(gpu=0.5), "binpack")[0].reason.startswith("chosen")

@@ -4,6 +4,7 @@ fragmentation equals the paper's definition computed the slow way."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -106,3 +107,31 @@ def test_fragmentation_matches_the_definition(
     got = WorkloadMix(weights).fragmentation(model, 16_384, cpu, mem, tuple(free_units))
     want = _reference(weights, node, cpu, mem, free_units)
     assert abs(got - want) <= 1e-6 * UNIT
+
+
+@settings(max_examples=100, deadline=None)
+@given(sts.mixes, sts.shares, st.sampled_from([0, 2000, 8000, 20_000, 64_000]),
+       st.sampled_from([0, 2048, 100_000]))  # fmt: skip
+def test_stranded_share_matches_its_definition(
+    weights: dict[TaskType, float], free: list[float], cpu: int, mem: int
+) -> None:
+    free_units = tuple(sorted((units(f) for f in free), reverse=True))
+    mix = WorkloadMix(weights)
+    total = sum(weights.values())
+    gpus = cpus = mems = 0.0
+    for t, w in weights.items():
+        n = fit.need(t.demand(), "T4", 16_384)
+        if n is not None and n.gpus > 0:
+            gpus += w / total * n.gpus * n.share
+            cpus += w / total * t.cpu_milli
+            mems += w / total * t.memory_mib
+    room = float(sum(free_units))
+    if gpus and cpus:
+        room = min(room, cpu / (cpus / gpus))
+    if gpus and mems:
+        room = min(room, mem / (mems / gpus))
+    want = sum(free_units) - room
+    assert 0 <= mix.stranded("T4", 16_384, cpu, mem, free_units) == pytest.approx(want, abs=1e-3)
+    got = mix.score("T4", 16_384, cpu, mem, free_units)
+    frag = mix.fragmentation("T4", 16_384, cpu, mem, free_units)
+    assert got == pytest.approx(frag + want, abs=1e-3)

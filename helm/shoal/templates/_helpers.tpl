@@ -61,3 +61,27 @@ app.kubernetes.io/component: scheduler
 {{- fail "database.type=postgres needs database.postgres.url or database.postgres.existingSecret" -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The kubernetes backend's options (scheduler/backends/kubernetes/runtime.py KUBE_OPTIONS). */}}
+{{- define "shoal.kubeOptions" -}}
+{{- $r := .Values.reservations -}}
+{{- $opts := dict "reserveImagePullSecrets" (list) -}}
+{{- range .Values.imagePullSecrets -}}
+{{- $_ := set $opts "reserveImagePullSecrets" (append (get $opts "reserveImagePullSecrets") (.name | default .)) -}}
+{{- end -}}
+{{- if not .Values.rbac.foreignPods -}}
+{{- $_ := set $opts "foreignNamespaces" (list .Values.jobsNamespace.name) -}}
+{{- end -}}
+{{- if $r.priorityClass.name -}}
+{{- $_ := set $opts "reservePriorityClass" $r.priorityClass.name -}}
+{{- end -}}
+{{- if $r.runtimeClassName -}}
+{{- $_ := set $opts "reserveRuntimeClass" $r.runtimeClassName -}}
+{{- end -}}
+{{- if $r.shareCdiKind -}}
+{{- $_ := set $opts "shareCdiKind" $r.shareCdiKind -}}
+{{- end -}}
+{{- $_ := set $opts "reservationUuidTimeoutSeconds" $r.uuidTimeoutSeconds -}}
+{{- $_ := set $opts "reserveMemoryMiB" $r.memoryMiB -}}
+{{- toJson $opts -}}
+{{- end -}}

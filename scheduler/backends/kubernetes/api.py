@@ -20,18 +20,21 @@ from typing import Any, TypeVar
 import kubernetes
 import urllib3
 
+from scheduler.backends.base import BackendError
 from scheduler.backends.kubernetes.config import KubeConfig
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 T = TypeVar("T")
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"  # lists merge by key (conditions)
 TRANSIENT = {429, 500, 502, 503, 504}
 
 # resource -> (API class, method suffix, namespaced)
 _RESOURCES: dict[str, tuple[str, str, bool]] = {
     "nodes": ("CoreV1Api", "node", False),
     "pods": ("CoreV1Api", "pod", True),
+    "pods/status": ("CoreV1Api", "pod_status", True),
     "services": ("CoreV1Api", "service", True),
     "configmaps": ("CoreV1Api", "config_map", True),
     "events": ("CoreV1Api", "event", True),
@@ -39,16 +42,22 @@ _RESOURCES: dict[str, tuple[str, str, bool]] = {
 }
 
 
-class ApiError(Exception):
-    """The API server answered with an error that retrying will not fix."""
+class ApiError(BackendError):
+    """The API server answered with an error that retrying will not fix (a refused
+    write: 403 RBAC or quota, 409, 422 invalid or a webhook's denial)."""
 
     def __init__(self, status: int, reason: str, message: str) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status, self.reason = status, reason
+        self.transient = status in TRANSIENT
 
 
 class Unavailable(ApiError):
     """The API server could not be reached, or kept failing, for `retry_deadline_s`."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(status, reason, message)
+        self.transient = True
 
 
 def _error(e: kubernetes.client.ApiException) -> ApiError:
@@ -59,13 +68,56 @@ def _error(e: kubernetes.client.ApiException) -> ApiError:
     return ApiError(int(e.status or 0), str(body.get("reason", e.reason)), body.get("message", ""))
 
 
+class TokenBucket:
+    """A client-side rate limit, as client-go's: `rate` calls a second on average, up to
+    `burst` at once. `take()` waits for a token; thread-safe."""
+
+    def __init__(
+        self,
+        rate: float,
+        burst: int,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] = time.sleep,
+    ) -> None:
+        self.rate, self.burst = rate, max(1, burst)
+        self.clock, self.sleep = clock, sleep
+        self._tokens, self._at = float(self.burst), clock()
+        self._lock = threading.Lock()
+
+    def take(self) -> float:
+        """Take one token, waiting if none is left; returns the seconds waited."""
+        with self._lock:
+            now = self.clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
+            self._at = now
+            self._tokens -= 1
+            wait = -self._tokens / self.rate if self._tokens < 0 else 0.0
+        if wait > 0:
+            self.sleep(wait)
+        return wait
+
+
+def retry_after_s(e: kubernetes.client.ApiException) -> float | None:
+    """The server's Retry-After (seconds) on a 429/503, if it sent one."""
+    headers = getattr(e, "headers", None) or {}
+    raw = headers.get("Retry-After") if hasattr(headers, "get") else None
+    try:
+        return max(0.0, float(raw)) if raw is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
 class Kube:
-    """Calls on the API server; safe to share between threads."""
+    """Calls on the API server; safe to share between threads. Every call takes a token
+    from a client-side bucket (`qps`, `burst`); a 429 or 503 with Retry-After waits at
+    least that long before the retry."""
 
     def __init__(self, client: Any, config: KubeConfig) -> None:
         self.client, self.config = client, config
         self._apis: dict[str, Any] = {}
         self.closed = threading.Event()  # set on shutdown: stop retrying
+        self.bucket = TokenBucket(config.qps, config.burst) if config.qps > 0 else None
+        self.waits: list[float] = []  # the retry delays taken (for tests and debugging)
 
     def _api(self, cls: str) -> Any:
         if cls not in self._apis:
@@ -77,6 +129,9 @@ class Kube:
         deadline = time.monotonic() + self.config.retry_deadline_s
         delay = 0.05
         while True:
+            if self.bucket is not None:
+                self.bucket.take()
+            told: float | None = None
             try:
                 return fn()
             except kubernetes.client.ApiException as e:
@@ -84,12 +139,15 @@ class Kube:
                 if err.status not in TRANSIENT:
                     raise err from None
                 last: str = str(err)
+                told = retry_after_s(e)
             except (urllib3.exceptions.HTTPError, OSError) as e:
                 last = f"{type(e).__name__}: {e}"
-            if time.monotonic() + delay > deadline or self.closed.is_set():
+            wait = delay * (0.5 + random.random() / 2) if told is None else told
+            if time.monotonic() + wait > deadline or self.closed.is_set():
                 raise Unavailable(503, "Unavailable", f"{what}: {last}")
-            log.warning("%s failed (%s); retrying in %.2fs", what, last, delay)
-            self.closed.wait(delay * (0.5 + random.random() / 2))
+            log.warning("%s failed (%s); retrying in %.2fs", what, last, wait)
+            self.waits.append(wait)
+            self.closed.wait(wait)
             delay = min(delay * 2, self.config.retry_max_delay_s)
 
     def _do(self, verb: str, resource: str, namespace: str | None, **kw: Any) -> Obj:
@@ -113,15 +171,28 @@ class Kube:
     def list(
         self, resource: str, namespace: str | None = None, *, labels: str = "", fields: str = ""
     ) -> tuple[list[Obj], str]:
-        """(items, resourceVersion of the list)."""
-        out = self._do(
-            "list",
-            resource,
-            namespace,
-            label_selector=labels or None,
-            field_selector=fields or None,
-        )
-        return list(out.get("items") or []), str(out["metadata"].get("resourceVersion", ""))
+        """(items, resourceVersion of the list), read in pages of `list_page_size`
+        (`limit`/`continue`: one consistent snapshot, served in parts, so a 10,000-pod
+        list neither times out nor holds the API server's memory at once)."""
+        items: list[Obj] = []
+        token: str | None = None
+        rv = ""
+        while True:
+            out = self._do(
+                "list",
+                resource,
+                namespace,
+                label_selector=labels or None,
+                field_selector=fields or None,
+                limit=self.config.list_page_size,
+                _continue=token,
+            )
+            items.extend(out.get("items") or [])
+            meta = out.get("metadata") or {}
+            rv = rv or str(meta.get("resourceVersion", ""))
+            token = meta.get("continue") or None
+            if not token:
+                return items, rv
 
     def get(self, resource: str, name: str, namespace: str | None = None) -> Obj | None:
         try:
@@ -139,9 +210,16 @@ class Kube:
         """Raises ApiError(409) when `body`'s resourceVersion is stale."""
         return self._do("replace", resource, namespace, name=name, body=body)
 
-    def patch(self, resource: str, name: str, body: Obj, namespace: str | None = None) -> Obj:
+    def patch(
+        self,
+        resource: str,
+        name: str,
+        body: Obj,
+        namespace: str | None = None,
+        content_type: str = MERGE_PATCH,
+    ) -> Obj:
         return self._do(
-            "patch", resource, namespace, name=name, body=body, _content_type=MERGE_PATCH
+            "patch", resource, namespace, name=name, body=body, _content_type=content_type
         )
 
     def delete(
@@ -167,12 +245,19 @@ class Kube:
                 return False
             raise
 
-    def bind(self, namespace: str, pod: str, node: str) -> bool:
-        """Bind through pods/binding; False when the pod was already bound (409)."""
+    def bind(self, namespace: str, pod: str, node: str, uid: str = "") -> bool:
+        """Bind through pods/binding; False when the pod was already bound elsewhere (a
+        409 with the pod found bound to another node). `uid` is a precondition, as
+        kube-scheduler sends it: a pod deleted and made again under the same name is not
+        bound by mistake (409, raised). Any other 409 (a webhook's, a conflict) is raised
+        too."""
+        meta = {"name": pod, "namespace": namespace}
+        if uid:
+            meta["uid"] = uid
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": pod, "namespace": namespace},
+            "metadata": meta,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         api = self._api("CoreV1Api")
@@ -189,8 +274,14 @@ class Kube:
             )
             return True
         except ApiError as e:
-            if e.status == 409:
-                return False
+            if e.status != 409:
+                raise
+            live = self.get("pods", pod, namespace)
+            bound = live is not None and (live.get("spec") or {}).get("nodeName")
+            if bound and live is not None and (not uid or live["metadata"].get("uid") == uid):
+                # On the node asked for: a retry whose first try's answer was lost (a
+                # timeout on a loaded server) bound it; that is this call's success.
+                return bool(bound == node)
             raise
 
     def watch(

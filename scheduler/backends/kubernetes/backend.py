@@ -11,15 +11,18 @@ reservations and deletes finished jobs' objects after `finished_ttl_s`.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from scheduler.backends import base
 from scheduler.backends.kubernetes import events, inventory, manifests, names, shares, status
-from scheduler.backends.kubernetes.api import ApiError, Kube, Unavailable
+from scheduler.backends.kubernetes.api import STRATEGIC_PATCH, ApiError, Kube, Unavailable
 from scheduler.backends.kubernetes.config import KubeConfig, api_client
 from scheduler.backends.kubernetes.reflector import Reflector
 from scheduler.core.model import JobRequest, Node, RunningJob, WorkerPlacement
@@ -27,6 +30,13 @@ from scheduler.spec import Framework
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
+
+
+def graceful(grace_period_s: float) -> int:
+    """The `gracePeriodSeconds` of a delete: whole seconds, rounded up, at least 1. Never
+    0, which is a force delete: the API server forgets the pod at once while its
+    containers may still run and hold their GPUs on the node."""
+    return max(1, math.ceil(grace_period_s))
 
 
 class KubernetesBackend:
@@ -52,6 +62,8 @@ class KubernetesBackend:
         self._reported: set[str] = set()  # pod uids whose failure has an Event
         self._bound: set[str] = set()  # pod uids this process bound (the cache may lag)
         self._finished_since: dict[str, float] = {}
+        self._stopped: set[str] = set()  # jobs stop() has deleted (see stop)
+        self._refused: dict[str, str] = {}  # pod uid -> why its binding was refused
         self._thread: threading.Thread | None = None
         if start:
             self.start(sync_timeout_s)
@@ -109,6 +121,7 @@ class KubernetesBackend:
             for p in sorted(req.placements, key=lambda p: p.worker)
         ]
         with self._lock:
+            self._stopped.discard(req.job_id)
             self._ensure("services", manifests.service(req, stem, ns), req.job_id)
             if req.spec.framework is Framework.MPI:
                 self._ensure("configmaps", manifests.hostfile(req, stem, ns, hosts), req.job_id)
@@ -133,16 +146,27 @@ class KubernetesBackend:
 
     def stop(self, job_id: str, grace_period_s: float, *, reason: str = "Stopped") -> None:
         """Delete the job's pods with the grace period (the kubelet sends SIGTERM, then
-        SIGKILL), after setting `shoal.dev/preempted` (a file in the pod); then its
-        Service and ConfigMaps, and any GPU reservation it was the last share of."""
+        SIGKILL), after setting `shoal.dev/stop-reason` and, for a preemption only,
+        `shoal.dev/preempted` (files in the pod); then its
+        Service and ConfigMaps, and any GPU reservation it was the last share of.
+
+        A repeat (the loop stops a draining attempt every cycle until its pods are gone)
+        costs no API call while the pod cache shows none of the job's pods still alive
+        and undeleted: no LIST per draining job per cycle."""
         with self._lock:
+            if job_id in self._stopped and not self._alive_in_cache(job_id):
+                return
+            self._stopped.add(job_id)
             pods = self._job_pods(job_id)
             used = {names.labels_of(p).get(names.RESERVATION) for p in pods} - {None}
             for pod in pods:
                 meta = pod["metadata"]
                 if meta.get("deletionTimestamp"):
                     continue
-                self._patch_quietly(pod, {names.PREEMPTED: "1"})
+                marks = {names.STOP_REASON: str(reason)}
+                if reason == base.StopReason.PREEMPTED:
+                    marks[names.PREEMPTED] = "1"
+                self._patch_quietly(pod, marks)
                 self.events.emit(
                     pod,
                     reason,
@@ -150,14 +174,36 @@ class KubernetesBackend:
                     events.WARNING if reason == "Preempted" else events.NORMAL,
                 )
                 self.kube.delete(
-                    "pods", meta["name"], meta["namespace"], grace_period_s=int(grace_period_s)
+                    "pods", meta["name"], meta["namespace"], grace_period_s=graceful(grace_period_s)
                 )
             self._delete_job_objects(job_id)
             for name in sorted(str(u) for u in used):
                 self.reservations.release_if_unused(name)
 
     def workers(self) -> list[base.WorkerStatus]:
-        out = [status.worker_status(p) for p in self.pod_cache.items() if status.is_worker(p)]
+        """Every worker's state. A worker on a node that is gone or long NotReady, or
+        with a `DisruptionTarget` condition, or refused by the kubelet at admission, is
+        FAILED and `retryable` (the infrastructure's failure, not the job's)."""
+        nodes = {n["metadata"]["name"]: n for n in self.node_cache.items()}
+        pods = self.pod_cache.items()
+        broken = self.reservations.problems(pods)
+        now = dt.datetime.now(dt.UTC)
+        out = []
+        for p in pods:
+            if not status.is_worker(p):
+                continue
+            w = status.worker_status(p)
+            if w.state is not base.WorkerState.FAILED:
+                lost = status.node_failure(p, nodes, now, self.config.node_lost_s)
+                if lost is None:
+                    lost = broken.get(names.labels_of(p).get(names.RESERVATION, ""))
+                if lost is None and not (p.get("spec") or {}).get("nodeName"):
+                    lost = self._refused.get(p["metadata"].get("uid", ""))
+                if lost is not None:
+                    w = status.failed_by_infrastructure(w, lost)
+                    if inventory.holds_resources(p) and lost in broken.values():
+                        w = replace(w, still_running=True)
+            out.append(w)
         return sorted(out, key=lambda w: (w.job_id, w.attempt, w.worker))
 
     # ---- start-up and foreign pods ----
@@ -169,7 +215,11 @@ class KubernetesBackend:
     def foreign_pods(self) -> list[status.ForeignPod]:
         """Pending pods Shoal did not create that name it as their scheduler."""
         found = (status.foreign_pod(p, self.config.scheduler_name) for p in self.pod_cache.items())
-        return sorted((f for f in found if f), key=lambda f: (f.namespace, f.name))
+        allowed = self.config.foreign_namespaces  # where RBAC lets Shoal patch and bind
+        return sorted(
+            (f for f in found if f and (allowed is None or f.namespace in allowed)),
+            key=lambda f: (f.namespace, f.name),
+        )
 
     def bind(self, pod: status.ForeignPod, placement: WorkerPlacement) -> bool:
         """Adopt a foreign pod as the single worker of job `pod.job_id` and bind it.
@@ -197,6 +247,34 @@ class KubernetesBackend:
     def foreign_running(self) -> Sequence[RunningJob]:
         return status.adopted(self.pod_cache.items())
 
+    def note_pending(self, job_id: str, message: str) -> None:
+        """Say why a foreign pod waits, as kube-scheduler does: `PodScheduled=False`
+        (reason Unschedulable) on its status and a `FailedScheduling` Warning event.
+        Called by the loop when the reason changes."""
+        for pod in self.foreign_pods():
+            if pod.job_id != job_id:
+                continue
+            cond = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+                "lastTransitionTime": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+            self.kube.patch(
+                "pods/status",
+                pod.name,
+                {"status": {"conditions": [cond]}},
+                pod.namespace,
+                content_type=STRATEGIC_PATCH,
+            )
+            obj = {
+                "kind": "Pod",
+                "apiVersion": "v1",
+                "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            }
+            self.events.emit(obj, "FailedScheduling", message, events.WARNING, key=message)
+
     def bind_foreign(self, job_id: str, placement: WorkerPlacement) -> None:
         for pod in self.foreign_pods():
             if pod.job_id == job_id and pod.uid not in self._bound:
@@ -213,19 +291,32 @@ class KubernetesBackend:
             for pod in pods:
                 if not status.is_worker(pod) or pod["metadata"].get("deletionTimestamp"):
                     continue
-                if not pod["spec"].get("nodeName") and pod["metadata"]["uid"] not in self._bound:
+                uid = pod["metadata"].get("uid", "")
+                if not pod["spec"].get("nodeName") and uid not in self._bound:
                     # A fraction's UUID came, or a crash interrupted a launch. The cache
-                    # may lag behind our own binding: read the pod again first.
-                    live = self.kube.get(
-                        "pods", pod["metadata"]["name"], pod["metadata"]["namespace"]
-                    )
-                    if live and not live["metadata"].get("deletionTimestamp"):
-                        self._bind_if_ready(live)
+                    # may lag behind our own binding: read the pod again first. One
+                    # pod's refused binding is that pod's (its worker fails, retryable),
+                    # not the end of this pass for every other pod.
+                    try:
+                        live = self.kube.get(
+                            "pods", pod["metadata"]["name"], pod["metadata"]["namespace"]
+                        )
+                        if live and not live["metadata"].get("deletionTimestamp"):
+                            self._bind_if_ready(live)
+                    except ApiError as e:
+                        if e.transient:
+                            raise
+                        log.warning("binding %s refused: %s", pod["metadata"]["name"], e)
+                        self._refused[uid] = f"binding refused: {e}"
                 elif (pod.get("status") or {}).get("phase") == "Failed":
                     self._report_failure(pod)
             self.reservations.sweep(pods)
+            self._report_reservation_problems(pods)
             self._expire_finished(pods)
             self._bound &= {p["metadata"].get("uid", "") for p in pods}
+            uids = {p["metadata"].get("uid", "") for p in pods}
+            self._refused = {k: v for k, v in self._refused.items() if k in uids}
+            self._stopped &= {names.annotations_of(p).get(names.JOB_ID, "") for p in pods}
 
     def _run(self) -> None:
         while not self._closed.wait(self.config.reconcile_interval_s):
@@ -268,13 +359,16 @@ class KubernetesBackend:
             uuid = self.reservations.uuid(names.labels_of(pod).get(names.RESERVATION, ""))
             if not uuid:
                 return False
+            ann_patch = {names.GPU_UUID: uuid}
+            if self.config.share_cdi_kind:  # CDI: the runtime injects the shared device
+                ann_patch[names.CDI_SHARE] = f"{self.config.share_cdi_kind}={uuid}"
             self.kube.patch(
                 "pods",
                 meta["name"],
-                {"metadata": {"annotations": {names.GPU_UUID: uuid}}},
+                {"metadata": {"annotations": ann_patch}},
                 meta["namespace"],
             )
-        bound = self.kube.bind(meta["namespace"], meta["name"], node)
+        bound = self.kube.bind(meta["namespace"], meta["name"], node, meta.get("uid", ""))
         self._bound.add(meta.get("uid", ""))
         if bound:
             self.events.emit(
@@ -283,6 +377,18 @@ class KubernetesBackend:
                 f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}",
             )
         return True
+
+    def _alive_in_cache(self, job_id: str) -> bool:
+        """Does the cache show a pod of `job_id` not yet deleted and not finished?"""
+        for p in self.pod_cache.items():
+            ann = names.annotations_of(p)
+            if (
+                ann.get(names.JOB_ID) == job_id
+                and not p["metadata"].get("deletionTimestamp")
+                and (p.get("status") or {}).get("phase") not in inventory.TERMINAL
+            ):
+                return True
+        return False
 
     def _job_pods(self, job_id: str) -> list[Obj]:
         if job_id.startswith("pod:"):  # an adopted foreign pod
@@ -325,6 +431,14 @@ class KubernetesBackend:
             f"worker {w.worker} of job {w.job_id} failed (exit code {w.exit_code}): {w.message}",
             events.WARNING,
         )
+
+    def _report_reservation_problems(self, pods: list[Obj]) -> None:
+        broken = self.reservations.problems(pods)
+        for pod in pods:
+            name, uid = pod["metadata"]["name"], pod["metadata"].get("uid", "")
+            if name in broken and f"res:{uid}" not in self._reported:
+                self._reported.add(f"res:{uid}")
+                self.events.emit(pod, "ReservationFailed", broken[name], events.WARNING)
 
     def _expire_finished(self, pods: list[Obj]) -> None:
         ttl = self.config.finished_ttl_s

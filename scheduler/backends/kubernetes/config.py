@@ -40,15 +40,41 @@ class KubeConfig:
     tolerations: Sequence[Mapping[str, str]] = ()
     security_context: Mapping[str, Any] = field(default_factory=baseline_security_context)
     service_account: str | None = None  # for worker pods; None: the namespace default
-    reserve_image: str = "ghcr.io/shoal-dev/shoal:latest"  # runs `shoal reserve`
+    reserve_image: str = "ghcr.io/shoal-dev/shoal:latest"  # runs the reserver
     reserve_service_account: str = "shoal-reserve"  # may patch its own pod
+    reserve_image_pull_secrets: tuple[str, ...] = ()  # for a private registry
+    # A high PriorityClass (the chart makes one): neither kube-scheduler preemption nor the
+    # kubelet's eviction under pressure should take a GPU its shares run on.
+    reserve_priority_class: str | None = None
+    reserve_runtime_class: str | None = None  # e.g. "nvidia" where the runtime needs it
+    # The reserver's memory request and limit, sized from its measured peak RSS
+    # (docs/kubernetes.md: about 21 MiB; twice that plus headroom).
+    reserve_memory_mib: int = 48
+    # A reservation that reports no GPU UUID this long after it was bound (image pull
+    # failing, no GPU, a crash loop) is replaced and its shares are failed (re-placed).
+    reservation_uuid_timeout_s: float = 180.0
+    # Namespaces whose foreign pods (schedulerName: shoal, made by others) Shoal adopts:
+    # None: all (the chart's rbac.foreignPods=true); else only these, where its RBAC lets
+    # it patch and bind pods (rbac.foreignPods=false: the jobs namespace).
+    foreign_namespaces: tuple[str, ...] | None = None
+    # Nodes whose runtime takes devices through CDI (the GPU Operator's default) ignore
+    # NVIDIA_VISIBLE_DEVICES: with a CDI kind set (e.g. "nvidia.com/gpu", whose spec must
+    # name devices by UUID), a fractional worker also gets the annotation
+    # `cdi.k8s.io/shoal-gpu: <kind>=<uuid>`, which containerd/CRI-O resolve. None: off.
+    share_cdi_kind: str | None = None
     finished_ttl_s: float | None = 3600.0  # delete finished jobs' objects after; None: keep
     reservation_grace_s: float = 30.0  # an unshared reservation younger than this stays
     request_timeout_s: float = 10.0
+    list_page_size: int = 500  # LISTs are read in pages of this many objects
+    qps: float = 50.0  # client-side rate limit (token bucket); 0: none
+    burst: int = 100
     retry_deadline_s: float = 30.0  # give up a call after retrying this long
     retry_max_delay_s: float = 5.0
     watch_timeout_s: int = 300  # server-side timeout of one watch request
     reconcile_interval_s: float = 2.0
+    # A bound worker whose node has not been Ready this long is a failed worker (its
+    # attempt is re-placed, without using up backoffLimit); one whose node is gone, at once.
+    node_lost_s: float = 300.0
     event_component: str = "shoal-scheduler"
 
 

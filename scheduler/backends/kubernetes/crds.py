@@ -8,7 +8,10 @@ proper: it imports `kubernetes`, so it lives here. Run it in the leading replica
 
 A deleted TrainingJob needs no finalizer: the DELETED event carries the last object, which
 is reconciled as if it had a deletionTimestamp (the store job is cancelled), and the
-worker pods go with it through their owner references.
+worker pods go with it through their owner references. A TrainingJob deleted while no
+watcher ran (no leader, a restart) sends no event: after every full list, live store jobs
+submitted from a TrainingJob in this namespace that the list no longer holds are
+cancelled (`cancel_missing`).
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import kubernetes
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from scheduler.controller import apply as applying
 from scheduler.controller import crdgen, reconcile
-from scheduler.store import errors, jobs, queues
+from scheduler.spec import Phase
+from scheduler.store import errors, jobs, queues, schema
 
 log = logging.getLogger("shoal.crds")
 SessionFactory = Callable[[], AbstractContextManager[Session]]
@@ -114,6 +119,37 @@ class CrWatcher:
                 crdgen.GROUP, crdgen.VERSION, cr["metadata"]["namespace"], plural, name, body
             )
 
+    def cancel_missing(self, items: list[dict[str, Any]]) -> list[str]:
+        """Cancel live store jobs whose TrainingJob (in this namespace) is not in `items`,
+        a full list: it was deleted while no watcher saw the DELETED event. Returns the
+        cancelled job ids."""
+        present: set[str] = set()
+        for cr in items:
+            meta = cr.get("metadata") or {}
+            present.add(f"cr:{meta.get('uid')}")
+            present.add(f"cr:{meta.get('namespace', self.namespace)}/{meta.get('name')}")
+        live = [p.value for p in (Phase.PENDING, Phase.SCHEDULED, Phase.RUNNING, Phase.PREEMPTED)]
+        out = []
+        with self.sessions() as session:
+            stmt = select(schema.JobRow.id, schema.JobRow.idempotency_key).where(
+                schema.JobRow.submitter == f"crd:{self.namespace}",
+                schema.JobRow.phase.in_(live),
+                schema.JobRow.cancel_requested.is_(False),
+            )
+            gone = [
+                job_id
+                for job_id, key in session.execute(stmt)
+                if key and key.startswith("cr:") and key not in present
+            ]
+            for job_id in gone:
+                try:
+                    jobs.cancel_job(session=session, job_id=job_id, by="crd:deleted")
+                    out.append(job_id)
+                    log.info("job %s: its TrainingJob is gone; cancelled", job_id)
+                except (errors.Conflict, errors.NotFound):
+                    session.rollback()
+        return out
+
     # --- the loops --------------------------------------------------------------------
     def _list(self, plural: str, **kw: Any) -> Any:
         if plural == "queues":
@@ -136,6 +172,8 @@ class CrWatcher:
                 listing = self._list(plural)
                 for item in listing.get("items", []):
                     handle(item)
+                if plural == "trainingjobs":
+                    self.cancel_missing(list(listing.get("items", [])))
                 version = listing["metadata"]["resourceVersion"]
                 for event in self._events(plural, version):
                     if stop.is_set():

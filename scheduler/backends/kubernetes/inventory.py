@@ -24,6 +24,9 @@ GPU = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB
 MODEL_OVERRIDE = "shoal.dev/gpu-model"
+COUNT_LABEL = "nvidia.com/gpu.count"
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"  # time-slicing (GFD)
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"  # none | single | mixed
 TERMINAL = ("Succeeded", "Failed")
 
 
@@ -61,6 +64,42 @@ def unschedulable_reason(node: Obj, tolerations: Sequence[Mapping[str, str]]) ->
             return f"taint {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')}"
     if not is_ready(node):
         return "NotReady"
+    return sharing_reason(node)
+
+
+def _int(text: Any, default: int) -> int:
+    try:
+        return int(str(text))
+    except (TypeError, ValueError):
+        return default
+
+
+def sharing_reason(node: Obj) -> str | None:
+    """Why the node's `nvidia.com/gpu` devices are not whole GPUs Shoal can count, or None.
+
+    Time-slicing (`nvidia.com/gpu.replicas` > 1) advertises each GPU several times: a
+    replica shares the card's memory and compute with the others and Shoal cannot tell
+    which card it gets, so such a node is excluded (with this reason) rather than counted
+    as N x replicas GPUs. With MIG `single`, each device is one slice and GFD labels its
+    product (`…-MIG-1g.10gb`) and memory: counted as GPUs of that model. With MIG `mixed`,
+    `nvidia.com/gpu` counts only the cards without MIG (slices are other resources),
+    which is right as is. Any other node advertising more devices than it has GPUs
+    (`nvidia.com/gpu.count`) is excluded too."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    replicas = _int(labels.get(REPLICAS_LABEL), 1)
+    if replicas > 1:
+        return (
+            f"time-sliced GPUs ({REPLICAS_LABEL}={replicas}): a replica is not a GPU; "
+            "Shoal shares GPUs through its own reservations, use a node pool without "
+            "time-slicing"
+        )
+    alloc = int(_q(((node.get("status") or {}).get("allocatable") or {}).get(GPU, 0)))
+    count = _int(labels.get(COUNT_LABEL), 0)
+    if labels.get(MIG_STRATEGY_LABEL) != "single" and count and alloc > count:
+        return (
+            f"{alloc} {GPU} devices advertised on {count} GPUs ({COUNT_LABEL}): "
+            "shared devices Shoal cannot count as whole GPUs"
+        )
     return None
 
 
@@ -92,13 +131,19 @@ def holds_resources(pod: Obj) -> bool:
 
 
 def foreign_usage(pods: Iterable[Obj]) -> dict[str, tuple[int, int, int]]:
-    """node -> (cpu milli, memory MiB, GPUs) requested by pods Shoal did not place."""
+    """node -> (cpu milli, memory MiB, GPUs) requested by pods Shoal did not place, plus
+    the CPU and memory of Shoal's GPU reservation pods (no placement counts those)."""
     used: dict[str, tuple[int, int, int]] = {}
     for pod in pods:
-        if not holds_resources(pod) or names.is_shoal_placed(pod):
+        if not holds_resources(pod):
+            continue
+        reservation = names.labels_of(pod).get(names.COMPONENT) == names.RESERVATION_COMPONENT
+        if names.is_shoal_placed(pod) and not (reservation and names.is_managed(pod)):
             continue
         node = pod["spec"]["nodeName"]
         c, m, g = pod_requests(pod)
+        if reservation:  # its GPU is its shares' (the loop counts them); CPU and memory not
+            g = 0
         uc, um, ug = used.get(node, (0, 0, 0))
         used[node] = (uc + c, um + m, ug + g)
     return used

@@ -18,6 +18,7 @@ Obj = dict[str, Any]
 OWNER_UID = "SHOAL_TRAININGJOB_UID"  # extra_env keys the loop sets for CR-backed jobs
 OWNER_NAME = "SHOAL_TRAININGJOB_NAME"
 PREEMPT_FILE = "/etc/shoal/podinfo/preempted"
+STOP_FILE = "/etc/shoal/podinfo/stop-reason"
 GPU = "nvidia.com/gpu"
 
 
@@ -97,7 +98,11 @@ def hostfile(req: base.LaunchRequest, base_name: str, ns: str, hosts: Sequence[s
             job_labels(req, base_name, names.HOSTFILE),
             req,
         ),
-        "data": {"hostfile": "".join(f"{h} slots=1\n" for h in hosts)},
+        "data": {
+            "hostfile": base.hostfile_text(
+                hosts, [base.mpi_slots(p) for p in sorted(req.placements, key=lambda p: p.worker)]
+            )
+        },
     }
 
 
@@ -119,6 +124,7 @@ def worker_pod(
     env = base.worker_env(spec, p, hosts, job_id=req.job_id, attempt=req.attempt)
     env.update({k: v for k, v in req.extra_env.items() if k not in (OWNER_UID, OWNER_NAME)})
     env["SHOAL_PREEMPT_FILE"] = PREEMPT_FILE
+    env["SHOAL_STOP_FILE"] = STOP_FILE
     if p.gpus and not frac:
         env.pop("NVIDIA_VISIBLE_DEVICES")  # the device plugin sets it
     env_list: list[Obj] = [
@@ -167,12 +173,12 @@ def worker_pod(
     if spec.args:
         container["args"] = list(spec.args)
     preempted = {"fieldPath": f"metadata.annotations['{names.PREEMPTED}']"}
-    volumes: list[Obj] = [
-        {
-            "name": "podinfo",
-            "downwardAPI": {"items": [{"path": "preempted", "fieldRef": preempted}]},
-        }
+    stop_reason = {"fieldPath": f"metadata.annotations['{names.STOP_REASON}']"}
+    items = [
+        {"path": "preempted", "fieldRef": preempted},
+        {"path": "stop-reason", "fieldRef": stop_reason},
     ]
+    volumes: list[Obj] = [{"name": "podinfo", "downwardAPI": {"items": items}}]
     if spec.framework is Framework.MPI:
         container["volumeMounts"].append(
             {"name": "hostfile", "mountPath": "/etc/shoal/hostfile", "subPath": "hostfile"}
@@ -195,6 +201,8 @@ def worker_pod(
         pod_spec["tolerations"] = [dict(t) for t in config.tolerations]
     if config.service_account:
         pod_spec["serviceAccountName"] = config.service_account
+    else:  # the namespace's default account: its token is of no use to a worker
+        pod_spec["automountServiceAccountToken"] = False
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -203,36 +211,55 @@ def worker_pod(
     }
 
 
+RESERVER = ["python", "-m", "scheduler.backends.kubernetes.reserve"]
+# Autoscalers and consolidation must not move a GPU that shares run on.
+DO_NOT_DISRUPT = {
+    "karpenter.sh/do-not-disrupt": "true",
+    "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+}
+
+
 def reservation_pod(node: str, gpu: int, config: KubeConfig) -> Obj:
-    """Holds one physical GPU for fractional workers and reports its UUID."""
+    """Holds one physical GPU for fractional workers and reports its UUID. It runs the
+    tiny reserver (no CLI, no kubernetes client), with memory sized from its measured
+    peak (`reserve_memory_mib`), a high PriorityClass and do-not-disrupt annotations."""
     name = names.reservation_name(node, gpu)
     field = {"fieldRef": {"fieldPath": "metadata.name"}}
+    mem = f"{config.reserve_memory_mib}Mi"
     spec: Obj = {
         "schedulerName": config.scheduler_name,
         "restartPolicy": "Always",
         "serviceAccountName": config.reserve_service_account,
         "terminationGracePeriodSeconds": 5,
+        "enableServiceLinks": False,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [
             {
                 "name": "reserve",
                 "image": config.reserve_image,
-                "command": ["shoal", "reserve"],
+                "command": list(RESERVER),
                 "env": [
                     {"name": "POD_NAME", "valueFrom": field},
                     {
                         "name": "POD_NAMESPACE",
                         "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
                     },
+                    {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
                 ],
                 "resources": {
-                    "requests": {"cpu": "10m", "memory": "64Mi", GPU: "1"},
-                    "limits": {"memory": "64Mi", GPU: "1"},
+                    "requests": {"cpu": "10m", "memory": mem, GPU: "1"},
+                    "limits": {"memory": mem, GPU: "1"},
                 },
                 "securityContext": dict(config.security_context),
             }
         ],
     }
+    if config.reserve_image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": s} for s in config.reserve_image_pull_secrets]
+    if config.reserve_priority_class:
+        spec["priorityClassName"] = config.reserve_priority_class
+    if config.reserve_runtime_class:
+        spec["runtimeClassName"] = config.reserve_runtime_class
     if config.tolerations:
         spec["tolerations"] = [dict(t) for t in config.tolerations]
     return {
@@ -248,7 +275,7 @@ def reservation_pod(node: str, gpu: int, config: KubeConfig) -> Obj:
                 names.NODE_LABEL: names.label_value(node),
                 names.GPU_INDEX: str(gpu),
             },
-            "annotations": {names.NODE: node, names.GPUS: str(gpu)},
+            "annotations": {names.NODE: node, names.GPUS: str(gpu), **DO_NOT_DISRUPT},
         },
         "spec": spec,
     }

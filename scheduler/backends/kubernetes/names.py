@@ -31,8 +31,10 @@ GPUS = f"{DOMAIN}/gpus"
 GPU_FRACTION = f"{DOMAIN}/gpu-fraction"
 GPU_MEMORY = f"{DOMAIN}/gpu-memory"
 GPU_UUID = f"{DOMAIN}/gpu-uuid"
+CDI_SHARE = "cdi.k8s.io/shoal-gpu"  # containerd/CRI-O CDI device injection by annotation
 ENFORCEMENT = f"{DOMAIN}/gpu-enforcement"
 PREEMPTED = f"{DOMAIN}/preempted"
+STOP_REASON = f"{DOMAIN}/stop-reason"  # base.StopReason, a file in the pod
 WORKERS = f"{DOMAIN}/workers"
 FINISHED_AT = f"{DOMAIN}/finished-at"
 

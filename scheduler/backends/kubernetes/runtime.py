@@ -41,6 +41,32 @@ class Election:
     renew_every_s: float | None = None  # None: a third of the duration, as client-go
 
 
+# SHOAL_KUBE_OPTIONS_FILE's keys (the chart's kube-options.json) -> KubeConfig fields.
+KUBE_OPTIONS = {
+    "foreignNamespaces": "foreign_namespaces",
+    "reserveImagePullSecrets": "reserve_image_pull_secrets",
+    "reservePriorityClass": "reserve_priority_class",
+    "reserveRuntimeClass": "reserve_runtime_class",
+    "reserveMemoryMiB": "reserve_memory_mib",
+    "reservationUuidTimeoutSeconds": "reservation_uuid_timeout_s",
+    "nodeLostSeconds": "node_lost_s",
+    "shareCdiKind": "share_cdi_kind",
+}
+
+
+def with_options(cfg: KubeConfig, options: Mapping[str, Any] | None) -> KubeConfig:
+    """`cfg` with the kube-options.json values set; an unknown key raises ValueError
+    naming it. Lists become tuples; null keeps the default."""
+    changes: dict[str, Any] = {}
+    for key, value in (options or {}).items():
+        if key not in KUBE_OPTIONS:
+            raise ValueError(f"SHOAL_KUBE_OPTIONS_FILE: unknown key {key!r}")
+        if value is None:
+            continue
+        changes[KUBE_OPTIONS[key]] = tuple(value) if isinstance(value, list) else value
+    return replace(cfg, **changes)
+
+
 def kube_config(
     *,
     namespace: str = "shoal-jobs",
@@ -176,8 +202,10 @@ class KubeRuntime:
         env = {**request.extra_env, manifests.OWNER_UID: uid}
         return replace(request, extra_env=env)
 
-    def stop(self, job_id: str, grace_period_s: float) -> None:
-        self.backend.stop(job_id, grace_period_s)
+    def stop(
+        self, job_id: str, grace_period_s: float, *, reason: str = base.StopReason.STOPPED
+    ) -> None:
+        self.backend.stop(job_id, grace_period_s, reason=reason)
 
     def workers(self) -> Sequence[base.WorkerStatus]:
         return self.backend.workers()
@@ -220,6 +248,7 @@ def from_settings(
         security_context=settings.worker_security_context,
         tolerations=settings.worker_tolerations,
     )
+    cfg = with_options(cfg, getattr(settings, "kube_options", None))
     election = None
     if settings.leader_election:
         if not settings.pod_name:

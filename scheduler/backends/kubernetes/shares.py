@@ -15,7 +15,7 @@ import logging
 from typing import Any
 
 from scheduler.backends.kubernetes import events, inventory, manifests, names
-from scheduler.backends.kubernetes.api import ApiError, Kube
+from scheduler.backends.kubernetes.api import ApiError, Kube, Unavailable
 from scheduler.backends.kubernetes.config import KubeConfig
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,9 @@ class Reservations:
             if e.status != 409:
                 raise
             pod = self._existing(node, gpu)
-        if not (pod.get("spec") or {}).get("nodeName") and self.kube.bind(ns, name, node):
+        if not (pod.get("spec") or {}).get("nodeName") and self.kube.bind(
+            ns, name, node, pod["metadata"].get("uid", "")
+        ):
             self.events.emit(pod, "Scheduled", f"Reserved GPU {gpu} of {node} for shared use")
         return pod
 
@@ -61,7 +63,31 @@ class Reservations:
             return self.ensure(node, gpu)
         if not is_reservation(found):
             raise ApiError(409, "Conflict", f"pod {name} exists and is not Shoal's")
+        if found["metadata"].get("deletionTimestamp"):
+            # The last one is still going away (its GPU still held): launch later.
+            raise Unavailable(503, "Terminating", f"GPU reservation {name} is still terminating")
         return found
+
+    def problems(self, pods: list[Obj]) -> dict[str, str]:
+        """reservation name -> why the shares on it cannot run: it failed or was evicted
+        (the GPU is no longer held), or it reported no GPU UUID within
+        `reservation_uuid_timeout_s` (image pull failing, no GPU, crash loop). Their shares
+        are then failed workers (retried without using up backoffLimit); the reservation
+        goes with its last share and the next placement makes a new one."""
+        out = {}
+        timeout = self.config.reservation_uuid_timeout_s
+        for pod in pods:
+            if not is_reservation(pod) or pod["metadata"].get("deletionTimestamp"):
+                continue
+            name, st = pod["metadata"]["name"], pod.get("status") or {}
+            if st.get("phase") in inventory.TERMINAL:
+                why = ": ".join(x for x in (st.get("reason"), st.get("message")) if x)
+                out[name] = f"GPU reservation {name} {str(st.get('phase')).lower()}" + (
+                    f" ({why})" if why else ""
+                )
+            elif not names.annotations_of(pod).get(names.GPU_UUID) and _age_s(pod) > timeout:
+                out[name] = f"GPU reservation {name} reported no GPU UUID within {timeout:.0f}s"
+        return out
 
     def uuid(self, name: str) -> str | None:
         """The GPU UUID the reservation reported, or None while it has not yet."""

@@ -7,7 +7,9 @@ annotations, so a restarted scheduler rebuilds every allocation from the cluster
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduler.backends.base import WorkerState, WorkerStatus
@@ -16,6 +18,23 @@ from scheduler.core.model import JobRequest, RunningJob, WorkerPlacement
 from scheduler.spec import parse_memory_mib
 
 Obj = dict[str, Any]
+# Pod failures that are the infrastructure's, not the job's: the kubelet refused the pod
+# at admission (a device plugin that lost a GPU, resources double-booked), evicted it
+# under node pressure, or the node shut down. They retry without using up backoffLimit.
+ADMISSION_REASONS = frozenset(
+    {
+        "UnexpectedAdmissionError",
+        "NodeAffinity",
+        "NodeSelectorMismatching",
+        "InvalidNodeInfo",
+        "Evicted",
+        "Terminated",  # graceful node shutdown
+        "NodeShutdown",
+        "Shutdown",
+        "NodeLost",
+        "Preempting",
+    }
+)
 _PHASES = {
     "Pending": WorkerState.PENDING,
     "Running": WorkerState.RUNNING,
@@ -83,10 +102,66 @@ def _container(pod: Obj) -> Obj:
     return dict(statuses[0]) if statuses else {}
 
 
+def infrastructure_failure(pod: Obj) -> str | None:
+    """Why a failed (or failing) pod is the infrastructure's fault, or None: a kubelet
+    admission rejection (`UnexpectedAdmissionError`, `OutOf…`), an eviction, a node
+    shutdown, or a `DisruptionTarget` condition (taint manager, eviction API, preemption,
+    pod GC: the pod is about to go whatever its containers do)."""
+    st = pod.get("status") or {}
+    if st.get("phase") == "Succeeded":
+        return None
+    for cond in st.get("conditions") or []:
+        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
+            return ": ".join(
+                x for x in ("DisruptionTarget", cond.get("reason"), cond.get("message")) if x
+            )
+    reason = str(st.get("reason") or "")
+    if st.get("phase") == "Failed" and (reason in ADMISSION_REASONS or reason.startswith("OutOf")):
+        return ": ".join(x for x in (reason, st.get("message")) if x)
+    return None
+
+
+def node_failure(
+    pod: Obj, nodes: Mapping[str, Obj], now: dt.datetime, lost_after_s: float
+) -> str | None:
+    """Why the node a bound pod runs on makes it a failed worker, or None: the node is
+    gone, or has not been Ready for `lost_after_s` (its kubelet is not coming back soon)."""
+    name = (pod.get("spec") or {}).get("nodeName")
+    if not name or (pod.get("status") or {}).get("phase") in inventory.TERMINAL:
+        return None
+    node = nodes.get(name)
+    if node is None:
+        return f"node {name} is gone"
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") != "Ready" or cond.get("status") == "True":
+            continue
+        since = _time(cond.get("lastTransitionTime"))
+        if since is not None and (now - since).total_seconds() >= lost_after_s:
+            return f"node {name} has not been Ready for {lost_after_s:.0f}s"
+    return None
+
+
+def _time(text: Any) -> dt.datetime | None:
+    if not text:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+
+
+def failed_by_infrastructure(w: WorkerStatus, why: str) -> WorkerStatus:
+    return replace(w, state=WorkerState.FAILED, message=why, retryable=True)
+
+
 def worker_status(pod: Obj) -> WorkerStatus:
     labels, ann = names.labels_of(pod), names.annotations_of(pod)
     st = pod.get("status") or {}
     state = _PHASES.get(st.get("phase", "Pending"), WorkerState.PENDING)
+    infra = infrastructure_failure(pod)
+    if infra is not None:
+        state = WorkerState.FAILED
     cs = _container(pod)
     term = (
         (cs.get("state") or {}).get("terminated")
@@ -98,7 +173,9 @@ def worker_status(pod: Obj) -> WorkerStatus:
     if state is WorkerState.SUCCEEDED and exit_code is None:
         exit_code = 0
     node = (pod.get("spec") or {}).get("nodeName", "")
-    if state is WorkerState.FAILED:
+    if infra is not None:
+        message = infra
+    elif state is WorkerState.FAILED:
         message = ": ".join(
             x
             for x in (
@@ -126,6 +203,8 @@ def worker_status(pod: Obj) -> WorkerStatus:
         gpus=names.parse_gpus(ann.get(names.GPUS, "")),
         fraction=float(ann.get(names.GPU_FRACTION, "1")),
         queue=labels.get(names.QUEUE, ""),
+        retryable=infra is not None,
+        still_running=infra is not None and st.get("phase") not in inventory.TERMINAL,
     )
 
 

@@ -9,9 +9,12 @@ the service's own interpreter, and the working directory is the service's.
 Each worker runs under `shim` (see there), in its own session, with stdout and stderr
 in `<state>/jobs/<job>/<attempt>/worker-<i>.log`. Attempts are recorded in `records`
 before anything starts, so `launch` of a known attempt is a no-op even across restarts.
-`stop` writes `SHOAL_PREEMPTED=1` to the attempt's `SHOAL_PREEMPT_FILE`, sends SIGTERM,
-and SIGKILLs the process group once the grace period is over (checked by `workers()`
-and by the watcher thread, so `stop` itself never blocks).
+`stop` writes its reason (`base.StopReason`: Preempted, Cancelled, MaxRuntimeExceeded...)
+to the attempt's `SHOAL_STOP_FILE` and, for a preemption only, `SHOAL_PREEMPTED=1` to its
+`SHOAL_PREEMPT_FILE`; sends SIGTERM, and SIGKILLs the process group once the grace period
+is over (checked by `workers()` and by the watcher thread, so `stop` itself never
+blocks). A repeated stop keeps the first one's reason and deadline, as a pod that is
+already terminating keeps its grace period.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 from scheduler.backends import base
 from scheduler.backends.local import cluster, records
 from scheduler.core.model import Node
+from scheduler.spec import Framework
 
 HOST_VARS = ("HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
 
@@ -88,6 +92,7 @@ class LocalBackend:
                 queue=request.spec.queue,
                 port=free_port(taken),
                 preempt_file=str(d / "preempted"),
+                stop_file=str(d / "stop-reason"),
                 workers=[
                     records.WorkerRecord(
                         worker=p.worker,
@@ -105,6 +110,10 @@ class LocalBackend:
             self.records.attempts[key] = rec
             self.records.save()
             hosts = ["127.0.0.1"] * len(request.placements)
+            hostfile = d / "hostfile"  # MPI: the hostfile the env points at (hostfile only)
+            if request.spec.framework is Framework.MPI:
+                slots = [base.mpi_slots(p) for p in request.placements]
+                hostfile.write_text(base.hostfile_text(hosts, slots))
             for p, w in zip(request.placements, rec.workers, strict=True):
                 env = base.worker_env(
                     request.spec,
@@ -117,12 +126,17 @@ class LocalBackend:
                 )
                 env.update(request.extra_env)
                 env["SHOAL_PREEMPT_FILE"] = rec.preempt_file
+                env["SHOAL_STOP_FILE"] = rec.stop_file
+                if request.spec.framework is Framework.MPI:
+                    env["OMPI_MCA_orte_default_hostfile"] = str(hostfile)
                 self._spawn(request, rec, w, env)
                 self.records.save()
             rec.launched = True
             self.records.save()
 
-    def stop(self, job_id: str, grace_period_s: float) -> None:
+    def stop(
+        self, job_id: str, grace_period_s: float, *, reason: str = base.StopReason.STOPPED
+    ) -> None:
         with self._lock:
             now = time.time()
             for rec in self.records.attempts.values():
@@ -132,13 +146,18 @@ class LocalBackend:
                     rec.killed = True
                     continue
                 if rec.stop_deadline is None:
-                    Path(rec.preempt_file).write_text("SHOAL_PREEMPTED=1\n")
+                    # The reason first, so a worker woken by SIGTERM finds it.
+                    rec.stop_reason = str(reason)
+                    if rec.stop_file:
+                        _write_atomic(rec.stop_file, f"{reason}\n")
+                    if reason == base.StopReason.PREEMPTED:
+                        _write_atomic(rec.preempt_file, "SHOAL_PREEMPTED=1\n")
                     rec.stop_deadline = now + max(0.0, grace_period_s)
                     for w in rec.workers:
                         if records.alive(w) and w.pid is not None:
                             _signal(w.pid, signal.SIGTERM, group=False)
-                else:  # a second stop may shorten the grace, never lengthen it
-                    rec.stop_deadline = min(rec.stop_deadline, now + grace_period_s)
+                # A repeat (the orphan sweep of a job that already ended) keeps the first
+                # stop's deadline: the grace period is the worker's to use.
             self._escalate()
             self.records.save()
 
@@ -203,24 +222,37 @@ class LocalBackend:
         env.update({k: os.environ[k] for k in HOST_VARS if k in os.environ})
         env.setdefault("PYTHONUNBUFFERED", "1")
         if not argv:
-            Path(w.exit_file).write_text("127\n")
-            Path(w.log).write_text("shoal: the job has no command\n")
+            self._unstartable(w, "the job has no command")
             return
         shim = [sys.executable, "-m", "scheduler.backends.local.shim"]
         shim += ["--exit-file", w.exit_file, "--ledger", str(self.records.ledger)]
         shim += ["--key", self.records.shim_key(rec.job_id, rec.attempt, w.worker), "--"]
-        with open(w.log, "ab") as log:
-            proc = subprocess.Popen(
-                shim + argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,  # survives the service; its own process group
-            )
+        try:
+            with open(w.log, "ab") as log:
+                proc = subprocess.Popen(
+                    shim + argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,  # survives the service; its own process group
+                )
+        except (OSError, ValueError) as exc:
+            # A value no process can take (validation refuses these at submission; a
+            # spec stored by an older version may still hold one): this worker's failure,
+            # with the true reason, never the cycle's.
+            self._unstartable(w, f"cannot start the worker: {exc}")
+            return
         w.pid = proc.pid
         w.start_ticks = records.start_ticks(proc.pid)
         self._procs[(rec.key, w.worker)] = proc
+
+    @staticmethod
+    def _unstartable(w: records.WorkerRecord, why: str) -> None:
+        w.error = why
+        with open(w.log, "a") as log:
+            log.write(f"shoal: {why}\n")
+        _write_atomic(w.exit_file, "127\n")
 
     def _recover(self) -> None:
         """After a restart: adopt shims started by an interrupted launch."""
@@ -261,7 +293,7 @@ class LocalBackend:
                 code = 1
         if code is not None:
             state = base.WorkerState.SUCCEEDED if code == 0 else base.WorkerState.FAILED
-            message = "" if code == 0 else f"exit code {code}"
+            message = "" if code == 0 else (w.error or f"exit code {code}")
         elif records.alive(w):
             state, message = base.WorkerState.RUNNING, ""
         elif w.pid is None:
@@ -295,6 +327,12 @@ class LocalBackend:
                 last = now
                 if self._on_change is not None:
                     self._on_change()
+
+
+def _write_atomic(path: str, text: str) -> None:
+    tmp = f"{path}.tmp"
+    Path(tmp).write_text(text)
+    os.replace(tmp, path)
 
 
 def _signal(pid: int, sig: signal.Signals, *, group: bool) -> None:

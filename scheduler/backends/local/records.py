@@ -27,6 +27,7 @@ class WorkerRecord:
     exit_file: str
     pid: int | None = None
     start_ticks: int | None = None  # /proc start time, to tell a reused pid apart
+    error: str = ""  # why it could not be started (the job's failure reason)
 
 
 @dataclass
@@ -40,6 +41,8 @@ class AttemptRecord:
     launched: bool = False  # every worker started (False: a crash interrupted launch)
     stop_deadline: float | None = None  # SIGKILL after this (time.time())
     killed: bool = False
+    stop_file: str = ""  # SHOAL_STOP_FILE: the reason of the stop (base.StopReason)
+    stop_reason: str = ""
 
     @property
     def key(self) -> str:

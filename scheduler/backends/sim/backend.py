@@ -51,7 +51,9 @@ class SimBackend:
         duration = self.durations.get(request.job_id, self.default_duration_s)
         self.attempts[key] = SimAttempt(request, self.clock.now(), duration)
 
-    def stop(self, job_id: str, grace_period_s: float) -> None:
+    def stop(
+        self, job_id: str, grace_period_s: float, *, reason: str = base.StopReason.STOPPED
+    ) -> None:
         now = self.clock.now()
         for (jid, _), a in self.attempts.items():
             if jid == job_id and a.stopped_at is None and a.ends() > now:

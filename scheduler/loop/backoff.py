@@ -1,0 +1,177 @@
+"""One job's trouble stays that job's: backend calls that fail become its reason, with a
+per-job backoff, and the cycle goes on with the other jobs.
+
+- A refused launch (`BackendError` that is not transient: a webhook's denial, a
+  ResourceQuota, RBAC, an invalid object) sends the job back to Pending with reason
+  `LaunchFailed` and the API server's words; what the attempt had made is stopped. The
+  job is left out of the next cycles' pending set until its backoff ends (5 s, doubling,
+  at most 5 min). It uses up no `backoffLimit`: the job never ran.
+- A transient failure (API server unreachable) keeps the placement: a launch is
+  resumable (deterministic names), so reconcile finishes it once the backoff ends.
+- A stop that fails is logged; the store already says the job no longer holds the
+  workers, so the next cycle's orphan sweep repeats it.
+- Every launch that returns records a `Launched` event with its attempt: from then on,
+  workers that are missing are a failed attempt, not an unfinished launch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sqlalchemy.orm import Session
+
+from scheduler.backends import base
+from scheduler.core import model
+from scheduler.loop.clock import as_datetime
+from scheduler.spec import Phase
+from scheduler.store import cycle as store
+from scheduler.store import errors, jobs
+
+log = logging.getLogger(__name__)
+_RACES = (errors.VersionConflict, errors.InvalidTransition, errors.NotFound)
+LAUNCHED = "Launched"
+
+
+@dataclass
+class Backoff:
+    """job id -> when it may be tried again; the delay doubles with each failure."""
+
+    base_s: float = 5.0
+    max_s: float = 300.0
+    _until: dict[str, float] = field(default_factory=dict)
+    _failures: dict[str, int] = field(default_factory=dict)
+
+    def hold(self, job_id: str, now: float) -> float:
+        """Record one more failure of `job_id`; returns the delay before the next try."""
+        n = self._failures.get(job_id, 0) + 1
+        self._failures[job_id] = n
+        delay = float(min(self.max_s, self.base_s * 2.0 ** (n - 1)))
+        self._until[job_id] = now + delay
+        return delay
+
+    def active(self, job_id: str, now: float) -> bool:
+        return self._until.get(job_id, 0.0) > now
+
+    def until(self, job_id: str) -> float | None:
+        return self._until.get(job_id)
+
+    def clear(self, job_id: str) -> None:
+        self._until.pop(job_id, None)
+        self._failures.pop(job_id, None)
+
+    def keep_only(self, job_ids: set[str]) -> None:
+        for k in [k for k in self._failures if k not in job_ids]:
+            self.clear(k)
+
+
+def _is_transient(exc: Exception) -> bool:
+    return isinstance(exc, base.BackendError) and exc.transient
+
+
+def stop_quietly(
+    backend: base.ClusterBackend,
+    job_id: str,
+    grace_period_s: float,
+    *,
+    reason: str = base.StopReason.STOPPED,
+) -> bool:
+    """`backend.stop`, its failure logged (the orphan sweep repeats it next cycle)."""
+    try:
+        backend.stop(job_id, grace_period_s, reason=reason)
+        return True
+    except Exception as exc:
+        log.warning("stop of %s failed (%s); the next cycle repeats it", job_id, exc)
+        return False
+
+
+def launch(
+    session: Session,
+    backend: base.ClusterBackend,
+    request: base.LaunchRequest,
+    *,
+    version: int,
+    now: float,
+    backoff: Backoff,
+) -> bool:
+    """Launch one attempt; on failure make it the job's reason (see the module doc).
+    True when the backend took the launch."""
+    job_id, at = request.job_id, as_datetime(now)
+    try:
+        backend.launch(request)
+    except Exception as exc:
+        delay = backoff.hold(job_id, now)
+        what = f"launch of attempt {request.attempt} failed: {exc}"
+        if _is_transient(exc):
+            log.warning("%s; finishing it in %.0fs", what, delay)
+            _event(session, job_id, "LaunchRetry", "ClusterUnavailable", what, at)
+            return False
+        log.warning("job %s: %s; back to pending for %.0fs", job_id, what, delay)
+        message = f"{what}; retrying in {delay:.0f}s"
+        try:
+            store.set_phase(
+                session=session,
+                job_id=job_id,
+                expected_version=version,
+                phase=Phase.PENDING,
+                reason="LaunchFailed",
+                message=message,
+                now=at,
+            )
+            store.set_pending_reason(
+                session=session,
+                job_id=job_id,
+                reason=model.PendingReason(
+                    model.ReasonCode.LAUNCH_FAILED,
+                    message,
+                    {"attempt": request.attempt, "retryInSeconds": round(delay)},
+                ),
+            )
+        except _RACES as race:
+            log.info("job %s changed meanwhile (%s)", job_id, race)
+        grace = float(request.spec.termination_grace_period_seconds)
+        stop_quietly(backend, job_id, grace)  # what the attempt made so far
+        return False
+    backoff.clear(job_id)
+    _event(
+        session,
+        job_id,
+        LAUNCHED,
+        "Launched",
+        f"attempt {request.attempt}: {len(request.placements)} worker(s) created",
+        at,
+        {"attempt": request.attempt},
+    )
+    return True
+
+
+def _event(
+    session: Session,
+    job_id: str,
+    kind: str,
+    reason: str,
+    message: str,
+    at: datetime,
+    data: dict[str, object] | None = None,
+) -> None:
+    with contextlib.suppress(errors.NotFound):  # deleted meanwhile
+        store.append_event(
+            session=session,
+            job_id=job_id,
+            kind=kind,
+            reason=reason,
+            message=message,
+            data=data or {},
+            now=at,
+        )
+
+
+def launched_at(session: Session, job_id: str, attempt: int) -> float | None:
+    """When the launch of (job, attempt) completed, or None if it never did."""
+    for e in reversed(jobs.list_events(session=session, job_id=job_id)):
+        if e.kind == LAUNCHED and (e.data or {}).get("attempt") == attempt:
+            t = e.at if e.at.tzinfo else e.at.replace(tzinfo=UTC)
+            return t.timestamp()
+    return None

@@ -1,0 +1,55 @@
+"""`explain` uses the policy the loop runs (not the default one), camelCase keys, and,
+while reclaim waits for a victim's minimum runtime, says which job and when."""
+
+from __future__ import annotations
+
+from conftest import ADMIN, NLP, VISION, job_body
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from scheduler import store
+from scheduler.core import model
+from scheduler.core.model import WorkerPlacement
+
+J = "/api/v1/jobs"
+
+
+def _fill_with_nlp(app: FastAPI, client: TestClient) -> list[str]:
+    ids = []
+    for name, node, n in (("n1", "h1", 8), ("n2", "h2", 8), ("n3", "a1", 4)):
+        jid = client.post(J, json=job_body(name=name, queue="nlp", gpu=n), headers=NLP).json()["id"]
+        with app.state.database.session() as s:
+            store.record_placement(
+                session=s,
+                job_id=jid,
+                expected_version=1,
+                placements=[WorkerPlacement(0, node, tuple(range(n)), 1.0)],
+                attempt=1,
+            )
+        ids.append(jid)
+    return ids
+
+
+def test_reclaim_waiting_for_min_runtime_names_the_victim_and_the_time(
+    app: FastAPI, client: TestClient
+) -> None:
+    victims = _fill_with_nlp(app, client)  # nlp (guarantee 4) borrows all 20 GPUs, just now
+    jid = client.post(J, json=job_body(name="back", gpu=8), headers=VISION).json()["id"]
+    body = client.get(f"{J}/{jid}/explain", headers=VISION).json()
+    assert body["decision"] == "pending" and body["preempts"] == []
+    reason = body["reason"]
+    assert reason["code"] == "WaitingForPreemption", reason
+    assert "becomes preemptible" in reason["message"] or "become preemptible" in reason["message"]
+    assert any(v in reason["message"] for v in victims)
+    assert 0 < reason["details"]["preemptibleInSeconds"] <= 60
+
+
+def test_explain_uses_the_configured_policy(app: FastAPI, client: TestClient) -> None:
+    _fill_with_nlp(app, client)
+    jid = client.post(J, json=job_body(name="back", gpu=8), headers=VISION).json()["id"]
+    app.state.core_config = model.Config(policy=model.Policy.BINPACK, min_runtime_s=0)
+    body = client.get(f"{J}/{jid}/explain", headers=ADMIN).json()
+    assert body["policy"] == "binpack"
+    # With no minimum runtime the borrower is a victim at once: the job is preempting.
+    assert body["decision"] == "preempting" and body["preempts"], body
+    assert "fairShare" in body and "fair_share" not in body

@@ -1,0 +1,44 @@
+"""A parent queue shows what its children hold (summary, hence `shoal queues`), and GPU
+amounts read as people write them (0.9, not 0.8999999999999999)."""
+
+from __future__ import annotations
+
+from conftest import ADMIN
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from api.usage import rollup
+from scheduler import store
+from scheduler.core.model import WorkerPlacement
+from scheduler.spec import JobSpec, QueueSpec
+
+
+def test_rollup_sums_every_descendant() -> None:
+    parents = {"org": None, "dept": "org", "a": "dept", "b": "dept", "solo": None}
+    got = rollup({"a": 1.5, "b": 2.0, "dept": 0.5, "gone": 1.0}, parents)
+    assert got == {"a": 1.5, "b": 2.0, "dept": 4.0, "org": 4.0, "solo": 0.0, "gone": 1.0}
+    assert rollup({"x": 1.0}, {"x": "y", "y": "x"}) == {"x": 1.0, "y": 1.0}  # a cycle ends
+
+
+def test_parent_queue_aggregates_children_in_the_summary(app: FastAPI, client: TestClient) -> None:
+    with app.state.database.session() as s:
+        store.create_queue(session=s, spec=QueueSpec(name="dept", guaranteed=4))
+        store.create_queue(session=s, spec=QueueSpec(name="team", parent="dept", guaranteed=2))
+        for name, frac, gpu in (("a", 0.1, 0), ("b", 0.8, 0), ("c", 1.0, 1)):
+            spec = JobSpec(name=name, queue="team", image="x", gpu=frac)
+            row, _ = store.submit_job(session=s, spec=spec, submitter="t")
+            store.record_placement(
+                session=s,
+                job_id=row.id,
+                expected_version=row.version,
+                placements=[WorkerPlacement(0, "h1", (gpu,), frac)],
+                attempt=1,
+            )
+    summary = client.get("/api/v1/cluster/summary", headers=ADMIN).json()
+    by_name = {q["name"]: q for q in summary["queues"]}
+    assert by_name["team"]["allocated"] == 1.9
+    assert by_name["dept"]["allocated"] == 1.9  # was 0 while its child held GPUs
+    assert by_name["vision"]["allocated"] == 0.0
+    nodes = {n["name"]: n for n in client.get("/api/v1/nodes", headers=ADMIN).json()["data"]}
+    gpu0 = nodes["h1"]["gpus"][0]
+    assert gpu0["allocated"] == 0.9 and gpu0["free"] == 0.1

@@ -1,0 +1,37 @@
+"""A restarted `shoal serve` has its predecessor's lease identity and takes the lease at once."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from scheduler.cli.serve import lease_identity
+from scheduler.store import cycle
+from scheduler.store.db import open_database
+
+
+def test_same_state_directory_same_identity_across_restarts(tmp_path: Path) -> None:
+    first = lease_identity(tmp_path, pod_name=None, owns_state=True)
+    again = lease_identity(tmp_path, pod_name=None, owns_state=True)
+    assert first == again and str(tmp_path) in first
+    assert lease_identity(tmp_path / "b", pod_name=None, owns_state=True) != first
+    # A second process on a directory another one holds never shares the holder's name.
+    assert lease_identity(tmp_path, pod_name=None, owns_state=False) != first
+    assert lease_identity(tmp_path, pod_name="shoal-0", owns_state=True) == "serve-shoal-0"
+
+
+def test_restarted_replica_takes_its_unexpired_lease_back(tmp_path: Path) -> None:
+    db = open_database(f"sqlite:///{tmp_path / 'shoal.db'}")
+    me = lease_identity(tmp_path, pod_name=None, owns_state=True)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    try:
+        with db.session() as s:
+            assert cycle.acquire_lease(session=s, holder=me, ttl_s=15, now=now)
+        # SIGKILL, restart one second later: the lease (15 s) has not expired.
+        later = now.replace(second=1)
+        with db.session() as s:
+            assert not cycle.acquire_lease(session=s, holder="serve-12345", ttl_s=15, now=later)
+        with db.session() as s:
+            assert cycle.acquire_lease(session=s, holder=me, ttl_s=15, now=later)
+    finally:
+        db.close()

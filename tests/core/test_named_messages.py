@@ -1,0 +1,31 @@
+"""Messages name jobs as people know them: `name (id)`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from scheduler.core import cycle
+from scheduler.core import model as m
+
+from .builders import job, nodes, on, queue, snapshot
+
+
+def test_preemption_messages_carry_job_names() -> None:
+    victim = dataclasses.replace(job("b1", "b").gpu(8).obj(), name="borrower")
+    waiting = dataclasses.replace(job("a1", "a").gpu(4).obj(), name="owner")
+    snap = snapshot(
+        nodes(1),
+        [queue("a").guarantee(4).obj(), queue("b").obj()],
+        [on(victim, "n0", started=0.0)],
+        [waiting],
+    )
+    result = cycle.schedule(snap)
+    (pre,) = result.preempts
+    assert "owner (a1)" in pre.reason
+    (keep,) = result.pending
+    assert keep.reason.code is m.ReasonCode.WAITING_FOR_PREEMPTION
+    assert "borrower (b1)" in keep.reason.message
+
+
+def test_a_job_without_a_name_is_named_by_its_id() -> None:
+    assert m.JobRequest(id="x1", queue="q").label == "x1"
