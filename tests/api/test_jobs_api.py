@@ -191,8 +191,9 @@ def test_the_main_flow_on_postgres(pg_app: FastAPI) -> None:
     with TestClient(pg_app) as client:
         jid = _submit(client, workers=2, gpu=0.5)
         h = {**VISION, "Idempotency-Key": "k"}
-        assert client.post(f"{API}/jobs", json=job_body(), headers=h).status_code == 201
-        assert client.post(f"{API}/jobs", json=job_body(), headers=h).status_code == 200
+        second = job_body(name="train-2")  # names are unique among a queue's live jobs
+        assert client.post(f"{API}/jobs", json=second, headers=h).status_code == 201
+        assert client.post(f"{API}/jobs", json=second, headers=h).status_code == 200
         assert client.get(f"{API}/jobs/{jid}", headers=VISION).json()["phase"] == "Pending"
         assert len(client.get(f"{API}/jobs", headers=VISION).json()["data"]) == 2
         assert (
