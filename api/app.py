@@ -39,7 +39,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.database = database
     app.state.tokens = TokenTable.load(path=settings.tokens_file, inline=settings.tokens_yaml)
     app.state.worker_key = settings.worker_key
-    app.state.metrics = Metrics(database)
+    # Fair shares are computed with the policy the loop runs (set by `shoal serve`).
+    app.state.metrics = Metrics(database, config=lambda: getattr(app.state, "core_config", None))
     errors.install(app)
     for prefix, router in routes.discover():
         common = {} if prefix == "" else errors.COMMON_RESPONSES

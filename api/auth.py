@@ -4,12 +4,13 @@ Tokens come from a YAML file or the SHOAL_API_TOKENS variable, read once at star
 
     s3cret-token:            # or "sha256:<hex>" to keep only the digest on disk
       user: alice
-      role: member           # admin | member | viewer
+      role: member           # admin | member | viewer | metrics
       queues: [vision]       # member/viewer: the queues they may see; ["*"] for all
 
 Only sha256 digests are kept in memory and compared with `hmac.compare_digest`. An admin
 may do everything; a member may read, submit and cancel in its queues; a viewer may read
-its queues; a worker token (`scheduler.workertoken`, minted per job by the scheduler loop,
+its queues; a metrics token may only read `/metrics` (all of it: a scrape credential
+for Prometheus); a worker token (`scheduler.workertoken`, minted per job by the scheduler loop,
 never in this file) may only report progress of its one job. Jobs and queues outside a
 caller's queues are reported as not found, so a member of one team cannot learn of
 another team's work.
@@ -35,6 +36,7 @@ class Role(StrEnum):
     MEMBER = "member"
     VIEWER = "viewer"
     WORKER = "worker"  # a job's own workers: progress of that job only
+    METRICS = "metrics"  # a Prometheus scrape credential: every queue's /metrics, nothing else
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +49,7 @@ class Principal:
     @property
     def visible_queues(self) -> frozenset[str] | None:
         """The queues this caller may see; None means all of them."""
-        if self.role is Role.WORKER:
+        if self.role in (Role.WORKER, Role.METRICS):
             return frozenset()
         if self.role is Role.ADMIN or ALL in self.queues:
             return None

@@ -127,7 +127,8 @@ class QuotaSpec(_Spec):
     """GPUs in total and per model: `{total: 8, H100: 4}` (also accepts a bare number)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    total: float | None = Field(default=None, ge=0)
+    # strict: `{"total": false}` is no GPU count (lax mode would read it as 0)
+    total: float | None = Field(default=None, ge=0, strict=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -174,7 +175,8 @@ class JobSpec(_Spec):
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     workers: int = Field(default=1, ge=1, le=4096)
-    gpu: float | None = Field(default=None, gt=0)
+    # The minimum is in the schema too, so OpenAPI and CRD clients see what the API refuses.
+    gpu: float | None = Field(default=None, ge=MIN_GPU_FRACTION)
     gpu_memory: str | None = None
     cpu: str | float = "1"
     memory: str = "2Gi"

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy.exc import SQLAlchemyError
 
 from api import errors, models
 from api.deps import DatabaseDep, PrincipalDep
-from api.metrics import Metrics
+from api.metrics import Metrics, render
 
 PREFIX = ""
 router = APIRouter(tags=["health"])
@@ -43,7 +43,8 @@ def readyz(db: DatabaseDep, response: Response) -> models.Health:
         401: errors.COMMON_RESPONSES[401],
     },
 )
-def metrics(request: Request, _: PrincipalDep) -> Response:
-    """Prometheus metrics; needs a token like every non-health endpoint."""
+def metrics(request: Request, principal: PrincipalDep) -> Response:
+    """Prometheus metrics. An admin or `metrics` (scrape) token reads every series; a
+    member or viewer only its own queues' series and the GPU inventory (docs/api.md)."""
     m: Metrics = request.app.state.metrics
-    return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(render(m, principal), media_type=CONTENT_TYPE_LATEST)

@@ -62,6 +62,11 @@ def update_queue(
         raise _not_found(name) from None
     merged = queues.spec_of(row).model_dump(by_alias=True)
     merged.update(body.model_dump(by_alias=True, exclude_unset=True, exclude={"version"}))
+    # The schema marks every field nullable: null on `parent`/`limit` means none, and on a
+    # field with a default (guaranteed, weight, priority) it resets that default.
+    for field in ("guaranteed", "weight", "priority"):
+        if field in merged and merged[field] is None:
+            del merged[field]
     spec = QueueSpec.model_validate(merged)
     known = {q.name: q for q in cycle.load_queues(session=session)}
     nodes = cycle.load_inventory(session=session)

@@ -75,7 +75,7 @@ def _public(row: tokens.TokenRow) -> TokenPublic:
 def create_token(body: TokenCreate, session: SessionDep, admin: AdminDep) -> TokenCreated:
     """A new token for `user` with `role` in `queues`; the response is the only place the
     token itself is ever shown."""
-    if body.role is not Role.ADMIN and not body.queues:
+    if body.role not in (Role.ADMIN, Role.METRICS) and not body.queues:
         raise fail(422, 'a member or viewer token needs queues (or ["*"])', loc=["body", "queues"])
     row, secret = tokens.create_token(
         session=session,

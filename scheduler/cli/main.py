@@ -219,7 +219,7 @@ def create_queue(
 @tokens_app.command("create")
 def create_token(
     user: Annotated[str, typer.Option(help="who the token is for")],
-    role: Annotated[str, typer.Option(help="admin, member or viewer")] = "member",
+    role: Annotated[str, typer.Option(help="admin, member, viewer or metrics")] = "member",
     queue: Annotated[
         list[str] | None, typer.Option("--queue", "-q", help="a queue it may use ('*': all)")
     ] = None,

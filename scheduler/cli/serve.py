@@ -220,6 +220,9 @@ def serve(
     app = create_app(settings)
     app.state.log_source = backend
     app.state.core_config = pol.core  # explain accounts with the policy the loop runs
+    app.state.backend = backend  # the dashboard shows its excluded nodes, where it has them
+    app.state.metrics.follow_leader(lambda: loop.leading)
+    loop.observers.append(app.state.metrics.observe_cycle)
     app.add_middleware(WakeOnWrite, loop=loop)
     stop = threading.Event()
     thread = threading.Thread(target=loop.run_forever, args=(stop,), name="loop", daemon=True)

@@ -66,6 +66,10 @@ class CycleReport:
     reconciled: reconcile.Reconciled
     applied: apply.Applied
     seconds: float
+    # Seconds spent in each step of the cycle (lease, observe, reconcile, snapshot,
+    # schedule, apply), and the snapshot the core was given: for metrics.
+    steps: dict[str, float] = field(default_factory=dict)
+    snapshot: model.Snapshot | None = None
 
 
 class Loop:
@@ -91,6 +95,10 @@ class Loop:
         # A failed attempt's retry waits 2 s, 4 s, 8 s... (at most 5 min): BackoffRetry.
         self.retries = Backoff(base_s=2.0, max_s=300.0)
         self.cycles = 0
+        # Whether the last cycle held the lease (and, when elected, the Lease): leader status.
+        self.leading = False
+        # Called with every completed cycle's report (the API's metrics); must not raise.
+        self.observers: list[Callable[[CycleReport], None]] = []
 
     def wake(self) -> None:
         self._wake.set()
@@ -110,8 +118,17 @@ class Loop:
 
     def run_once(self) -> CycleReport | None:
         t0 = time.perf_counter()
+        steps: dict[str, float] = {}
+        last = [t0]
+
+        def mark(step: str) -> None:
+            t = time.perf_counter()
+            steps[step] = t - last[0]
+            last[0] = t
+
         now = self.clock.now()
         if self.config.is_leader is not None and not self.config.is_leader():
+            self.leading = False
             return None
         with self.database.session() as session:
             # 1. lease
@@ -121,8 +138,10 @@ class Loop:
                 ttl_s=self.config.lease_ttl_s,
                 now=as_datetime(now),
             )
+            self.leading = lease
             if not lease:
                 return None
+            mark("lease")
             # 2. observe
             nodes = tuple(self.backend.nodes())
             if nodes != self._inventory:
@@ -137,6 +156,7 @@ class Loop:
                 [w for w in self.backend.workers() if w.job_id not in adopted]
             )
             live = store.live_jobs(session=session)
+            mark("observe")
             # 3. reconcile
             done = reconcile.Reconciled()
             for lj in live:
@@ -160,12 +180,15 @@ class Loop:
             self.backoff.keep_only(set(by_id) | {r.id for r in f_pending})
             self.retries.keep_only(set(by_id))
             draining = reconcile.orphans(self.backend, by_id, attempts, done, session)
+            mark("reconcile")
             # 4. snapshot
             snapshot = self._snapshot(
                 session, now, nodes, live, attempts, draining, f_running, f_pending
             )
+            mark("snapshot")
             # 5. schedule
             result = self.schedule(snapshot)
+            mark("schedule")
             # 6. apply
             applied = apply.apply(
                 session,
@@ -182,7 +205,14 @@ class Loop:
         self._forget_finished(attempts, by_id)
         self._purge(now)
         self.cycles += 1
-        return CycleReport(now, result, done, applied, time.perf_counter() - t0)
+        mark("apply")
+        report = CycleReport(now, result, done, applied, time.perf_counter() - t0, steps, snapshot)
+        for observe in self.observers:
+            try:
+                observe(report)
+            except Exception:  # metrics must never stop scheduling
+                log.exception("cycle observer failed")
+        return report
 
     def _purge(self, now: float) -> None:
         """Apply the retention TTL (every 30th cycle: a cheap indexed query at most)."""

@@ -17,8 +17,9 @@ J = "/api/v1/jobs"
 BAD_JOBS: list[Any] = [
     pytest.param({"name": "Train_1"}, ["body", "name"], "DNS-1123", id="name-not-dns"),
     pytest.param({"queue": "Vision"}, ["body", "queue"], "DNS-1123", id="queue-not-dns"),
-    pytest.param({"gpu": -1}, ["body", "gpu"], "greater than 0", id="negative-gpu"),
-    pytest.param({"gpu": 0}, ["body", "gpu"], "greater than 0", id="zero-gpu"),
+    pytest.param({"gpu": -1}, ["body", "gpu"], "greater than or equal to 0.01", id="negative-gpu"),
+    pytest.param({"gpu": 0}, ["body", "gpu"], "greater than or equal to 0.01", id="zero-gpu"),
+    pytest.param({"gpu": 0.005}, ["body", "gpu"], "0.01", id="gpu-below-minimum"),
     pytest.param({"gpu": 1.5}, ["body", "gpu"], "whole number", id="fraction-above-one"),
     pytest.param({"gpuMemory": "20Gi"}, ["body"], "not both", id="gpu-and-gpu-memory"),
     pytest.param({"queue": "nope"}, ["body", "queue"], "does not exist", id="unknown-queue"),
@@ -116,6 +117,14 @@ def test_malformed_json_names_the_body(client: TestClient) -> None:
         ),
         pytest.param({"name": "q", "parent": "nope"}, ["body", "parent"], id="unknown-parent"),
         pytest.param(
+            {"name": "q", "guaranteed": {"total": False}},
+            ["body", "guaranteed", "total"],
+            id="bool-total",
+        ),
+        pytest.param(
+            {"name": "q", "limit": {"total": True}}, ["body", "limit", "total"], id="bool-limit"
+        ),
+        pytest.param(
             {"name": "q", "guaranteed": 4, "limit": 2},
             ["body", "limit", "total"],
             id="limit-below-guarantee",
@@ -135,3 +144,27 @@ def test_unknown_job_and_route_use_the_error_shape(client: TestClient) -> None:
     assert r.status_code == 404 and r.json()["detail"][0]["loc"] == ["path", "job_id"]
     r = client.get("/api/v1/nothing", headers=VISION)
     assert r.status_code == 404 and r.json()["detail"][0]["msg"] == "Not Found"
+
+
+def test_the_schema_states_the_gpu_minimum_and_strict_totals(client: TestClient) -> None:
+    """What the API refuses, the OpenAPI document says (issue 15, fault 9)."""
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    gpu = next(o for o in schemas["JobSpec"]["properties"]["gpu"]["anyOf"] if "type" in o)
+    assert gpu.get("minimum") == 0.01, gpu
+    total = schemas["QuotaSpec"]["properties"]["total"]["anyOf"]
+    assert {"type": "number", "minimum": 0} in total, total
+
+
+def test_patch_with_every_nullable_field_null_is_accepted(client: TestClient) -> None:
+    """The OpenAPI document marks QueueUpdate's fields nullable, so null must be accepted:
+    none for parent/limit, the default for the rest (issue 15, fault 9)."""
+    q = "/api/v1/queues/vision"
+    r = client.patch(q, json={"weight": 3, "priority": 5}, headers=ADMIN)
+    assert r.status_code == 200, r.text
+    body = dict.fromkeys(["parent", "guaranteed", "limit", "weight", "priority", "version"])
+    r = client.patch(q, json=body, headers=ADMIN)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["parent"] is None and out["limit"] is None
+    assert (out["weight"], out["priority"]) == (1.0, 0)
+    assert out["guaranteed"].get("total") is None

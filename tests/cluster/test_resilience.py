@@ -10,8 +10,10 @@ from pathlib import Path
 import kubernetes
 import pytest
 
+from scheduler.spec import Phase
+
 from .conftest import JOBS_NS, ControlPlane, Shoal, eventually, token_kubeconfig
-from .test_jobs import phase_of, queue, running, trainingjob
+from .test_jobs import Obj, phase_of, queue, running, trainingjob
 
 pytestmark = pytest.mark.cluster
 UUID = "GPU-5f0e6c4a-1111-2222-3333-444455556666"
@@ -143,3 +145,31 @@ def test_of_two_replicas_one_schedules_and_the_other_takes_over(
     # Nothing was launched twice: the first job's pods are the same objects.
     again = cluster.job_pods(first)
     assert sorted(p["metadata"]["uid"] for p in again) == sorted(p["metadata"]["uid"] for p in pods)
+
+
+def test_pods_on_a_deleted_node_count_as_failed_and_the_job_is_re_placed(
+    cluster: ControlPlane, shoal_env: dict[str, str], start_shoal: Callable[..., Shoal]
+) -> None:
+    cluster.add_node("kw-d1", gpus=8)
+    cluster.add_node("kw-d2", gpus=8)
+    eventually(lambda: cluster.node_ready("kw-d1") and cluster.node_ready("kw-d2"))
+    queue(cluster)
+    shoal = start_shoal(shoal_env)
+    trainingjob(cluster, "on-deleted", workers=1, gpu=8)
+    job_id = eventually(lambda: cluster.tj("on-deleted").get("status", {}).get("jobId"))
+    (first,) = running(cluster, job_id, 1, shoal)
+    gone = first["spec"]["nodeName"]
+    other = "kw-d2" if gone == "kw-d1" else "kw-d1"
+    cluster.core.delete_node(gone)
+
+    def replaced() -> Obj | None:
+        pods = [
+            p
+            for p in cluster.job_pods(job_id)
+            if p["spec"].get("nodeName") == other and not p["metadata"].get("deletionTimestamp")
+        ]
+        return pods[0] if pods else None
+
+    second = eventually(replaced, 180)
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    assert phase_of(shoal, job_id) not in (Phase.FAILED, Phase.CANCELLED)

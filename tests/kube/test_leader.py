@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import threading
 
-from scheduler.backends.kubernetes import Kube, KubeConfig, LeaderElector, api_client
+import pytest
+
+from scheduler.backends.kubernetes import (
+    Kube,
+    KubeConfig,
+    LeaderElector,
+    Unavailable,
+    api_client,
+)
 
 from .conftest import NS, eventually
 from .fakeapi import FakeKube
@@ -80,3 +88,67 @@ def test_a_leader_that_cannot_renew_steps_down(kube: FakeKube, config: KubeConfi
     assert a.try_acquire_or_renew() is True  # still inside its lease: keeps leading
     clock[0] = 2.5
     assert a.try_acquire_or_renew() is False and not a.is_leader
+
+
+def test_a_leader_stops_acting_at_the_renew_deadline_before_its_lease_expires(
+    kube: FakeKube, config: KubeConfig
+) -> None:
+    clock = [0.0]
+    a = LeaderElector(
+        Kube(api_client(config), config), NS, "a", lease_duration_s=3, clock=lambda: clock[0]
+    )
+    assert a.leader_until() is None
+    assert a.try_acquire_or_renew()
+    until = a.leader_until()
+    assert until is not None and until <= 2.0  # 2/3 of the 3 s lease, not all of it
+    clock[0] = 1.9
+    assert a.is_leader
+    clock[0] = 2.1  # the Lease is still a's for another 0.9 s, but a no longer acts
+    assert not a.is_leader
+    # A follower could not have taken over yet: a's last write is safely before that.
+    b = LeaderElector(
+        Kube(api_client(config), config), NS, "b", lease_duration_s=3, clock=lambda: clock[0]
+    )
+    assert b.try_acquire_or_renew() is False
+    assert a.try_acquire_or_renew() and a.is_leader  # renewing restores it
+
+
+def test_a_conflict_on_renew_is_reread_not_taken_as_lost(
+    kube: FakeKube, config: KubeConfig
+) -> None:
+    a = elector(config, "a", duration=30)
+    assert a.try_acquire_or_renew()
+    kube.inject(1, 409, path="leases", method="PUT")  # a stale resourceVersion, once
+    assert a.try_acquire_or_renew() is True and a.is_leader
+    # A real conflict (another holder took the Lease) still loses after the re-read.
+    lease = a.kube.get("leases", "shoal-scheduler", NS)
+    assert lease is not None
+    lease["spec"]["holderIdentity"] = "b"
+    a.kube.replace("leases", "shoal-scheduler", lease, NS)
+    kube.inject(1, 409, path="leases", method="PUT")
+    assert a.try_acquire_or_renew() is False and not a.is_leader
+
+
+def test_writes_are_fenced_by_the_renew_deadline(kube: FakeKube, config: KubeConfig) -> None:
+    """A cycle in progress cannot write once leadership ends: the backend's client
+    (fenced as KubeRuntime wires it) refuses writes past the elector's renew deadline,
+    while reads still work."""
+    a = LeaderElector(
+        Kube(api_client(config), config), NS, "a", lease_duration_s=30, renew_deadline_s=1.0
+    )
+    writer = Kube(api_client(config), config)
+    writer.fence = a.leader_until
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fenced"}}
+    with pytest.raises(Unavailable, match="not the leader"):
+        writer.create("configmaps", cm, NS)  # not leading yet
+    assert a.try_acquire_or_renew()
+    writer.create("configmaps", cm, NS)  # leading: the write goes through
+    eventually(lambda: not a.is_leader, timeout=30)  # no renewal: the deadline passes
+    with pytest.raises(Unavailable, match="not the leader"):
+        writer.delete("configmaps", "fenced", NS)
+    assert writer.get("configmaps", "fenced", NS) is not None  # reads are not fenced
+    assert a.try_acquire_or_renew()
+    writer.delete("configmaps", "fenced", NS)
+    a.release()
+    with pytest.raises(Unavailable, match="not the leader"):
+        writer.create("configmaps", cm, NS)

@@ -53,6 +53,18 @@ app.kubernetes.io/component: scheduler
 {{- end -}}
 {{- end -}}
 
+{{/* The Prometheus scrape token (role metrics: /metrics only), generated once and kept. */}}
+{{- define "shoal.metricsToken" -}}
+{{- $live := lookup "v1" "Secret" .Release.Namespace (printf "%s-auth" (include "shoal.fullname" .)) -}}
+{{- if .Values.serviceMonitor.scrapeToken -}}
+{{- .Values.serviceMonitor.scrapeToken -}}
+{{- else if and $live $live.data (hasKey $live.data "metrics-token") -}}
+{{- index $live.data "metrics-token" | b64dec -}}
+{{- else -}}
+{{- randAlphaNum 40 -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "shoal.validate" -}}
 {{- if and (gt (int .Values.replicaCount) 1) (eq .Values.database.type "sqlite") -}}
 {{- fail "replicaCount > 1 needs database.type=postgres: SQLite on a PVC serves one replica" -}}

@@ -60,6 +60,14 @@ class Unavailable(ApiError):
         self.transient = True
 
 
+class NotLeader(Unavailable):
+    """A write refused before it was sent: this replica's leadership ends (or ended)
+    before it could land. Retryable: the next leader will do it."""
+
+
+_WRITES = frozenset({"create", "replace", "patch", "delete", "bind"})
+
+
 def _error(e: kubernetes.client.ApiException) -> ApiError:
     try:
         body = json.loads(e.body or "{}")
@@ -118,6 +126,8 @@ class Kube:
         self.closed = threading.Event()  # set on shutdown: stop retrying
         self.bucket = TokenBucket(config.qps, config.burst) if config.qps > 0 else None
         self.waits: list[float] = []  # the retry delays taken (for tests and debugging)
+        # When set: the time.monotonic() at which writes must stop (None: stop now).
+        self.fence: Callable[[], float | None] | None = None
 
     def _api(self, cls: str) -> Any:
         if cls not in self._apis:
@@ -127,6 +137,13 @@ class Kube:
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         """`fn()` with backoff on transient failures, bounded by `retry_deadline_s`."""
         deadline = time.monotonic() + self.config.retry_deadline_s
+        if self.fence is not None and what.split(" ", 1)[0] in _WRITES:
+            # Leadership fencing: no write starts, and no retry waits, past the renew
+            # deadline, so a cycle in progress cannot write after a follower took over.
+            until = self.fence()
+            if until is None or time.monotonic() >= until:
+                raise NotLeader(503, "NotLeader", f"{what}: not the leader")
+            deadline = min(deadline, until)
         delay = 0.05
         while True:
             if self.bucket is not None:

@@ -5,8 +5,10 @@ Every replica runs a `LeaderElector`; the one whose identity is the Lease's
 resourceVersion they read, so of two replicas racing for the Lease one gets 409 Conflict
 and loses. A follower takes over when the record it last saw has not changed for
 `lease_duration_s` of its own (monotonic) clock, so clock skew between nodes does not
-matter. A leader that cannot renew within the duration steps down by itself; on a clean
-shutdown it releases the Lease so that a follower need not wait.
+matter. A leader that cannot renew within the renew deadline (2/3 of the duration, as
+client-go's defaults 15 s / 10 s) stops acting by itself, so that whatever it writes lands
+before a follower can take over; `leader_until()` gives that deadline to callers. On a
+clean shutdown it releases the Lease so that a follower need not wait.
 """
 
 from __future__ import annotations
@@ -38,11 +40,15 @@ class LeaderElector:
         name: str = "shoal-scheduler",
         lease_duration_s: int = 15,
         renew_every_s: float = 5.0,
+        renew_deadline_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kube, self.namespace, self.name = kube, namespace, name
         self.identity, self.lease_duration_s = identity, lease_duration_s
         self.renew_every_s, self.clock = renew_every_s, clock
+        self.renew_deadline_s = (
+            renew_deadline_s if renew_deadline_s is not None else lease_duration_s * 2 / 3
+        )
         self._observed: tuple[str, str, str] | None = None  # (holder, renewTime, rv)
         self._observed_at = 0.0
         self._renewed_at: float | None = None
@@ -51,10 +57,15 @@ class LeaderElector:
 
     @property
     def is_leader(self) -> bool:
-        """True while this replica holds a Lease it renewed within the duration."""
-        return self._renewed_at is not None and (
-            self.clock() - self._renewed_at < self.lease_duration_s
-        )
+        """True while this replica holds a Lease it renewed within the renew deadline."""
+        until = self.leader_until()
+        return until is not None and self.clock() < until
+
+    def leader_until(self) -> float | None:
+        """The `clock()` time at which this replica stops acting unless it renews first."""
+        if self._renewed_at is None:
+            return None
+        return self._renewed_at + self.renew_deadline_s
 
     def _spec(self, acquire_time: str | None, transitions: int) -> Obj:
         now = _micro_now()
@@ -66,7 +77,7 @@ class LeaderElector:
             "leaseTransitions": transitions,
         }
 
-    def try_acquire_or_renew(self) -> bool:
+    def try_acquire_or_renew(self, _retry: bool = True) -> bool:
         """One attempt; True when this replica holds the Lease afterwards."""
         try:
             lease = self.kube.get("leases", self.name, self.namespace)
@@ -93,6 +104,10 @@ class LeaderElector:
             self.kube.replace("leases", self.name, lease, self.namespace)  # rv-checked
             return self._won()
         except ApiError as e:
+            if e.status == 409 and _retry:
+                # A stale read, not proof that another replica leads: read again and decide
+                # on what the Lease says now (once, so two racers cannot loop).
+                return self.try_acquire_or_renew(_retry=False)
             if e.status != 409:
                 log.warning("lease %s: %s", self.name, e)
             return self._lost(keep=e.status != 409)

@@ -131,6 +131,9 @@ class KubeRuntime:
         self.backend = KubernetesBackend(
             config, client=self.client, is_leader=self.is_leader, sync_timeout_s=sync_timeout_s
         )
+        if self.elector is not None:
+            # Every write the backend makes is fenced by the renew deadline.
+            self.backend.kube.fence = self.elector.leader_until
         self._supervisor = threading.Thread(
             target=self._supervise, name="shoal-kube-runtime", daemon=True
         )

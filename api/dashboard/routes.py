@@ -1,0 +1,313 @@
+"""The dashboard's pages under /ui: server-rendered Jinja2 templates, refreshed in place
+by htmx polling (the poller's request, marked `X-Shoal-Fragment`, gets only the page's
+live fragment; links and forms are htmx-boosted whole pages).
+
+Sign-in takes an API token, checks it exactly as the API does (`api.deps.get_principal`)
+and keeps it in an HttpOnly, SameSite=Strict cookie scoped to /ui; every page then reads
+the store with that principal's visible queues, so a team sees what its token sees
+through the API and nothing more (another team's job is "not found", another team's GPU
+shares are grey and anonymous). Pages only read: nothing here changes the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials
+from fastapi.templating import Jinja2Templates
+
+from api import deps, queuestats, usage, views
+from api.auth import Principal, Role
+from api.errors import ApiError
+from api.routes import explain as explain_route
+from scheduler.core import model
+from scheduler.spec import Phase
+from scheduler.store import errors, jobs
+from scheduler.store.db import Database
+
+log = logging.getLogger(__name__)
+HERE = Path(__file__).parent
+COOKIE = "shoal_token"
+POLL_S = 2
+LOG_TAIL = 64 * 1024
+STATIC = {"htmx.min.js": "text/javascript", "dashboard.css": "text/css"}
+CSP = (
+    "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "frame-ancestors 'none'; form-action 'self'"
+)
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+
+
+def colour(queue: str | None) -> str:
+    """A stable colour per queue name (hidden queues are drawn grey)."""
+    if not queue:
+        return "#9aa0a6"
+    hue = int(hashlib.sha256(queue.encode()).hexdigest()[:4], 16) % 360
+    return f"hsl({hue} 62% 48%)"
+
+
+templates.env.globals.update(colour=colour, poll_s=POLL_S)
+
+
+def _database(request: Request) -> Database:
+    db: Database = request.app.state.database
+    return db
+
+
+def _principal(request: Request) -> Principal | None:
+    token = request.cookies.get(COOKIE)
+    if not token:
+        return None
+    creds = HTTPAuthorizationCredentials(scheme="Bearer", credentials=token)
+    try:
+        principal = deps.get_principal(request, creds, _database(request))
+    except (HTTPException, ApiError):
+        return None
+    return None if principal.role in (Role.WORKER, Role.METRICS) else principal
+
+
+def _to_login(request: Request) -> Response:
+    if request.headers.get("HX-Request"):
+        return Response(status_code=401, headers={"HX-Redirect": "/ui/login"})
+    return RedirectResponse("/ui/login", status_code=303)
+
+
+def _page(
+    request: Request, name: str, principal: Principal | None, status: int = 200, **ctx: Any
+) -> HTMLResponse:
+    """The full page, or only its live fragment for htmx's polling."""
+    # The poller of #live asks for its fragment; boosted navigation gets whole pages.
+    partial = request.headers.get("X-Shoal-Fragment") == "1" and not request.headers.get(
+        "HX-Boosted"
+    )
+    response = templates.TemplateResponse(
+        request,
+        name,
+        {"principal": principal, "partial": partial, **ctx},
+        status_code=status,
+    )
+    response.headers["Content-Security-Policy"] = CSP
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _not_found(request: Request, principal: Principal, what: str) -> HTMLResponse:
+    return _page(request, "notfound.html", principal, status=404, what=what)
+
+
+@router.get("/static/{name}")
+def static(name: str) -> Response:
+    if name not in STATIC:
+        raise HTTPException(404, "no such file")
+    return Response(
+        (HERE / "static" / name).read_bytes(),
+        media_type=STATIC[name],
+        headers={"Cache-Control": "public, max-age=3600"},
+    )
+
+
+@router.get("", response_model=None)
+@router.get("/", response_model=None)
+def home(request: Request) -> Response:
+    if _principal(request) is None:
+        return _to_login(request)
+    return RedirectResponse("/ui/cluster", status_code=303)
+
+
+@router.get("/login", response_model=None)
+def login_form(request: Request) -> Response:
+    return _page(request, "login.html", None, error=None)
+
+
+@router.post("/login", response_model=None)
+async def login(request: Request) -> Response:
+    form = urllib.parse.parse_qs((await request.body()).decode(errors="replace"))
+    token = (form.get("token") or [""])[0].strip()
+    error = None
+    if not token:
+        error = "token: paste an API token"
+    else:
+        creds = HTTPAuthorizationCredentials(scheme="Bearer", credentials=token)
+        try:
+            principal = deps.get_principal(request, creds, _database(request))
+        except (HTTPException, ApiError):
+            error = "token: unknown or revoked"
+        else:
+            if principal.role in (Role.WORKER, Role.METRICS):
+                error = f"token: a {principal.role} token cannot sign in to the dashboard"
+    if error is not None:
+        return _page(request, "login.html", None, status=401, error=error)
+    response = RedirectResponse("/ui/cluster", status_code=303)
+    response.set_cookie(
+        COOKIE,
+        token,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/ui",
+        max_age=12 * 3600,
+    )
+    return response
+
+
+@router.post("/logout", response_model=None)
+def logout() -> Response:
+    response = RedirectResponse("/ui/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/ui")
+    return response
+
+
+def _excluded(request: Request) -> dict[str, str]:
+    """Nodes the backend does not offer, with why (the Kubernetes backend knows them)."""
+    backend = getattr(request.app.state, "backend", None)
+    for obj in (backend, getattr(backend, "backend", None)):
+        fn = getattr(obj, "excluded_nodes", None)
+        if callable(fn):
+            found: dict[str, str] = fn()
+            return found
+    return {}
+
+
+@router.get("/cluster", response_model=None)
+def cluster(request: Request) -> Response:
+    principal = _principal(request)
+    if principal is None:
+        return _to_login(request)
+    with _database(request).session() as session:
+        u = usage.compute(session)
+    nodes = views.nodes(u, principal)
+    by_model = sorted(u.by_model().items())
+    queues = sorted(
+        {s.queue for n in nodes.data for g in n.gpus for s in g.shares if s.queue is not None}
+    )
+    return _page(
+        request,
+        "cluster.html",
+        principal,
+        nodes=nodes.data,
+        by_model=by_model,
+        excluded=sorted(_excluded(request).items()),
+        legend=queues,
+    )
+
+
+@router.get("/queues", response_model=None)
+def queues_page(request: Request) -> Response:
+    principal = _principal(request)
+    if principal is None:
+        return _to_login(request)
+    config: model.Config | None = getattr(request.app.state, "core_config", None)
+    with _database(request).session() as session:
+        stats = queuestats.compute(queuestats.snapshot(session, config))
+    shown = queuestats.visible(stats, principal.visible_queues)
+    scale = max(
+        [1.0] + [max(s.guaranteed, s.limit or 0.0, s.fair_share, s.allocated) for s in shown]
+    )
+    return _page(request, "queues.html", principal, queues=shown, scale=scale)
+
+
+@router.get("/jobs", response_model=None)
+def jobs_page(request: Request, queue: str = "", phase: str = "") -> Response:
+    principal = _principal(request)
+    if principal is None:
+        return _to_login(request)
+    wanted = Phase(phase) if phase in {p.value for p in Phase} else None
+    with _database(request).session() as session:
+        page = jobs.list_jobs(
+            session=session,
+            queues=principal.visible_queues,
+            queue=queue or None,
+            phase=wanted,
+            submitter=None,
+            limit=200,
+            cursor=None,
+        )
+        rows = [views.job(r) for r in page.items]
+        stats = queuestats.compute(queuestats.snapshot(session))
+    names = [s.name for s in queuestats.visible(stats, principal.visible_queues)]
+    return _page(
+        request,
+        "jobs.html",
+        principal,
+        jobs=rows,
+        queue=queue,
+        phase=wanted.value if wanted else "",
+        queue_names=names,
+        phases=[p.value for p in Phase],
+        more=page.next_cursor is not None,
+    )
+
+
+@router.get("/jobs/{job_id}", response_model=None)
+def job_page(request: Request, job_id: str) -> Response:
+    principal = _principal(request)
+    if principal is None:
+        return _to_login(request)
+    with _database(request).session() as session:
+        try:
+            row = jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
+        except errors.NotFound:
+            return _not_found(request, principal, f"job {job_id}")
+        job = views.job(row)
+        events = [
+            views.event(e)
+            for e in jobs.list_events(
+                session=session, job_id=job_id, queues=principal.visible_queues
+            )
+        ]
+        try:
+            explanation = explain_route.explain_job(request, session, principal, job_id)
+        except Exception:  # the page still shows the job when its account cannot be made
+            log.exception("explain failed for job %s", job_id)
+            explanation = None
+    return _page(
+        request,
+        "job.html",
+        principal,
+        job=job,
+        events=list(reversed(events))[:200],
+        explain=explanation,
+        has_logs=getattr(request.app.state, "log_source", None) is not None,
+    )
+
+
+@router.get("/jobs/{job_id}/logs", response_model=None)
+def job_logs(request: Request, job_id: str) -> Response:
+    """The last 64 KiB of each worker's output of the latest attempt (polled)."""
+    principal = _principal(request)
+    if principal is None:
+        return _to_login(request)
+    with _database(request).session() as session:
+        try:
+            jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
+        except errors.NotFound:
+            return _not_found(request, principal, f"job {job_id}")
+    source = getattr(request.app.state, "log_source", None)
+    files = source.log_files(job_id) if source is not None else []
+    latest = max((a for a, _, _ in files), default=None)
+    tails = []
+    for attempt, worker, path in sorted(files, key=lambda f: f[1]):
+        if attempt != latest:
+            continue
+        try:
+            with open(path, "rb") as f:
+                f.seek(0, 2)
+                size = f.tell()
+                f.seek(max(0, size - LOG_TAIL))
+                tails.append((worker, f.read().decode(errors="replace")))
+        except OSError:
+            tails.append((worker, ""))
+    response = templates.TemplateResponse(
+        request, "_logs.html", {"attempt": latest, "tails": tails, "job_id": job_id}
+    )
+    response.headers["Cache-Control"] = "no-store"
+    return response

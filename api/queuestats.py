@@ -1,0 +1,130 @@
+"""Per-queue figures for the dashboard and /metrics: guarantee, limit, fair share,
+allocated, borrowed, lent and pending, each parent with its whole subtree.
+
+The fair share is the core's own (`scheduler.core.fairshare.compute` on a snapshot built
+from the store the way the loop builds it), so the numbers here are the numbers the
+scheduler orders queues by. Borrowed is what a queue holds above its guarantee. Lent is
+the unused part of a queue's guarantee that its siblings (the queues under the same
+parent, or the other top-level queues) are borrowing: each sibling with unused guarantee
+is counted as lending in proportion to how much it leaves unused.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from api import usage
+from scheduler.core import accounting, fairshare
+from scheduler.core import model as m
+from scheduler.spec import Phase
+from scheduler.store import cycle
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    name: str
+    parent: str | None
+    depth: int  # 0 for a top-level queue
+    guaranteed: float
+    limit: float | None
+    weight: float
+    fair_share: float
+    allocated: float  # its jobs' and its descendants' GPUs
+    borrowed: float
+    lent: float
+    pending_jobs: int
+    pending_gpus: float
+    running_jobs: int
+    children: tuple[str, ...]
+
+
+def snapshot(session: Session, config: m.Config | None = None) -> m.Snapshot:
+    """The store as the loop would hand it to the core now."""
+    live = cycle.live_jobs(session=session)
+    return m.Snapshot(
+        nodes=cycle.load_inventory(session=session),
+        queues=cycle.load_queues(session=session),
+        running=tuple(r for j in live if (r := j.running()) is not None),
+        pending=tuple(j.request for j in live if j.phase in (Phase.PENDING, Phase.PREEMPTED)),
+        now=time.time(),
+        config=config or m.Config(),
+    )
+
+
+def _r(x: float) -> float:
+    return round(x, 6)
+
+
+def compute(snap: m.Snapshot) -> list[QueueStats]:
+    """Every queue, parents before their children (depth-first, names in order)."""
+    tree = accounting.QueueTree.build(snap.queues)
+    nodes = {n.name: n for n in snap.nodes}
+    est = accounting.Estimator(snap.nodes)
+    ledger = accounting.build_ledger(tree, snap.running, nodes)
+    demand = accounting.demand(tree, ledger, snap.pending, est)
+    shares = fairshare.compute(tree, accounting.capacity(snap.nodes), ledger.usage, demand)
+    parents = {
+        name: q.parent if q.parent in tree.queues else None for name, q in tree.queues.items()
+    }
+    own_pending: dict[str, float] = defaultdict(float)
+    own_pending_gpus: dict[str, float] = defaultdict(float)
+    own_running: dict[str, float] = defaultdict(float)
+    for job in snap.pending:
+        own_pending[job.queue] += 1
+        own_pending_gpus[job.queue] += est.total(job)
+    for run in snap.running:
+        own_running[run.job.queue] += 1
+    pending = usage.rollup(own_pending, parents)
+    pending_gpus = usage.rollup(own_pending_gpus, parents)
+    running = usage.rollup(own_running, parents)
+
+    allocated = {name: _r(ledger.of(name)) for name in tree.queues}
+    guaranteed = {name: accounting.guaranteed(q, m.TOTAL) for name, q in tree.queues.items()}
+    borrowed = {n: _r(max(0.0, allocated[n] - guaranteed[n])) for n in tree.queues}
+    lent: dict[str, float] = {}
+    for siblings in tree.children.values():
+        unused = {n: max(0.0, guaranteed[n] - allocated[n]) for n in siblings}
+        total_unused = sum(unused.values())
+        total_borrowed = sum(borrowed[n] for n in siblings)
+        ratio = min(1.0, total_borrowed / total_unused) if total_unused > m.EPS else 0.0
+        for n in siblings:
+            lent[n] = _r(unused[n] * ratio)
+
+    out: list[QueueStats] = []
+
+    def visit(name: str, depth: int) -> None:
+        q = tree.queues[name]
+        kids = tree.children.get(name, ())
+        out.append(
+            QueueStats(
+                name=name,
+                parent=parents[name],
+                depth=depth,
+                guaranteed=guaranteed[name],
+                limit=accounting.limit(q, m.TOTAL),
+                weight=q.weight,
+                fair_share=_r(shares[name].total.share),
+                allocated=allocated[name],
+                borrowed=borrowed[name],
+                lent=lent.get(name, 0.0),
+                pending_jobs=int(pending.get(name, 0)),
+                pending_gpus=_r(pending_gpus.get(name, 0.0)),
+                running_jobs=int(running.get(name, 0)),
+                children=kids,
+            )
+        )
+        for kid in kids:
+            visit(kid, depth + 1)
+
+    for root in tree.children.get(None, ()):
+        visit(root, 0)
+    return out
+
+
+def visible(stats: list[QueueStats], queues: frozenset[str] | None) -> list[QueueStats]:
+    """Only the queues a caller may see (None: all)."""
+    return stats if queues is None else [s for s in stats if s.name in queues]

@@ -1,0 +1,166 @@
+"""A live `shoal serve` (local backend, SQLite) with two teams' jobs running, and a
+headless Chromium (Debian's `chromium`, driven by Python Playwright; its own browser
+download is never used). Without chromium the browser tests skip, or fail when
+SHOAL_REQUIRE_BROWSER or CI is set. Screenshots go to $SHOAL_TEST_ARTIFACTS (default
+tests/artifacts/dashboard)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).parents[2]
+TOKENS = """
+alice-token: {user: alice, role: member, queues: [team-a]}
+bob-token: {user: bob, role: member, queues: [team-b]}
+scrape-token: {user: prometheus, role: metrics}
+"""
+WAIT_S = 120.0  # generous: the machine may be busy
+
+
+def eventually(check: Callable[[], Any], timeout: float = WAIT_S, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+            if last:
+                return last
+        except (AssertionError, httpx.HTTPError) as e:
+            last = e
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what or check}: last {last!r}")
+
+
+@dataclass
+class Live:
+    url: str
+    state: Path
+    admin: httpx.Client
+    jobs: dict[str, str] = field(default_factory=dict)  # name -> id
+
+    def as_(self, token: str) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+        )
+
+    def submit(self, token: str, name: str, queue: str, gpu: float, workers: int = 1,
+               script: str = "import time; time.sleep(900)") -> str:
+        with self.as_(token) as c:
+            r = c.post(
+                "/api/v1/jobs",
+                json={
+                    "name": name,
+                    "queue": queue,
+                    "image": "python:3.11",
+                    "workers": workers,
+                    "gpu": gpu,
+                    "command": [sys.executable, "-u", "-c", script],
+                },
+            )
+        assert r.status_code == 201, r.text
+        self.jobs[name] = r.json()["id"]
+        return str(r.json()["id"])
+
+    def phase(self, name: str) -> str:
+        return str(self.admin.get(f"/api/v1/jobs/{self.jobs[name]}").json()["phase"])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    tmp = tmp_path_factory.mktemp("dashboard")
+    port, state = _free_port(), tmp / "state"
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "SHOAL_STATE_DIR": str(state), "SHOAL_API_TOKENS": TOKENS,
+           "PYTHONPATH": str(ROOT)}
+    env.pop("SHOAL_TOKEN", None)
+    log = open(tmp / "serve.log", "w")  # noqa: SIM115 (closed below)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scheduler.cli.main", "serve", "--port", str(port),
+         "--min-runtime", "0", "--interval", "0.5"],
+        env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+    )
+    try:
+        def up() -> bool:
+            assert proc.poll() is None, (tmp / "serve.log").read_text()
+            return (state / "admin-token").exists() and httpx.get(f"{url}/healthz").is_success
+
+        eventually(up, what="shoal serve to answer")
+        token = (state / "admin-token").read_text().strip()
+        with httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+        ) as admin:
+            for q in (
+                {"name": "research", "guaranteed": 8},
+                {"name": "team-a", "parent": "research", "guaranteed": 4},
+                {"name": "team-b", "parent": "research", "guaranteed": 2, "limit": 6},
+            ):
+                r = admin.post("/api/v1/queues", json=q)
+                assert r.status_code == 201, r.text
+            yield Live(url, state, admin)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+        from scheduler.backends.local import LocalBackend
+
+        backend = LocalBackend(state)
+        backend.kill_all()
+        backend.close()
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    out = Path(os.environ.get("SHOAL_TEST_ARTIFACTS") or ROOT / "tests" / "artifacts")
+    path = out / "dashboard"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    required = bool(os.environ.get("SHOAL_REQUIRE_BROWSER") or os.environ.get("CI"))
+    exe = _chromium()
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        exe = None
+    if exe is None:
+        msg = "no chromium or Python playwright (apt-get install chromium; pip install playwright)"
+        if required:
+            pytest.fail(msg + " and SHOAL_REQUIRE_BROWSER/CI is set")
+        pytest.skip(msg)
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=exe, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    context.set_default_timeout(WAIT_S * 1000)
+    p = context.new_page()
+    yield p
+    context.close()
