@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from scheduler.backends.local import cluster
-from scheduler.backends.sim import replay, trace
 from scheduler.core import model
+from scheduler.sim import replay, trace
 from scheduler.spec import QueueSpec
 
 out = Console(highlight=False)

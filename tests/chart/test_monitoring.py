@@ -59,9 +59,7 @@ def test_every_series_the_dashboard_queries_exists(tmp_path: Path) -> None:
         text = generate_latest(metrics.registry).decode()
     finally:
         db.close()
-    exported = {
-        re.sub(r"_(total)$", "", n) for n in re.findall(r"^# TYPE (shoal_\w+)", text, re.M)
-    }
+    exported = {re.sub(r"_(total)$", "", n) for n in re.findall(r"^# TYPE (shoal_\w+)", text, re.M)}
     queried = json.loads((CHART / "dashboards" / "shoal.json").read_text())
     names = {
         re.sub(r"_(bucket|sum|count|total)$", "", n)

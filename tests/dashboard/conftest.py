@@ -55,8 +55,15 @@ class Live:
             base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=60
         )
 
-    def submit(self, token: str, name: str, queue: str, gpu: float, workers: int = 1,
-               script: str = "import time; time.sleep(900)") -> str:
+    def submit(
+        self,
+        token: str,
+        name: str,
+        queue: str,
+        gpu: float,
+        workers: int = 1,
+        script: str = "import time; time.sleep(900)",
+    ) -> str:
         with self.as_(token) as c:
             r = c.post(
                 "/api/v1/jobs",
@@ -88,16 +95,34 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     tmp = tmp_path_factory.mktemp("dashboard")
     port, state = _free_port(), tmp / "state"
     url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "SHOAL_STATE_DIR": str(state), "SHOAL_API_TOKENS": TOKENS,
-           "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "SHOAL_STATE_DIR": str(state),
+        "SHOAL_API_TOKENS": TOKENS,
+        "PYTHONPATH": str(ROOT),
+    }
     env.pop("SHOAL_TOKEN", None)
     log = open(tmp / "serve.log", "w")  # noqa: SIM115 (closed below)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "scheduler.cli.main", "serve", "--port", str(port),
-         "--min-runtime", "0", "--interval", "0.5"],
-        env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "scheduler.cli.main",
+            "serve",
+            "--port",
+            str(port),
+            "--min-runtime",
+            "0",
+            "--interval",
+            "0.5",
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
+
         def up() -> bool:
             assert proc.poll() is None, (tmp / "serve.log").read_text()
             return (state / "admin-token").exists() and httpx.get(f"{url}/healthz").is_success

@@ -13,7 +13,10 @@ import pytest
 
 from .conftest import WAIT_S, Live, eventually
 
-HELLO = "import time\nfor i in range(900):\n    print('hello from a, step', i, flush=True)\n    time.sleep(1)"
+HELLO = (
+    "import time\nfor i in range(900):\n"
+    "    print('hello from a, step', i, flush=True)\n    time.sleep(1)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +60,7 @@ def test_cookie_is_httponly_and_strict(page: Any, running: Live) -> None:
     assert page.evaluate("document.cookie") == ""  # not readable by scripts
 
 
-def test_team_a_flows_and_sees_nothing_of_team_b(
-    page: Any, running: Live, artifacts: Path
-) -> None:
+def test_team_a_flows_and_sees_nothing_of_team_b(page: Any, running: Live, artifacts: Path) -> None:
     sign_in(page, running, "alice-token")
     # Cluster: every node and GPU; team-a's shares drawn to scale, team-b's anonymous.
     page.wait_for_selector("[data-testid=node-node-a]")
@@ -116,7 +117,8 @@ def test_team_a_flows_and_sees_nothing_of_team_b(
     assert "Decision: pending" in explain and "node-a" in explain
 
     # Team B's job by direct URL: not found, page and logs alike.
-    for path in (f"/ui/jobs/{running.jobs['b-secret']}", f"/ui/jobs/{running.jobs['b-secret']}/logs"):
+    secret = running.jobs["b-secret"]
+    for path in (f"/ui/jobs/{secret}", f"/ui/jobs/{secret}/logs"):
         response = page.goto(running.url + path)
         assert response.status == 404
         assert "b-secret" not in page.content() and "team-b" not in page.content()

@@ -1,4 +1,5 @@
-"""The `sim` backend (virtual time, no processes) and trace replay for `shoal simulate`."""
+"""The `sim` backend: a simulated cluster in virtual time, no processes. Trace replay
+(`shoal simulate`) lives in `scheduler.sim`."""
 
 from scheduler.backends.sim.backend import SimBackend
 

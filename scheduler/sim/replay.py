@@ -20,10 +20,10 @@ from pathlib import Path
 
 from scheduler import store
 from scheduler.backends.sim.backend import SimBackend
-from scheduler.backends.sim.trace import TraceJob
 from scheduler.core import model
 from scheduler.loop.clock import VirtualClock, as_datetime
 from scheduler.loop.service import Loop, LoopConfig
+from scheduler.sim.trace import TraceJob
 from scheduler.spec import JobSpec, Phase, QueueSpec
 
 EPS = 1e-6
