@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
 from scheduler.backends.local import cluster
@@ -65,14 +66,25 @@ def run(
         f"replaying {len(jobs)} GPU jobs from {trace_file.name} on {len(nodes)} nodes "
         f"({gpus} GPUs), policy {policy}"
     )
-    rep = replay.simulate(
-        jobs,
-        nodes,
-        queues=queues,
-        config=model.Config(policy=model.Policy(policy)),
-        tick_s=tick_s,
-        arrival_scale=arrival_scale,
-    )
+    # The replay prints nothing until it ends; the bar counts jobs that have left the system.
+    with Progress(
+        "jobs done",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=out,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("replay", total=len(jobs))
+        rep = replay.simulate(
+            jobs,
+            nodes,
+            queues=queues,
+            config=model.Config(policy=model.Policy(policy)),
+            tick_s=tick_s,
+            arrival_scale=arrival_scale,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
     span = rep.end - rep.start
     out.print(
         f"virtual time {span / 3600:.1f} h in {rep.cycles} cycles; placed {rep.placed}, "

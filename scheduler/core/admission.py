@@ -59,7 +59,7 @@ def _within_limits(
     ctx: context.Context, job: m.JobRequest, placed: Sequence[m.WorkerPlacement]
 ) -> m.PendingReason | None:
     """Exact check once the models and shares are known (gpuMemory jobs, model limits)."""
-    use = ctx.usage_of(placed)
+    use = ctx.session.usage_of(placed)
     keys = [k for k in use if k != m.TOTAL] if job.queue in ctx.model_limited else []
     for key in keys:
         hit = ctx.ledger.over_limit(job.queue, key, use[key])
@@ -72,18 +72,13 @@ def _within_limits(
 def _place(
     ctx: context.Context, job: m.JobRequest, ignore: Sequence[reservation.Reservation]
 ) -> tuple[m.WorkerPlacement, ...] | placement.PlacementFailure:
-    """Place with the holds in `ignore` lifted (the state is left unchanged)."""
+    """Place with the holds of `ignore` lifted (the state is left unchanged)."""
     if not ignore:
         return placement.place_gang(ctx.state, job, ctx.snapshot.config.policy)
-    mark = ctx.state.checkpoint()
-    for res in ignore:
-        for hold_id in res.hold_ids:
-            if ctx.state.holds(hold_id):
-                ctx.state.release(hold_id)
-    try:
+    with ctx.session.trial():
+        for res in ignore:
+            ctx.session.lift(res.job_id)
         return placement.place_gang(ctx.state, job, ctx.snapshot.config.policy)
-    finally:
-        ctx.state.rollback(mark)
 
 
 def _shape(job: m.JobRequest) -> Shape:
@@ -111,14 +106,14 @@ def _try(
         if isinstance(result, tuple):
             # Backfill: it ends before the reservations start, so it may use their room.
             for res in backfill:
-                reservation.unhold(ctx, res)
+                ctx.session.lift(res.job_id)
     if isinstance(result, tuple):
         over = _within_limits(ctx, job, result)
         if over is None:
-            ctx.commit(job, result)
+            ctx.session.allocate(job, result)
             out.places.append(m.Place(job.id, result))
         for res in backfill:
-            if not res.hold_ids:
+            if not ctx.session.held(res.job_id):
                 reservation.hold(ctx, res)
         return over
     if cached is not None:

@@ -2,9 +2,9 @@
 
 Called by `cycle.schedule` and `explain`; handed to `admission`, `preemption` and
 `reservation`. It indexes the snapshot (nodes and running jobs by name, the queue
-tree), holds the mutable `Ledger` of GPUs per queue, the mutable placement
-`ClusterState` and the fair shares, and caches per-queue facts so that per-job work
-stays O(tree depth).
+tree), holds the fair shares and the cycle `session.Session` (everything a cycle
+changes, behind one undo log), and caches per-queue facts so that per-job work stays
+O(tree depth).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from scheduler import placement
 from scheduler.core import accounting, fairshare
 from scheduler.core import model as m
+from scheduler.core.session import Session
 
 
 @dataclass(slots=True)
@@ -24,8 +25,7 @@ class Context:
     nodes: Mapping[str, m.Node]
     tree: accounting.QueueTree
     est: accounting.Estimator
-    ledger: accounting.Ledger
-    state: placement.ClusterState
+    session: Session
     capacity: accounting.Amounts
     demand: Mapping[str, accounting.Amounts]
     running: Mapping[str, m.RunningJob]
@@ -33,7 +33,6 @@ class Context:
     # queue's guarantee when preemptible is None (see `over_guarantee`).
     over_guarantee: frozenset[str]
     model_limited: frozenset[str]  # queues with a per-model limit on their chain
-    used_by_model: dict[str, float] = field(default_factory=dict)
     shares: Mapping[str, fairshare.QueueShare] = field(default_factory=dict)
 
     @staticmethod
@@ -52,41 +51,31 @@ class Context:
             for name, chain in tree.chains.items()
             if any(tree.queues[q].limit.by_model for q in chain)
         )
+        # Sorted: placement (its FGD workload mix) depends on the order it is given.
+        state = placement.ClusterState.build(
+            snapshot.nodes, sorted(snapshot.running, key=lambda r: r.job.id)
+        )
         return Context(
             snapshot=snapshot,
             nodes=nodes,
             tree=tree,
             est=est,
-            ledger=ledger,
-            # Sorted: placement (its FGD workload mix) depends on the order it is given.
-            state=placement.ClusterState.build(
-                snapshot.nodes, sorted(snapshot.running, key=lambda r: r.job.id)
-            ),
+            session=Session(state, ledger, nodes, dict(used)),
             capacity=accounting.capacity(snapshot.nodes),
             demand=demand,
             running={r.job.id: r for r in snapshot.running},
             over_guarantee=over_guarantee(tree, snapshot.running, nodes),
             model_limited=limited,
-            used_by_model=used,
         )
 
-    def usage_of(self, placements: Sequence[m.WorkerPlacement]) -> dict[str, float]:
-        """GPUs placements hold, in total and per model of their nodes."""
-        use: dict[str, float] = defaultdict(float)
-        for p in placements:
-            gpus = len(p.gpus) * p.fraction
-            use[m.TOTAL] += gpus
-            node = self.nodes.get(p.node)
-            use[node.gpu_model if node is not None else ""] += gpus
-        return dict(use)
+    # Reads of the session's state (changes go through the session's methods).
+    @property
+    def state(self) -> placement.ClusterState:
+        return self.session.state
 
-    def commit(self, job: m.JobRequest, placements: Sequence[m.WorkerPlacement]) -> None:
-        """Record an admission in the cluster state and the queue ledger."""
-        self.state.allocate(job.id, tuple(placements), request=job)
-        use = self.usage_of(placements)
-        self.ledger.add(job.queue, use)
-        for key, amount in use.items():
-            self.used_by_model[key] = self.used_by_model.get(key, 0.0) + amount
+    @property
+    def ledger(self) -> accounting.Ledger:
+        return self.session.ledger
 
 
 def over_guarantee(

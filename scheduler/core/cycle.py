@@ -28,7 +28,7 @@ class Run:
     result: m.CycleResult
     ctx: context.Context
     ordered: list[m.JobRequest]
-    after_admission: int  # state checkpoint before preemption plans changed it
+    after_admission: int  # session checkpoint before preemption plans changed it
 
 
 def run(snapshot: m.Snapshot) -> Run:
@@ -43,7 +43,7 @@ def run(snapshot: m.Snapshot) -> Run:
     # 5. Admit in order: limits, then whole-gang placement; starving jobs go first and
     #    reserve room they cannot get yet (lower jobs backfill only if they end in time).
     admitted = admission.admit(ctx, ordered)
-    mark = ctx.state.checkpoint()
+    mark = ctx.session.checkpoint()
     # 6. Reclaim and preempt for what did not fit; those jobs wait for their victims.
     preempts, waiting = preemption.preempt(ctx, admitted.failed)
     # 7. Every job not placed keeps a reason.

@@ -112,16 +112,15 @@ def explain(snapshot: m.Snapshot, job_id: str) -> Explanation:
         }
     candidates: list[Candidate] = []
     if place is not None and ctx.state.holds(job_id):
-        mark = ctx.state.checkpoint()
-        ctx.state.release(job_id)
-        candidates = [
-            Candidate(f.node, f.fits, f.reason)
-            for f in placement.explain_choice(ctx.state, job, snapshot.config.policy)
-        ]
-        ctx.state.rollback(mark)
+        with ctx.session.trial():
+            ctx.state.release(job_id)
+            candidates = [
+                Candidate(f.node, f.fits, f.reason)
+                for f in placement.explain_choice(ctx.state, job, snapshot.config.policy)
+            ]
     elif place is None and job.queue in ctx.tree.queues:
         # Nodes as admission left them, before preemption plans changed the state.
-        ctx.state.rollback(done.after_admission)
+        ctx.session.rollback(done.after_admission)
         candidates = [
             Candidate(f.node, f.fits, f.reason) for f in placement.diagnose(ctx.state, job)
         ]

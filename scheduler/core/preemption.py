@@ -10,7 +10,7 @@ Two kinds of victims, both whole running jobs:
 A victim must be preemptible (`preemptible` True, or None and running over its
 queue's guarantee), have run at least `Config.min_runtime_s`, and not be stopping
 already. Candidates go lowest priority first, most recently started first, fewest
-GPUs first. Each plan is tried on the cluster state (release, `place_gang`, roll
+GPUs first. Each plan is tried in a session trial (release, `place_gang`, roll
 back), then shrunk to a minimal set. A committed plan leaves the state as it will be
 once the victims stop (victims released, preemptor allocated), so the next plan
 cannot count the same room twice; admission is over, so nothing else is placed on it.
@@ -66,30 +66,24 @@ def _may_take(job: m.JobRequest, run: m.RunningJob, reclaim: bool) -> bool:
 
 
 def _fits(
-    ctx: context.Context, job: m.JobRequest, gone: Sequence[m.RunningJob], mark: int
+    ctx: context.Context, job: m.JobRequest, gone: Sequence[m.RunningJob]
 ) -> tuple[m.WorkerPlacement, ...] | None:
-    """Place `job` with `gone` released and their GPUs off their queues' books."""
-    ctx.state.rollback(mark)
-    for run in gone:
-        ctx.state.release(run.job.id)
-    freed = [(run.job.queue, accounting.running_usage(run, ctx.nodes)) for run in gone]
-    for queue, use in freed:
-        ctx.ledger.add(queue, use, -1.0)
-    try:
+    """Place `job` with `gone` released and their GPUs off their queues' books (a
+    trial: the session is left as it was)."""
+    with ctx.session.trial():
+        for run in gone:
+            ctx.session.release(run)
         if ctx.ledger.over_limit(job.queue, None, ctx.est.total(job)) is not None:
             return None
         result = placement.place_gang(ctx.state, job, ctx.snapshot.config.policy)
         return result if isinstance(result, tuple) else None
-    finally:
-        for queue, use in freed:
-            ctx.ledger.add(queue, use)
 
 
 def _free_upper_bound(ctx: context.Context, allowed: frozenset[str] | None) -> float:
     """GPUs free now on the models a job may use, at most (holds not subtracted)."""
     cap = ctx.capacity
     keys = [m.TOTAL] if allowed is None else sorted(allowed)
-    return sum(cap.get(k, 0.0) - ctx.used_by_model.get(k, 0.0) for k in keys)
+    return sum(cap.get(k, 0.0) - ctx.session.used(k) for k in keys)
 
 
 def _plan(
@@ -100,7 +94,6 @@ def _plan(
     allowed: frozenset[str] | None,
 ) -> Plan | None:
     """The smallest set of victims (stopping jobs first in `pool`) that lets `job` place."""
-    mark = ctx.state.checkpoint()
     need = ctx.est.total(job)
     freed = _free_upper_bound(ctx, allowed)
     found: tuple[m.WorkerPlacement, ...] | None = None
@@ -121,20 +114,18 @@ def _plan(
         freed += gpus
         # Trials are costly: only once enough GPUs could be free.
         if freed + m.EPS >= need:
-            found = _fits(ctx, job, chosen, mark)
+            found = _fits(ctx, job, chosen)
             if found is not None:
                 break
     if found is None:
-        ctx.state.rollback(mark)
         return None
     if len(chosen) <= MAX_SHRINK:
         # Keep the cheapest victims: try dropping the most valuable ones first.
         for run in reversed(chosen[:]):
             rest = [c for c in chosen if c is not run]
-            again = _fits(ctx, job, rest, mark) if rest else None
+            again = _fits(ctx, job, rest) if rest else None
             if again is not None:
                 chosen, found = rest, again
-    ctx.state.rollback(mark)
     return Plan(
         job,
         tuple(r for r in chosen if not r.stopping),
@@ -144,14 +135,10 @@ def _plan(
 
 
 def _commit(ctx: context.Context, plan: Plan) -> None:
-    """Leave the state and ledger as they will be once the victims have stopped."""
+    """Leave the session as it will be once the victims have stopped."""
     for run in (*plan.stopping, *plan.victims):
-        ctx.state.release(run.job.id)
-        use = accounting.running_usage(run, ctx.nodes)
-        ctx.ledger.add(run.job.queue, use, -1.0)
-        for key, amount in use.items():
-            ctx.used_by_model[key] = ctx.used_by_model.get(key, 0.0) - amount
-    ctx.commit(plan.job, plan.placements)
+        ctx.session.release(run)
+    ctx.session.allocate(plan.job, plan.placements)
 
 
 def _why(ctx: context.Context, victim: m.RunningJob, job: m.JobRequest) -> str:

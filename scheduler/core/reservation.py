@@ -12,18 +12,16 @@ without an estimate (some needed job declares no max runtime) the room is simply
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from scheduler import placement
-from scheduler.core import context
+from scheduler.core import context, session
 from scheduler.core import model as m
 
 # Reservations are costly (a search over running jobs); like Slurm's bf_max_job_test,
 # only the first few starving jobs in order get one per cycle.
 MAX_RESERVATIONS = 8
-HOLD_PREFIX = "reservation/"  # ids of the holds in the cluster state
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +29,6 @@ class Reservation:
     job: m.JobRequest
     placements: tuple[m.WorkerPlacement, ...]
     start: float | None  # estimated time the room is free; None: unknown
-    hold_ids: list[str] = field(default_factory=list)  # what `hold` allocated
 
     @property
     def job_id(self) -> str:
@@ -72,8 +69,7 @@ def reserve(ctx: context.Context, job: m.JobRequest) -> Reservation | None:
         )
     ]
     candidates.sort(key=lambda r: (_end(r) is None, _end(r) or 0.0, r.started_at, r.job.id))
-    mark = ctx.state.checkpoint()
-    try:
+    with ctx.session.trial() as mark:
         if not isinstance(_fits_after(ctx, job, candidates), tuple):
             return None
         # Binary search the shortest prefix of endings after which the job fits.
@@ -81,7 +77,7 @@ def reserve(ctx: context.Context, job: m.JobRequest) -> Reservation | None:
         best: tuple[m.WorkerPlacement, ...] | None = None
         while lo <= hi:
             mid = (lo + hi) // 2
-            ctx.state.rollback(mark)
+            ctx.session.rollback(mark)
             result = _fits_after(ctx, job, candidates[:mid])
             if isinstance(result, tuple):
                 best, hi = result, mid - 1
@@ -93,8 +89,6 @@ def reserve(ctx: context.Context, job: m.JobRequest) -> Reservation | None:
         known = [e for e in ends if e is not None]
         start = max(known, default=ctx.snapshot.now) if len(known) == len(ends) else None
         return Reservation(job, best, start)
-    finally:
-        ctx.state.rollback(mark)
 
 
 def hold(ctx: context.Context, res: Reservation) -> None:
@@ -104,6 +98,7 @@ def hold(ctx: context.Context, res: Reservation) -> None:
     by_node: dict[str, list[m.WorkerPlacement]] = defaultdict(list)
     for p in res.placements:
         by_node[p.node].append(p)
+    holds: list[list[session.HoldPart]] = []
     for node, workers in sorted(by_node.items()):
         free = list(ctx.state.gpu_free(node))
         parts: list[m.WorkerPlacement] = []
@@ -115,25 +110,15 @@ def hold(ctx: context.Context, res: Reservation) -> None:
                     parts.append(m.WorkerPlacement(len(parts), node, (g,), take))
         cpu = min(ctx.state.free_cpu(node), res.job.cpu_milli * len(workers))
         mem = min(ctx.state.free_memory(node), res.job.memory_mib * len(workers))
-        parts.append(m.WorkerPlacement(len(parts), node, (), 1.0))
-        hold_id = f"{HOLD_PREFIX}{res.job.id}/{node}"
-        # The non-GPU part carries the CPU and memory; GPU parts carry none.
-        request = dataclasses.replace(res.job, id=hold_id, cpu_milli=0, memory_mib=0)
-        try:
-            ctx.state.allocate(hold_id + "/gpu", tuple(parts[:-1]), request=request)
-            res.hold_ids.append(hold_id + "/gpu")
-            request = dataclasses.replace(request, cpu_milli=max(0, cpu), memory_mib=max(0, mem))
-            ctx.state.allocate(hold_id, (parts[-1],), request=request)
-            res.hold_ids.append(hold_id)
-        except ValueError:  # rounding at the edge of a GPU: hold what was taken
-            continue
-
-
-def unhold(ctx: context.Context, res: Reservation) -> None:
-    for hold_id in res.hold_ids:
-        if ctx.state.holds(hold_id):
-            ctx.state.release(hold_id)
-    res.hold_ids.clear()
+        # The GPU part carries no CPU or memory; the host part carries them.
+        host = (m.WorkerPlacement(len(parts), node, (), 1.0),)
+        holds.append(
+            [
+                (placement.Hold(res.job.id, node, gpu=True), tuple(parts), 0, 0),
+                (placement.Hold(res.job.id, node, gpu=False), host, max(0, cpu), max(0, mem)),
+            ]
+        )
+    ctx.session.hold(res.job.id, holds)
 
 
 def may_backfill(job: m.JobRequest, res: Reservation, now: float) -> bool:

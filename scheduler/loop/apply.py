@@ -1,7 +1,8 @@
 """Step 6 of a cycle: carry out the core's decisions, store first, backend second.
 
 - Preempt: Preempted (restart counted), then Pending again with its submission time
-  untouched (so it keeps its place), then `backend.stop` with the grace period. A crash
+  untouched (so it keeps its place), then `backend.stop` with the grace period
+  (`lifecycle.preempt`, carried out by `enact` like every phase change). A crash
   before the stop leaves workers their job no longer holds; the next cycle stops them.
 - Place: `record_placement` with attempt = previous + 1 BEFORE `backend.launch`. A crash
   after the record leaves a Scheduled job without workers, which the next cycle
@@ -21,8 +22,9 @@ from sqlalchemy.orm import Session
 from scheduler.backends import base
 from scheduler.core import model
 from scheduler.loop import backoff as retry
-from scheduler.loop import faults
+from scheduler.loop import faults, lifecycle
 from scheduler.loop.clock import as_datetime
+from scheduler.loop.enact import enact
 from scheduler.loop.workerenv import WorkerEnv, env_for
 from scheduler.spec import Phase
 from scheduler.store import cycle as store
@@ -70,33 +72,13 @@ def apply(
             remnant = p.job_id.split("~")[0]
             retry.stop_quietly(backend, remnant, p.grace_period_s, reason=base.StopReason.PREEMPTED)
             continue
+        message = p.reason + (f" (for {p.for_job})" if p.for_job else "")
         try:
-            version = store.set_phase(
-                session=session,
-                job_id=lj.id,
-                expected_version=lj.version,
-                phase=Phase.PREEMPTED,
-                reason="Preempted",
-                message=p.reason + (f" (for {p.for_job})" if p.for_job else ""),
-                count_restart=True,
-                now=at,
-            )
-            faults.point("preempt:recorded")
-            store.set_phase(
-                session=session,
-                job_id=lj.id,
-                expected_version=version,
-                phase=Phase.PENDING,
-                reason="Requeued",
-                message="back in its queue at its original place",
-                now=at,
-            )
-            faults.point("preempt:requeued")
+            t = lifecycle.preempt(p.grace_period_s, message)
+            enact(session, backend, lj.id, lj.version, t, now=now)
         except _RACES as exc:
             log.info("preempt of %s skipped: %s", lj.id, exc)
             continue
-        retry.stop_quietly(backend, lj.id, p.grace_period_s, reason=base.StopReason.PREEMPTED)
-        faults.point("preempt:stopped")
         out.preempted.append(lj.id)
     for place in result.places:
         if foreign is not None and place.job_id in foreign_ids:  # a foreign pod: bind it

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -28,7 +29,7 @@ from scheduler.core import model
 from scheduler.loop.clock import as_datetime
 from scheduler.spec import Phase
 from scheduler.store import cycle as store
-from scheduler.store import errors, jobs
+from scheduler.store import errors, jobs, schema
 
 log = logging.getLogger(__name__)
 _RACES = (errors.VersionConflict, errors.InvalidTransition, errors.NotFound)
@@ -46,11 +47,15 @@ class Backoff:
 
     def hold(self, job_id: str, now: float) -> float:
         """Record one more failure of `job_id`; returns the delay before the next try."""
-        n = self._failures.get(job_id, 0) + 1
-        self._failures[job_id] = n
-        delay = float(min(self.max_s, self.base_s * 2.0 ** (n - 1)))
+        delay = self.peek(job_id)
+        self._failures[job_id] = self._failures.get(job_id, 0) + 1
         self._until[job_id] = now + delay
         return delay
+
+    def peek(self, job_id: str) -> float:
+        """The delay the next `hold(job_id, ...)` would return, changing nothing."""
+        n = self._failures.get(job_id, 0) + 1
+        return float(min(self.max_s, self.base_s * 2.0 ** (n - 1)))
 
     def active(self, job_id: str, now: float) -> bool:
         return self._until.get(job_id, 0.0) > now
@@ -168,9 +173,18 @@ def _event(
         )
 
 
-def launched_at(session: Session, job_id: str, attempt: int) -> float | None:
-    """When the launch of (job, attempt) completed, or None if it never did."""
-    for e in reversed(jobs.list_events(session=session, job_id=job_id)):
+def launched_at(
+    session: Session,
+    job_id: str,
+    attempt: int,
+    *,
+    events: Sequence[schema.JobEventRow] | None = None,
+) -> float | None:
+    """When the launch of (job, attempt) completed, or None if it never did. `events`:
+    the job's events when already read."""
+    if events is None:
+        events = jobs.list_events(session=session, job_id=job_id)
+    for e in reversed(events):
         if e.kind == LAUNCHED and (e.data or {}).get("attempt") == attempt:
             t = e.at if e.at.tzinfo else e.at.replace(tzinfo=UTC)
             return t.timestamp()

@@ -11,14 +11,17 @@ from scheduler.placement.fit import worker_gpu_share
 from scheduler.placement.fragmentation import TaskType, WorkloadMix
 from scheduler.placement.gang import place_gang
 from scheduler.placement.policies import Scorer
-from scheduler.placement.state import ClusterState
+from scheduler.placement.state import ClusterState, Hold
+from scheduler.placement.undo import UndoLog
 
 __all__ = [
     "ClusterState",
+    "Hold",
     "NodeFit",
     "PlacementFailure",
     "Scorer",
     "TaskType",
+    "UndoLog",
     "WorkloadMix",
     "diagnose",
     "explain_choice",

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 from scheduler.core import model as m
 from scheduler.placement import fit
+from scheduler.placement.undo import UndoLog
 
 _MEMO_LIMIT = 500_000  # entries before the memo is dropped (long-lived services)
 
@@ -200,17 +201,22 @@ class WorkloadMix:
 class MixLearner:
     """The workload seen so far: the running jobs and each job placement was asked
     about (once per job id), weighted by workers. The mix is rebuilt each time the
-    count doubles, then every 4,096 workers, so that its caches live between rebuilds."""
+    count doubles, then every 4,096 workers, so that its caches live between rebuilds.
+    With a `log`, every change is undoable: what a rolled-back trial asked about is
+    forgotten again."""
 
-    def __init__(self) -> None:
+    def __init__(self, log: UndoLog | None = None) -> None:
         self.counts: dict[TaskType, float] = defaultdict(float)
         self.ids: set[str] = set()
         self.total = 0
         self._next = 1
         self.mix: WorkloadMix | None = None
+        self._log = log
 
     def add(self, job: m.JobRequest) -> None:
         if job.id not in self.ids:
+            if self._log is not None:
+                self._log.record(self._restore, job, self.mix, self._next)
             self.ids.add(job.id)
             self.counts[TaskType.of(job)] += max(job.workers, 1)
             self.total += max(job.workers, 1)
@@ -218,6 +224,20 @@ class MixLearner:
     def observe(self, job: m.JobRequest) -> WorkloadMix:
         self.add(job)
         if self.mix is None or self.total >= self._next:
+            if self._log is not None:
+                self._log.record(self._rebuilt, self.mix, self._next)
             self.mix = WorkloadMix(self.counts)
             self._next = self.total * 2 if self.total < 4096 else self.total + 4096
         return self.mix
+
+    def _restore(self, job: m.JobRequest, mix: WorkloadMix | None, next_: int) -> None:
+        self.ids.discard(job.id)
+        task = TaskType.of(job)
+        self.counts[task] -= max(job.workers, 1)
+        if self.counts[task] <= 0:
+            del self.counts[task]
+        self.total -= max(job.workers, 1)
+        self.mix, self._next = mix, next_
+
+    def _rebuilt(self, mix: WorkloadMix | None, next_: int) -> None:
+        self.mix, self._next = mix, next_

@@ -3,7 +3,9 @@
 Built once per cycle by `scheduler.core` (and by the benchmarks) from the snapshot's
 nodes and running jobs; `place_gang` reads it, the core commits decisions with
 `allocate`, and what-ifs (gangs, preemption trials, reservations) are undone with
-`checkpoint`/`rollback`, as KAI's Statement does.
+`checkpoint`/`rollback` of its `undo.UndoLog`, which the core's cycle session shares
+with the rest of the cycle's state. What the state holds is keyed by an `Owner`: a
+job id, or a typed `Hold` (room held for a reservation, not a job).
 
 GPU shares are kept as integers in units of 1e-9 of a GPU (`UNIT`), the `EPS` of the
 core model: sums are exact, so four 0.25 workers fill a GPU, and a rollback restores
@@ -16,23 +18,38 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from scheduler.core import model as m
 from scheduler.placement import fragmentation
 from scheduler.placement.fragmentation import WorkloadMix
 from scheduler.placement.shares import UNIT, Sig, Tag, units
+from scheduler.placement.undo import UndoLog
 
-__all__ = ["UNIT", "ClusterState", "Sig", "Tag", "units"]
+__all__ = ["UNIT", "ClusterState", "Hold", "Owner", "Sig", "Tag", "units"]
 
 _Job = tuple[tuple[m.WorkerPlacement, ...], int, int]  # placements, cpu, mem per worker
-# Undo records: ("n", node, cpu, mem, gpus, tags) restores a node; ("j", job, old record).
-_Undo = tuple[object, ...]
+
+
+class Hold(NamedTuple):
+    """Room held on one node for a starving job's reservation. `gpu` parts carry GPU
+    shares only; the host part carries the CPU and memory."""
+
+    job_id: str
+    node: str
+    gpu: bool
+
+
+Owner = str | Hold  # who holds resources in the state: a job id or a hold
 
 
 class ClusterState:
     """Free CPU, memory and per-GPU share of every node, with an undo log."""
 
-    def __init__(self, nodes: Iterable[m.Node]) -> None:
+    def __init__(self, nodes: Iterable[m.Node], log: UndoLog | None = None) -> None:
+        self.log = log if log is not None else UndoLog()
+        self.log.after_rollback(self._regroup)
+        self._dirty: set[int] = set()
         self.nodes: list[m.Node] = list(nodes)
         self.index: dict[str, int] = {n.name: i for i, n in enumerate(self.nodes)}
         self.cpu: list[int] = [n.cpu_milli for n in self.nodes]
@@ -47,30 +64,31 @@ class ClusterState:
         self.open: dict[Sig, list[int]] = {
             s: ms for s, ms in self.classes.items() if s.shares and s.shares[0] > 0
         }
-        self.jobs: dict[str, _Job] = {}
+        self.jobs: dict[Owner, _Job] = {}
         # CPU and memory per worker of placements handed out by `place_gang`, so that
         # `allocate(job_id, placements)` needs no more than the contract gives it. By
         # identity first (two jobs may be handed equal tuples), then by value.
         self._handed: dict[int, tuple[tuple[m.WorkerPlacement, ...], int, int]] = {}
         self._by_value: dict[tuple[m.WorkerPlacement, ...], tuple[int, int]] = {}
-        self._log: list[_Undo] = []
         # The target workload of `fgd` when `place_gang` is given none: set it from
         # pending and recent jobs; else `fgd` uses what `learner` has seen.
         self.mix: WorkloadMix | None = None
-        self.learner = fragmentation.MixLearner()
+        self.learner = fragmentation.MixLearner(self.log)
 
     @staticmethod
-    def build(nodes: Iterable[m.Node], running: Sequence[m.RunningJob]) -> ClusterState:
+    def build(
+        nodes: Iterable[m.Node], running: Sequence[m.RunningJob], log: UndoLog | None = None
+    ) -> ClusterState:
         """The state with every running job's placements subtracted. Placements on
         unknown nodes are skipped (the invariant check reports them), and drift that
         over-allocates is recorded as it is rather than refused."""
-        state = ClusterState(nodes)
+        state = ClusterState(nodes, log)
         for run in running:
             placed = tuple(p for p in run.placements if p.node in state.index)
             state._apply(run.job.id, placed, run.job.cpu_milli, run.job.memory_mib, log=False)
-        state._log.clear()
         for run in running:
             state.learner.add(run.job)
+        state.log.commit()
         return state
 
     # -- queries -------------------------------------------------------------------
@@ -93,22 +111,20 @@ class ClusterState:
         held = sum(len(g) * UNIT - sum(g) for g in self.gpu)
         return held / UNIT
 
-    def holds(self, job_id: str) -> bool:
-        return job_id in self.jobs
+    def holds(self, owner: Owner) -> bool:
+        return owner in self.jobs
 
     # -- changes -------------------------------------------------------------------
 
     def allocate(
         self,
-        job_id: str,
+        job_id: Owner,
         placements: tuple[m.WorkerPlacement, ...],
         request: m.JobRequest | None = None,
     ) -> None:
         """Take the placements' resources. CPU and memory per worker come from
         `request`, or from the `place_gang` call that produced these placements.
         Raises ValueError (and changes nothing) when anything would go over."""
-        if job_id in self.jobs:
-            raise ValueError(f"job {job_id} already holds resources")
         handed = self._handed.get(id(placements))
         if request is not None:
             cpu, mem = request.cpu_milli, request.memory_mib
@@ -118,10 +134,19 @@ class ClusterState:
             cpu, mem = self._by_value[placements]
         else:
             raise ValueError(f"no CPU/memory known for {job_id}: pass request=")
-        self._check(placements, cpu, mem)
-        self._apply(job_id, placements, cpu, mem, log=True)
+        self.take(job_id, placements, cpu, mem)
 
-    def release(self, job_id: str) -> None:
+    def take(
+        self, owner: Owner, placements: tuple[m.WorkerPlacement, ...], cpu: int, mem: int
+    ) -> None:
+        """Take placements with `cpu`/`mem` per worker (ValueError, no change, when
+        anything would go over)."""
+        if owner in self.jobs:
+            raise ValueError(f"{owner} already holds resources")
+        self._check(placements, cpu, mem)
+        self._apply(owner, placements, cpu, mem, log=True)
+
+    def release(self, job_id: Owner) -> None:
         """Give back everything the job holds."""
         placements, cpu, mem = self.jobs[job_id]
         self._apply(job_id, placements, -cpu, -mem, log=True, sign=-1)
@@ -132,28 +157,11 @@ class ClusterState:
         self._by_value[placements] = (cpu, mem)
 
     def checkpoint(self) -> int:
-        return len(self._log)
+        return self.log.checkpoint()
 
     def rollback(self, mark: int) -> None:
-        """Undo every change since `checkpoint()` returned `mark`."""
-        touched: set[int] = set()
-        while len(self._log) > mark:
-            rec = self._log.pop()
-            if rec[0] == "n":
-                _, i, cpu, mem, gpus, tags = rec
-                assert isinstance(i, int) and isinstance(cpu, int) and isinstance(mem, int)
-                assert isinstance(gpus, list) and isinstance(tags, dict)
-                self.cpu[i], self.mem[i], self.gpu[i], self.tags[i] = cpu, mem, gpus, tags
-                touched.add(i)
-            else:
-                _, job_id, old = rec
-                assert isinstance(job_id, str)
-                if old is None:
-                    del self.jobs[job_id]
-                else:
-                    self.jobs[job_id] = old  # type: ignore[assignment]
-        for i in touched:
-            self._reclass(i)
+        """Undo every change since `checkpoint()` returned `mark` (in the whole log)."""
+        self.log.rollback(mark)
 
     def take_worker(self, i: int, cpu: int, mem: int, gpus: tuple[int, ...], share: int) -> None:
         """Take one worker's resources on node `i` (logged; used inside gang trials)."""
@@ -191,7 +199,7 @@ class ClusterState:
 
     def _apply(
         self,
-        job_id: str,
+        job_id: Owner,
         placements: tuple[m.WorkerPlacement, ...],
         cpu: int,
         mem: int,
@@ -219,7 +227,7 @@ class ClusterState:
             else:
                 self.tags[i].pop(tag, None)
         if log:
-            self._log.append(("j", job_id, self.jobs.get(job_id)))
+            self.log.record(self._restore_job, job_id, self.jobs.get(job_id))
         if sign > 0:
             self.jobs[job_id] = (placements, cpu, mem)
         else:
@@ -228,7 +236,27 @@ class ClusterState:
             self._reclass(i)
 
     def _save(self, i: int) -> None:
-        self._log.append(("n", i, self.cpu[i], self.mem[i], list(self.gpu[i]), dict(self.tags[i])))
+        self.log.record(
+            self._restore_node, i, self.cpu[i], self.mem[i], list(self.gpu[i]), dict(self.tags[i])
+        )
+
+    def _restore_node(
+        self, i: int, cpu: int, mem: int, gpus: list[int], tags: dict[Tag, int]
+    ) -> None:
+        self.cpu[i], self.mem[i], self.gpu[i], self.tags[i] = cpu, mem, gpus, tags
+        self._dirty.add(i)
+
+    def _restore_job(self, owner: Owner, old: _Job | None) -> None:
+        if old is None:
+            del self.jobs[owner]
+        else:
+            self.jobs[owner] = old
+
+    def _regroup(self) -> None:
+        """After a rollback: re-class the nodes it restored."""
+        for i in self._dirty:
+            self._reclass(i)
+        self._dirty.clear()
 
     def _make_sig(self, i: int) -> Sig:
         n = self.nodes[i]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,7 +88,10 @@ def simulate(
     tick_s: float = 60.0,
     arrival_scale: float = 1.0,
     max_cycles: int = 100_000,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SimReport:
+    """Replay `jobs`; `progress(done, total)` is called after every cycle with the number of
+    jobs that have left the system (finished or never to be placed) out of all of them."""
     if not jobs:
         raise ValueError("the trace has no GPU jobs")
     total_gpus = float(sum(n.gpu_count for n in nodes))
@@ -165,6 +168,8 @@ def simulate(
             step = (min(nxt) if nxt else t) - t
             _violations(rep, waiting, held, guaranteed, step)
             backend.forget_finished({lj.id for lj in live})
+            if progress is not None:
+                progress(i - len(live), len(jobs))
             if not nxt or (not live and i >= len(jobs)):
                 break
             t = min(nxt)

@@ -100,6 +100,25 @@ def test_replay_of_a_small_trace(tmp_path: Path) -> None:
     assert set(rep.delays) == {"a", "b"}
 
 
+def test_replay_reports_progress_up_to_the_finished_jobs(tmp_path: Path) -> None:
+    f = tmp_path / "t.yaml"
+    f.write_text(
+        "jobs:\n"
+        + "".join(
+            f"  - {{name: j{i}, queue: a, submit: {i * 30}, duration: 120, gpu: 1}}\n"
+            for i in range(6)
+        )
+    )
+    seen: list[tuple[int, int]] = []
+    rep = replay.simulate(
+        trace.load(f), cluster.load_nodes(), progress=lambda d, n: seen.append((d, n))
+    )
+    assert len(seen) == rep.cycles
+    done = [d for d, _ in seen]
+    assert done == sorted(done) and done[-1] == rep.finished == 6
+    assert {n for _, n in seen} == {6}
+
+
 def test_alibaba_rows_are_read() -> None:
     path = Path("/work/shared/data/alibaba-gpu-2023/openb_pod_list_default.csv")
     if not path.exists():

@@ -1,0 +1,70 @@
+"""The one applier of a life-cycle `Transition`: store first, crash point, backend last.
+
+Every phase change the loop makes goes through `enact`: the transition's event, then its
+phase writes in order (each against the version the previous one returned, each followed
+by its crash point, `scheduler.loop.faults`), then the backend's stop and its crash
+point. A crash after a write leaves workers their job no longer holds, which the next
+cycle's orphan sweep stops; a crash before it leaves the old phase, which the next
+cycle decides again. A version conflict (the job moved on meanwhile) propagates before
+the backend is touched.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from scheduler.backends import base
+from scheduler.loop import backoff as retry
+from scheduler.loop import faults
+from scheduler.loop.clock import as_datetime
+from scheduler.loop.lifecycle import Transition
+from scheduler.store import cycle as store
+
+
+def enact(
+    session: Session,
+    backend: base.ClusterBackend,
+    job_id: str,
+    version: int,
+    transition: Transition,
+    *,
+    now: float,
+    backoff: retry.Backoff | None = None,
+    retries: retry.Backoff | None = None,
+) -> int:
+    """Carry `transition` out for `job_id` at `version`; returns the job's new version.
+    `backoff`/`retries` receive the transition's `hold_launch`/`hold_retry`."""
+    at = as_datetime(now)
+    t = transition
+    if t.event is not None:
+        store.append_event(
+            session=session,
+            job_id=job_id,
+            kind=t.event.kind,
+            reason=t.event.reason,
+            message=t.event.message,
+            now=at,
+        )
+    for w in t.writes:
+        version = store.set_phase(
+            session=session,
+            job_id=job_id,
+            expected_version=version,
+            phase=w.phase,
+            reason=w.reason,
+            message=w.message,
+            count_restart=w.count_restart,
+            now=at,
+        )
+        if w.fault is not None:
+            faults.point(w.fault)
+    # In memory only (a crash forgets them anyway), once the store took the change.
+    if t.hold_retry and retries is not None:
+        retries.hold(job_id, now)
+    if t.hold_launch and backoff is not None:
+        backoff.hold(job_id, now)
+    if t.stop is not None:
+        retry.stop_quietly(backend, job_id, t.stop.grace_s, reason=t.stop.reason)
+        if t.stop.fault is not None:
+            faults.point(t.stop.fault)
+    return version

@@ -1,0 +1,261 @@
+"""The job life cycle as a pure function: what one live job's workers mean for its phase.
+
+`decide(job, workers, now, facts)` returns the `Transition` to make, or None (nothing to
+do, or wait and look again). It reads no store, calls no backend and no clock; what it
+needs to know besides the job and its workers comes in `Facts` (gathered by
+`scheduler.loop.reconcile`). `scheduler.loop.enact` carries a transition out, always in
+the same order: the event, the phase writes (each followed by its crash point), then the
+backend's stop. Cause detection here, handling there, as kopf separates them.
+
+For a job holding a placement (Scheduled/Running) at attempt N, the workers of (job, N)
+decide, in this order:
+  - a cancel request -> Cancelled, workers stopped with the job's grace period;
+  - some missing, none failed, the launch never completed (no `Launched` event for N)
+    -> finish the launch (`launch` is idempotent; deterministic names);
+  - missing after a completed launch, once `missing_grace_s` has passed, or any failed
+    -> retry as a new attempt (Pending, a restart counted) while `backoffLimit` allows,
+    else Failed; infrastructure failures (`WorkerStatus.retryable`, pods gone) retry
+    without using up `backoffLimit`; the rest of the gang is stopped at once;
+  - all succeeded -> Succeeded;
+  - Running past `maxRuntime` -> Failed, workers stopped with the grace period;
+  - Scheduled and no worker pending -> Running.
+A Preempted job (a crash between Preempted and Pending) goes back to Pending.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Protocol
+
+from scheduler.backends.base import StopReason, WorkerState, WorkerStatus
+from scheduler.spec import JobSpec, Phase
+
+# After a launch completed, workers the backend does not report are only called missing
+# once this long has passed (a watch cache may lag behind the launch that made them).
+MISSING_GRACE_S = 30.0
+
+
+class Job(Protocol):
+    """What `decide` reads of a live job (`scheduler.store.cycle.LiveJob` is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def phase(self) -> Phase: ...
+    @property
+    def spec(self) -> JobSpec: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def cancel_requested(self) -> bool: ...
+    @property
+    def started_at(self) -> datetime | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What the loop knows of a job besides its row and its workers.
+
+    `launched_at`: when the launch of the current attempt completed (its `Launched`
+    event), None if it never did. `failures`: failed attempts that count against
+    `backoffLimit`. `launch_held`: the job's launch backoff is still running.
+    `retry_delay_s`: how long a retry would wait (the retry backoff's next delay)."""
+
+    launched_at: float | None = None
+    failures: int = 0
+    launch_held: bool = False
+    retry_delay_s: float = 0.0
+
+
+class Outcome(StrEnum):
+    """Which line of the cycle's report a transition counts on."""
+
+    REQUEUED = "requeued"
+    CANCELLED = "cancelled"
+    LAUNCH = "launch"  # finish a recorded launch; no phase change
+    RETRIED = "retried"
+    FAILED = "failed"
+    SUCCEEDED = "succeeded"
+    RUNNING = "running"
+    PREEMPTED = "preempted"
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One phase write, and the crash point reached right after it."""
+
+    phase: Phase
+    reason: str
+    message: str = ""
+    count_restart: bool = False
+    fault: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    kind: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """`backend.stop` after the writes, and the crash point reached after it."""
+
+    grace_s: float
+    reason: StopReason
+    fault: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """What to do about one job: `event`, then `writes` in order (each against the
+    version the previous one returned), then `stop`. `hold_launch`: start the job's
+    launch backoff (a broken node must not be a hot loop); `hold_retry`: start its
+    retry backoff (the delay `Facts.retry_delay_s` promised)."""
+
+    outcome: Outcome
+    writes: tuple[Write, ...] = ()
+    event: Event | None = None
+    stop: Stop | None = None
+    hold_launch: bool = False
+    hold_retry: bool = False
+
+
+def needs_history(job: Job, workers: Sequence[WorkerStatus]) -> bool:
+    """Whether `decide` may read `Facts.launched_at`/`failures` for this job: only when a
+    worker of a placed attempt is missing or failed (so the loop reads events for those
+    jobs alone)."""
+    if job.phase not in (Phase.SCHEDULED, Phase.RUNNING) or job.cancel_requested:
+        return False
+    present = {w.worker for w in workers}
+    return len(present) < job.spec.workers or any(w.state is WorkerState.FAILED for w in workers)
+
+
+def decide(
+    job: Job,
+    workers: Sequence[WorkerStatus],
+    now: float,
+    facts: Facts = Facts(),
+    *,
+    missing_grace_s: float = MISSING_GRACE_S,
+) -> Transition | None:
+    """The transition `job` is due, given the workers of its current attempt."""
+    if job.phase is Phase.PREEMPTED:
+        return Transition(Outcome.REQUEUED, (Write(Phase.PENDING, "Requeued"),))
+    if job.phase not in (Phase.SCHEDULED, Phase.RUNNING):
+        return None
+    grace = float(job.spec.termination_grace_period_seconds)
+    if job.cancel_requested:
+        return Transition(
+            Outcome.CANCELLED,
+            (
+                Write(
+                    Phase.CANCELLED,
+                    "Cancelled",
+                    "stopped at the user's request",
+                    fault="cancel:recorded",
+                ),
+            ),
+            stop=Stop(grace, StopReason.CANCELLED),
+        )
+    failed = [w for w in workers if w.state is WorkerState.FAILED]
+    missing = sorted(set(range(job.spec.workers)) - {w.worker for w in workers})
+    if not failed and missing:
+        if facts.launched_at is None:
+            # The launch never completed (a crash, a transient API error): finish it,
+            # unless its backoff still runs.
+            return None if facts.launch_held else Transition(Outcome.LAUNCH)
+        if now - facts.launched_at < missing_grace_s:
+            return None  # the backend's view may lag behind the launch; look again later
+    if failed or missing:
+        return _broken(job, failed, missing, facts)
+    if all(w.state is WorkerState.SUCCEEDED for w in workers):
+        message = f"all {len(workers)} workers exited 0"
+        return Transition(Outcome.SUCCEEDED, (Write(Phase.SUCCEEDED, "Completed", message),))
+    limit = job.spec.max_runtime
+    started = job.started_at.timestamp() if job.started_at is not None else now
+    if job.phase is Phase.RUNNING and limit is not None and now - started > limit:
+        return Transition(
+            Outcome.FAILED,
+            (
+                Write(
+                    Phase.FAILED,
+                    "MaxRuntimeExceeded",
+                    f"ran longer than maxRuntime {limit}s",
+                    fault="reconcile:maxruntime-recorded",
+                ),
+            ),
+            stop=Stop(grace, StopReason.MAX_RUNTIME),
+        )
+    if job.phase is Phase.SCHEDULED and all(w.state is not WorkerState.PENDING for w in workers):
+        message = f"{len(workers)} workers running"
+        return Transition(Outcome.RUNNING, (Write(Phase.RUNNING, "WorkersRunning", message),))
+    return None
+
+
+def _broken(
+    job: Job, failed: Sequence[WorkerStatus], missing: Sequence[int], facts: Facts
+) -> Transition:
+    """A failed or incomplete gang: retry or fail; the rest of the gang is stopped at once
+    (a backend never force-deletes; the Kubernetes one deletes with a grace of >= 1 s)."""
+    if failed:
+        why = f"worker {failed[0].worker}: {failed[0].message or 'failed'}"
+    else:
+        shown = ", ".join(str(m) for m in missing[:8])
+        why = f"worker(s) {shown} gone after the launch (pods deleted or node lost)"
+    stop = Stop(0.0, StopReason.FAILED)
+    attempt = f"attempt {job.attempt}"
+    fault = "reconcile:failed-recorded"
+    # The infrastructure's failure (node lost, evicted, refused at admission, pods gone)
+    # retries without using up backoffLimit; the job's own counts.
+    interrupted = all(f.retryable for f in failed)
+    if not interrupted and facts.failures >= job.spec.backoff_limit:
+        write = Write(Phase.FAILED, "WorkerFailed", f"{attempt}: {why}", fault=fault)
+        return Transition(Outcome.FAILED, (write,), stop=stop)
+    delay = facts.retry_delay_s
+    when = f"retrying in {delay:.0f}s" if delay else "retrying"
+    event = Event(
+        "AttemptInterrupted" if interrupted else "AttemptFailed",
+        "Interrupted" if interrupted else "WorkerFailed",
+        f"{attempt}: {why}",
+    )
+    write = Write(
+        Phase.PENDING,
+        "InfrastructureRetry" if interrupted else "BackoffRetry",
+        f"{attempt} failed ({why}); {when}",
+        count_restart=True,
+        fault=fault,
+    )
+    return Transition(
+        Outcome.RETRIED,
+        (write,),
+        event=event,
+        stop=stop,
+        hold_launch=interrupted,
+        hold_retry=True,
+    )
+
+
+def preempt(grace_s: float, message: str) -> Transition:
+    """A preemption the core decided: Preempted (a restart counted), then Pending again
+    with its submission time untouched (it keeps its place), then the stop with the
+    grace period."""
+    return Transition(
+        Outcome.PREEMPTED,
+        (
+            Write(
+                Phase.PREEMPTED, "Preempted", message, count_restart=True, fault="preempt:recorded"
+            ),
+            Write(
+                Phase.PENDING,
+                "Requeued",
+                "back in its queue at its original place",
+                fault="preempt:requeued",
+            ),
+        ),
+        stop=Stop(grace_s, StopReason.PREEMPTED, fault="preempt:stopped"),
+    )
