@@ -81,4 +81,7 @@ def explain_job(
         config=config,
     )
     found = dataclasses.asdict(core_explain.explain(snapshot, job_id))
+    # A parent's line sums its whole subtree: a member sees only the queues it may see,
+    # so another team's usage cannot be read off its parent.
+    found["fair_share"] = [line for line in found["fair_share"] if principal.sees(line["queue"])]
     return ExplanationPublic.model_validate({**found, "policy": str(config.policy)})

@@ -211,3 +211,17 @@ def test_explain_reports_the_cores_account(client: TestClient) -> None:
     assert body["fairShare"][0]["queue"] == "vision"
     assert "queuePosition" in body and "job_id" not in body
     assert client.get(f"{API}/jobs/{jid}/explain", headers=NLP).status_code == 404
+
+
+def test_explain_shows_a_member_no_parent_line_summing_other_teams(client: TestClient) -> None:
+    org = {"name": "org", "guaranteed": {"total": 12}}
+    assert client.post(f"{API}/queues", json=org, headers=ADMIN).status_code == 201
+    for child in ("vision", "nlp"):
+        moved = client.patch(f"{API}/queues/{child}", json={"parent": "org"}, headers=ADMIN)
+        assert moved.status_code == 200, moved.text
+    _submit(client, headers=NLP, queue="nlp", name="theirs", gpu=4)
+    jid = _submit(client, gpu=8)
+    mine = client.get(f"{API}/jobs/{jid}/explain", headers=VISION).json()
+    assert {line["queue"] for line in mine["fairShare"]} == {"vision"}
+    full = client.get(f"{API}/jobs/{jid}/explain", headers=ADMIN).json()
+    assert {line["queue"] for line in full["fairShare"]} == {"vision", "org"}
