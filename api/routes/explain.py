@@ -7,17 +7,16 @@ camelCase, as everywhere else in the API."""
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any
 
 from fastapi import APIRouter, Path, Request
 
+from api import queuestats
 from api.deps import PrincipalDep, SessionDep
 from api.models import _Model
 from scheduler.core import explain as core_explain
 from scheduler.core import model
-from scheduler.spec import Phase
-from scheduler.store import cycle, jobs
+from scheduler.store import jobs
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -69,18 +68,7 @@ def explain_job(
     """Fair-share arithmetic, place in the order, decision and the best candidate nodes."""
     jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
     config: model.Config = getattr(request.app.state, "core_config", None) or model.Config()
-    live = cycle.live_jobs(session=session)
-    running = tuple(r for j in live if (r := j.running()) is not None)
-    pending = tuple(j.request for j in live if j.phase in (Phase.PENDING, Phase.PREEMPTED))
-    snapshot = model.Snapshot(
-        nodes=cycle.load_inventory(session=session),
-        queues=cycle.load_queues(session=session),
-        running=running,
-        pending=pending,
-        now=time.time(),
-        config=config,
-    )
-    found = dataclasses.asdict(core_explain.explain(snapshot, job_id))
+    found = dataclasses.asdict(core_explain.explain(queuestats.snapshot(session, config), job_id))
     # A parent's line sums its whole subtree: a member sees only the queues it may see,
     # so another team's usage cannot be read off its parent.
     found["fair_share"] = [line for line in found["fair_share"] if principal.sees(line["queue"])]
