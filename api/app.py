@@ -16,6 +16,7 @@ from api import errors, routes
 from api.auth import TokenTable
 from api.limits import BodySizeLimit
 from api.metrics import LatencyMiddleware, Metrics
+from api.overload import LoadShedder
 from api.settings import Settings
 from scheduler.store.db import open_database
 
@@ -45,9 +46,18 @@ def create_app(settings: Settings) -> FastAPI:
     for prefix, router in routes.discover():
         common = {} if prefix == "" else errors.COMMON_RESPONSES
         app.include_router(router, prefix=prefix, responses=common)
-    # Outermost first: the size limit answers before anything reads the body.
+    # Each add wraps the ones before: the shedder is outermost, so an overloaded server
+    # refuses before it parses anything; then the size limit, before anything reads the body.
     app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        LoadShedder,
+        max_in_flight=settings.max_in_flight,
+        max_queued=settings.max_queued,
+        max_wait_s=settings.max_wait_s,
+        retry_after_s=settings.retry_after_s,
+        registry=app.state.metrics.registry,
+    )
     return app
 
 

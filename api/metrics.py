@@ -39,7 +39,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import queuestats, usage
 from api.auth import Principal, Role
-from scheduler.core import model
+from scheduler import model
 from scheduler.store import jobs
 from scheduler.store.db import Database
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from api import usage
+from scheduler import model as m
 from scheduler.core import accounting, fairshare
-from scheduler.core import model as m
 from scheduler.spec import Phase
 from scheduler.store import cycle
 

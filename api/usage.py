@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
-from scheduler.core.model import Node
+from scheduler.model import Node
 from scheduler.spec import Phase
 from scheduler.store import cycle
 

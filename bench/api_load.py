@@ -1,33 +1,43 @@
-"""REST API throughput: job submissions/s and p50/p99 latency, against SQLite and
-PostgreSQL, with the same server's /healthz rate as the ceiling (not a test).
+"""REST API throughput under an open-loop load (not a test): job submissions at a fixed
+offered rate against a fresh `shoal serve` per configuration, SQLite and PostgreSQL, with
+the same server's /healthz rate as the ceiling.
 
-    .venv/bin/python bench/api_load.py [--requests 2000] [--concurrency 16]
+    nice .venv/bin/python bench/api_load.py [--rates 50,200,600] [--duration 10]
 
-Starts `uvicorn --factory api.app:app_from_env` (one worker) in a subprocess on a loopback
-port, and a second process drives the load with httpx over TCP (threads, one keep-alive
-client each). PostgreSQL is used when SHOAL_TEST_PG_URL is set (scripts/postgres.sh
-start), in a schema of its own that is dropped afterwards.
+Each configuration (database x offered rate) starts its own `shoal serve` (local backend,
+the default 2 nodes x 4 GPUs, the scheduler loop running) in a fresh state directory, and
+a second process drives it with aiohttp: request i is due at t0 + i/rate whether or not
+earlier ones have been answered (open loop), and its latency runs from that due time, so
+a server that falls behind is charged for the queueing it causes. Reported per row:
+offered and achieved rate (2xx per second over the run), p50/p99 of the admitted
+submissions, how many were shed (429/503) and how fast, other errors, and the /healthz
+rate of the same server (closed loop, 32 connections). PostgreSQL runs when
+SHOAL_TEST_PG_URL is set (scripts/postgres.sh start), each server in a schema of its own
+that is dropped afterwards. Jobs run `sleep` for a few seconds so that no worker outlives
+the benchmark for long.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-import httpx
-
-TOKENS = "bench-admin: {user: bench, role: admin}"
-AUTH = {"Authorization": "Bearer bench-admin"}
+ROOT = Path(__file__).resolve().parent.parent
+JOB_SECONDS = "5"
 
 
 def _free_port() -> int:
@@ -36,119 +46,250 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def drive(url: str, path: str, n: int, concurrency: int) -> dict[str, float]:
-    """Send `n` requests (POST a job, or GET) from `concurrency` threads; latencies in ms."""
-    latencies: list[float] = []
-    lock = threading.Lock()
-    counter = iter(range(n))
-    errors = 0
-
-    def worker() -> None:
-        nonlocal errors
-        with httpx.Client(base_url=url, headers=AUTH, timeout=30) as c:
-            for i in counter:
-                t = time.perf_counter()
-                if path == "/api/v1/jobs":
-                    body = {"name": f"j{i}", "queue": "bench", "image": "img:1", "gpu": 0.5}
-                    r = c.post(path, json=body)
-                else:
-                    r = c.get(path)
-                dt = (time.perf_counter() - t) * 1000
-                with lock:
-                    latencies.append(dt)
-                    errors += r.status_code >= 400
-
-    start = time.perf_counter()
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - start
-    q = statistics.quantiles(latencies, n=100)
-    return {"rps": n / wall, "p50_ms": q[49], "p99_ms": q[98], "errors": errors}
+def _quantile(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    if len(xs) == 1:
+        return xs[0]
+    return statistics.quantiles(xs, n=100, method="inclusive")[round(q * 100) - 1]
 
 
-def _serve(db_url: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    env = {**os.environ, "SHOAL_DATABASE_URL": db_url, "SHOAL_API_TOKENS": TOKENS}
-    cmd = [sys.executable, "-m", "uvicorn", "--factory", "api.app:app_from_env",
-           "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
-           "--no-access-log"]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{url}/healthz").status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline or proc.poll() is not None:
-            proc.kill()
-            raise RuntimeError("server did not start")
-        time.sleep(0.1)
+async def _open_loop(url: str, token: str, rate: float, duration: float) -> dict[str, Any]:
+    import aiohttp
+
+    n = int(rate * duration)
+    run = uuid.uuid4().hex[:6]
+    ok: list[float] = []
+    shed: list[float] = []
+    other: dict[str, int] = {}
+    retry_after_missing = 0
+    headers = {"Authorization": f"Bearer {token}"}
+    # Generous client limits: the server, not the driver, must be what queues.
+    conn = aiohttp.TCPConnector(limit=2000)
+    timeout = aiohttp.ClientTimeout(total=120)
+    async with aiohttp.ClientSession(
+        base_url=url, headers=headers, connector=conn, timeout=timeout
+    ) as client:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time() + 0.05
+
+        async def one(i: int) -> None:
+            nonlocal retry_after_missing
+            due = t0 + i / rate
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            body = {
+                "name": f"j{run}-{i}",
+                "queue": "bench",
+                "image": "img:1",
+                "gpu": 0.5,
+                "command": ["sleep", JOB_SECONDS],
+            }
+            try:
+                async with client.post("/api/v1/jobs", json=body) as r:
+                    await r.read()
+                    status = r.status
+                    has_retry = "Retry-After" in r.headers
+            except (aiohttp.ClientError, TimeoutError) as e:
+                other[type(e).__name__] = other.get(type(e).__name__, 0) + 1
+                return
+            dt = (loop.time() - due) * 1000
+            if status in (200, 201):
+                ok.append(dt)
+            elif status in (429, 503):
+                shed.append(dt)
+                retry_after_missing += not has_retry
+            else:
+                other[str(status)] = other.get(str(status), 0) + 1
+
+        await asyncio.gather(*(one(i) for i in range(n)))
+        wall = loop.time() - t0
+    return {
+        "offered": rate,
+        "sent": n,
+        "achieved": len(ok) / max(wall, duration),
+        "p50_ms": _quantile(ok, 0.50),
+        "p99_ms": _quantile(ok, 0.99),
+        "shed": len(shed),
+        "shed_p99_ms": _quantile(shed, 0.99),
+        "retry_after_missing": retry_after_missing,
+        "errors": other,
+        "wall_s": wall,
+    }
 
 
-def _drive_in_child(url: str, path: str, n: int, concurrency: int) -> dict[str, float]:
-    args = [sys.executable, __file__, "drive", url, path, str(n), str(concurrency)]
-    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-    result: dict[str, float] = json.loads(out)
+async def _healthz(url: str, duration: float, concurrency: int = 32) -> dict[str, Any]:
+    import aiohttp
+
+    count = 0
+    async with aiohttp.ClientSession(base_url=url) as client:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + duration
+
+        async def worker() -> None:
+            nonlocal count
+            while loop.time() < end:
+                async with client.get("/healthz") as r:
+                    await r.read()
+                    count += r.status == 200
+
+        t0 = loop.time()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall = loop.time() - t0
+    return {"healthz_rps": count / wall}
+
+
+def _drive_in_child(*args: str) -> dict[str, Any]:
+    """The driver runs in a process of its own, so it does not share the server's GIL."""
+    cmd = [sys.executable, __file__, "drive", *args]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    result: dict[str, Any] = json.loads(out)
     return result
 
 
-def bench(label: str, db_url: str, n: int, concurrency: int) -> list[str]:
-    proc, url = _serve(db_url)
+@contextmanager
+def _serve(db_url: str | None, extra_env: dict[str, str]) -> Iterator[tuple[str, str, int]]:
+    """A fresh `shoal serve` on a loopback port; yields (url, admin token, pid)."""
+    import httpx
+
+    state = Path(tempfile.mkdtemp(prefix="shoal-bench-"))
+    port = _free_port()
+    # BENCH_SERVE_WRAPPER: a script that runs the shoal CLI with these arguments (a profiler).
+    wrapper = extra_env.get("BENCH_SERVE_WRAPPER")
+    entry = [wrapper] if wrapper else ["-m", "scheduler.cli.main"]
+    cmd = [sys.executable, *entry, "serve", "--port", str(port), "--state-dir", str(state)]
+    if db_url:
+        cmd += ["--database-url", db_url]
+    env = {**os.environ, **extra_env}
+    env.pop("SHOAL_API_TOKENS_FILE", None)
+    log = (state / "serve.log").open("wb")
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
     try:
-        httpx.post(f"{url}/api/v1/queues", json={"name": "bench"}, headers=AUTH)
-        _drive_in_child(url, "/healthz", 200, concurrency)  # warm up
-        rows = []
-        for what, path in (("/healthz (ceiling)", "/healthz"), ("POST /jobs", "/api/v1/jobs")):
-            r = _drive_in_child(url, path, n, concurrency)
-            rows.append(
-                f"| {label} | {what} | {r['rps']:.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} "
-                f"| {int(r['errors'])} |"
-            )
-        return rows
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                log.flush()
+                tail = (state / "serve.log").read_text()[-2000:]
+                raise RuntimeError(f"server did not start:\n{tail}")
+            time.sleep(0.2)
+        yield url, (state / "admin-token").read_text().strip(), proc.pid
     finally:
         proc.terminate()
-        proc.wait(10)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+@contextmanager
+def _pg_schema(pg: str) -> Iterator[str]:
+    from sqlalchemy import create_engine, text
+
+    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(pg, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        sep = "&" if "?" in pg else "?"
+        yield f"{pg}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def bench(
+    label: str,
+    db_url: str | None,
+    rate: float,
+    duration: float,
+    env: dict[str, str],
+    py_spy: str | None = None,
+) -> dict[str, Any]:
+    import httpx
+
+    with _serve(db_url, env) as (url, token, pid):
+        auth = {"Authorization": f"Bearer {token}"}
+        r = httpx.post(f"{url}/api/v1/queues", json={"name": "bench"}, headers=auth)
+        r.raise_for_status()
+        _drive_in_child("healthz", url, "1")  # warm up
+        ceiling = _drive_in_child("healthz", url, "3")
+        spy = None
+        if py_spy:  # sample the server's threads while it takes submissions (collapsed stacks)
+            out = f"{label.lower()}-{rate:.0f}.txt"
+            spy = subprocess.Popen(
+                [py_spy, "record", "-p", str(pid), "-f", "raw", "-o", out, "-t", "-r", "100",
+                 "-d", str(int(duration))],  # fmt: skip
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        result = _drive_in_child("jobs", url, token, str(rate), str(duration))
+        if spy is not None:
+            spy.wait(60)
+    return {"database": label, **result, **ceiling}
+
+
+def _row(r: dict[str, Any]) -> str:
+    errors = ", ".join(f"{k}: {v}" for k, v in sorted(r["errors"].items())) or "0"
+    shed = f"{r['shed']}" + (f" (p99 {r['shed_p99_ms']:.0f} ms)" if r["shed"] else "")
+    ratio = r["achieved"] / r["healthz_rps"]
+    return (
+        f"| {r['database']} | {r['offered']:.0f}/s | {r['achieved']:.0f}/s | "
+        f"{r['p50_ms']:.1f} ms | {r['p99_ms']:.1f} ms | {shed} | {errors} | "
+        f"{r['healthz_rps']:.0f}/s | {ratio:.2f} |"
+    )
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "drive":
-        url, path, n, c = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-        print(json.dumps(drive(url, path, n, c)))
+        what, url = sys.argv[2], sys.argv[3]
+        if what == "healthz":
+            out = asyncio.run(_healthz(url, float(sys.argv[4])))
+        else:
+            token, rate, duration = sys.argv[4], float(sys.argv[5]), float(sys.argv[6])
+            out = asyncio.run(_open_loop(url, token, rate, duration))
+        print(json.dumps(out))
         return
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--requests", type=int, default=2000)
-    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--rates", default="50,200,600", help="offered submissions/s")
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per rate")
+    parser.add_argument("--databases", default="sqlite,postgres")
+    parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server")
+    parser.add_argument("--json", help="also write the rows here")
+    parser.add_argument("--py-spy", help="py-spy binary: profile each server (<db>-<rate>.txt)")
     args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    rows = [
-        "| database | endpoint | req/s | p50 ms | p99 ms | errors |",
-        "|---|---|---|---|---|---|",
-    ]
-    with tempfile.TemporaryDirectory() as tmp:
-        rows += bench("SQLite", f"sqlite:///{tmp}/bench.db", args.requests, args.concurrency)
+    env = dict(e.split("=", 1) for e in args.env)
+    rates = [float(x) for x in args.rates.split(",")]
+    dbs = args.databases.split(",")
+    rows: list[dict[str, Any]] = []
+    print(
+        "| database | offered | achieved | p50 | p99 | shed 429/503 | other errors "
+        "| /healthz | achieved / healthz |\n|---|---|---|---|---|---|---|---|---|",
+        flush=True,
+    )
     pg = os.environ.get("SHOAL_TEST_PG_URL")
-    if pg:
-        from sqlalchemy import create_engine, text
-
-        schema = f"bench_{uuid.uuid4().hex[:8]}"
-        admin = create_engine(pg, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-        try:
-            sep = "&" if "?" in pg else "?"
-            url = f"{pg}{sep}options=-csearch_path%3D{schema}"
-            rows += bench("PostgreSQL", url, args.requests, args.concurrency)
-        finally:
-            with admin.connect() as conn:
-                conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-    else:
-        rows.append("| PostgreSQL | skipped: SHOAL_TEST_PG_URL not set | | | | |")
-    print("\n".join(rows))
+    for db in dbs:
+        for rate in rates:
+            if db == "sqlite":
+                r = bench("SQLite", None, rate, args.duration, env, args.py_spy)
+            elif pg:
+                with _pg_schema(pg) as url:
+                    r = bench("PostgreSQL", url, rate, args.duration, env, args.py_spy)
+            else:
+                print("| PostgreSQL | skipped: SHOAL_TEST_PG_URL not set |", flush=True)
+                break
+            rows.append(r)
+            print(_row(r), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

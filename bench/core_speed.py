@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench import trace
+from scheduler import model as m
 from scheduler import placement
-from scheduler.core import model as m
 
 
 def placement_rate(data: Path, policy: str, fill: float, seed: int) -> tuple[int, int, float]:

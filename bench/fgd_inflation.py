@@ -37,9 +37,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from bench import plot, trace, variants
+from bench import baselines, plot, trace, variants
+from scheduler import model as m
 from scheduler import placement
-from scheduler.placement import baselines, policies
+from scheduler.placement import policies
+from scheduler.placement.fragmentation import Supply
 
 POLICIES = ["fgd-learned", "fgd", "fgd-exact", "fgd-paper", "binpack", "spread", "best-fit",
             "dot-product", "gpu-packing", "gpu-clustering", "random"]  # fmt: skip
@@ -52,13 +54,15 @@ PAPER_FGD = {"default": (4.77, 0.11)}
 REFERENCE_CSV = Path(__file__).resolve().parent / "reference" / "fgd_paper_openb_default.csv"
 
 
-def scorer(name: str, pods: Sequence[trace.Pod], seed: int) -> policies.Scorer | str:
+def scorer(
+    name: str, pods: Sequence[trace.Pod], seed: int, nodes: Sequence[m.Node] = ()
+) -> policies.Scorer | str:
     """The policy to run. `fgd` targets the pod list's distribution; `fgd-learned` is
     the product default, the mix the state learns from the tasks it has seen."""
     if name == "fgd-learned":
         return "fgd"
     makers: dict[str, Callable[[], policies.Scorer]] = {
-        "fgd": lambda: policies.Fgd(trace.mix_of(list(pods))),
+        "fgd": lambda: policies.Fgd(trace.mix_of(list(pods)).on(Supply(nodes))),
         "fgd-exact": lambda: policies.Fgd(_paper_score(trace.mix_of(list(pods)))),
         "fgd-paper": lambda: baselines.PaperFgd(trace.mix_of(list(pods)), seed),
         "binpack": policies.Binpack,
@@ -130,7 +134,7 @@ def run(
     pods = variants.build(pod_list, trace.load_pods(data), nodes)
     capacity = sum(n.gpu_count for n in nodes)
     state = placement.ClusterState.build(nodes, ())
-    score = scorer(policy, pods, seed)
+    score = scorer(policy, pods, seed, nodes)
     order = (openb_order if protocol == "openb" else shoal_order)(pods, capacity, seed)
     arrived = held = 0.0
     events: list[tuple[float, float]] = []  # (arrived, held) after each task

@@ -19,11 +19,18 @@ the peer) with `--nodes` kwok nodes of `--gpus` GPUs (four GPU models by GFD lab
     made-up UUID onto each reservation pod, as the reserver would.
 Shoal runs as `shoal serve --backend kubernetes` on this host with the admin kubeconfig;
 its peak RSS (VmHWM) and CPU seconds (utime+stime) are read from /proc at the end.
+Its cycle's step times (issue 10, item 14) come from its /metrics histograms: the mean
+per step over the cycles of (a), and over an idle stretch after (a) with every pod of
+(a) bound (`cycle_a`, `cycle_idle`). `--profile PATH` runs Shoal's loop under cProfile
+(only `Loop.run_once`, summed over all cycles; written as pstats to PATH at exit) and
+writes each cycle's step times to PATH.cycles.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
+import cProfile
 import json
 import os
 import socket
@@ -40,6 +47,7 @@ from typing import Any
 
 import httpx
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).parents[1]
 SCRIPT = ROOT / "scripts" / "controlplane.sh"
@@ -225,8 +233,76 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def profiled_serve() -> None:
+    """`shoal serve` (argv as given) with `Loop.run_once` profiled: the child of
+    `--profile`. cProfile follows one thread; the loop's cycles run on one thread."""
+    from scheduler.cli.main import main as shoal_main
+    from scheduler.loop.service import Loop
+
+    out = os.environ["SHOAL_BENCH_PROFILE"]
+    prof = cProfile.Profile()
+    cycles: list[dict[str, Any]] = []
+    inner = Loop.run_once
+
+    def run_once(self: Loop) -> Any:
+        prof.enable()
+        try:
+            report = inner(self)
+        finally:
+            prof.disable()
+        if report is not None:
+            placed = len(report.result.places)
+            cycles.append({"seconds": round(report.seconds, 4), "placed": placed,
+                           **{k: round(v, 4) for k, v in report.steps.items()}})  # fmt: skip
+        return report
+
+    def dump() -> None:
+        prof.dump_stats(out)
+        Path(out + ".cycles.json").write_text(json.dumps(cycles))
+
+    Loop.run_once = run_once  # type: ignore[method-assign]
+    atexit.register(dump)
+    sys.argv = ["shoal", *sys.argv[1:]]
+    shoal_main()
+
+
+def step_seconds(metrics_text: str) -> dict[str, tuple[float, float]]:
+    """step (and "cycle") -> (sum of seconds, count) from Shoal's /metrics."""
+    out: dict[str, tuple[float, float]] = {}
+    for fam in text_string_to_metric_families(metrics_text):
+        if fam.name not in (
+            "shoal_scheduling_step_duration_seconds",
+            "shoal_scheduling_cycle_duration_seconds",
+        ):
+            continue
+        for sample in fam.samples:
+            if sample.name.endswith(("_sum", "_count")):
+                key = sample.labels.get("step", "cycle")
+                total, count = out.get(key, (0.0, 0.0))
+                if sample.name.endswith("_sum"):
+                    total = sample.value
+                else:
+                    count = sample.value
+                out[key] = (total, count)
+    return out
+
+
+def step_means(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
+) -> dict[str, float]:
+    """Mean seconds per cycle of each step between two scrapes, plus `cycles`."""
+    out: dict[str, float] = {}
+    for key, (total, count) in after.items():
+        t0, c0 = before.get(key, (0.0, 0.0))
+        if count > c0:
+            out[key] = round((total - t0) / (count - c0), 4)
+    cycles = after.get("cycle", (0.0, 0.0))[1] - before.get("cycle", (0.0, 0.0))[1]
+    out["cycles"] = cycles
+    return out
+
+
 class ShoalProc:
-    def __init__(self, cluster: Cluster, tmp: Path) -> None:
+    def __init__(self, cluster: Cluster, tmp: Path, profile: Path | None = None) -> None:
         port = _free_port()
         self.url = f"http://127.0.0.1:{port}"
         env = {
@@ -241,8 +317,12 @@ class ShoalProc:
         for k in ("SHOAL_KUBE_API_URL", "SHOAL_DATABASE_URL", "SHOAL_API_TOKENS_FILE"):
             env.pop(k, None)
         self.log = open(tmp / "shoal.log", "w")  # noqa: SIM115 (closed in stop)
+        run = [sys.executable, "-m", "scheduler.cli.main"]
+        if profile is not None:
+            env["SHOAL_BENCH_PROFILE"] = str(profile.resolve())
+            run = [sys.executable, "-c", "from bench.kube_scale import profiled_serve as p; p()"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "scheduler.cli.main", "serve", "--port", str(port),
+            [*run, "serve", "--port", str(port),
              "--min-runtime", "0", "--interval", "0.2", "--policy", "binpack"],
             env=env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -261,6 +341,9 @@ class ShoalProc:
             base_url=f"{self.url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60
         )
 
+    def steps(self) -> dict[str, tuple[float, float]]:
+        return step_seconds(self.api.get(f"{self.url}/metrics").text)
+
     def usage(self) -> dict[str, float]:
         status = Path(f"/proc/{self.proc.pid}/status").read_text()
         hwm = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM"))
@@ -278,7 +361,9 @@ class ShoalProc:
         self.log.close()
 
 
-def single_gpu_pods(cluster: Cluster, n: int, scheduler: str, timeout: float) -> dict[str, Any]:
+def single_gpu_pods(
+    cluster: Cluster, n: int, scheduler: str, timeout: float, gpus: int
+) -> dict[str, Any]:
     cluster.namespace(NS)
     watch = BindWatch(cluster, NS)
     time.sleep(1)
@@ -324,6 +409,11 @@ def single_gpu_pods(cluster: Cluster, n: int, scheduler: str, timeout: float) ->
     watch.stop.set()
     with watch.lock:
         times = sorted(watch.bound.values())
+        per_node: dict[str, int] = {}
+        for p in watch.pods.values():
+            node = p["spec"].get("nodeName")
+            if node:
+                per_node[node] = per_node.get(node, 0) + 1  # one GPU each
     done = len(times)
     span = (times[-1] - t0) if times else float("nan")
     return {
@@ -332,6 +422,8 @@ def single_gpu_pods(cluster: Cluster, n: int, scheduler: str, timeout: float) ->
         "create_s": round(created_s, 1),
         "last_bind_s": round(span, 1),
         "pods_bound_per_s": round(done / span, 1) if times else 0.0,
+        # Nodes holding more single-GPU pods than they have GPUs (must be 0).
+        "overallocated_nodes": sum(1 for n in per_node.values() if n > gpus),
     }
 
 
@@ -431,21 +523,26 @@ def main() -> None:
     ap.add_argument("--fractions", type=int, default=2000)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--profile", type=Path, help="pstats of Shoal's Loop.run_once to this file")
+    ap.add_argument("--shoal-only", action="store_true", help="skip the kube-scheduler peer")
     args = ap.parse_args()
     results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
 
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
         # The peer: kube-scheduler, default profile.
-        peer = Cluster(peer=True, tmp=tmp / "peer")
-        try:
-            results["nodes_ready_s_peer"] = round(peer.nodes(args.nodes, args.gpus), 1)
-            results["kube-scheduler"] = {
-                "a": single_gpu_pods(peer, args.pods, "default-scheduler", args.timeout)
-            }
-        finally:
-            peer.stop()
-        print(json.dumps(results, indent=1), flush=True)
+        if not args.shoal_only:
+            peer = Cluster(peer=True, tmp=tmp / "peer")
+            try:
+                results["nodes_ready_s_peer"] = round(peer.nodes(args.nodes, args.gpus), 1)
+                results["kube-scheduler"] = {
+                    "a": single_gpu_pods(
+                        peer, args.pods, "default-scheduler", args.timeout, args.gpus
+                    )
+                }
+            finally:
+                peer.stop()
+            print(json.dumps(results, indent=1), flush=True)
 
         cluster = Cluster(peer=False, tmp=tmp / "shoal")
         shoal: ShoalProc | None = None
@@ -459,12 +556,17 @@ def main() -> None:
                 f"/api/v1/namespaces/{JOBS_NS}/serviceaccounts",
                 {"metadata": {"name": "shoal-reserve"}},
             )
-            shoal = ShoalProc(cluster, tmp / "shoal")
+            shoal = ShoalProc(cluster, tmp / "shoal", args.profile)
             total = args.nodes * args.gpus
             r = shoal.api.post("/queues", json={"name": "bench", "guaranteed": {"total": total}})
             assert r.status_code < 300, r.text
             out: dict[str, Any] = {}
-            out["a"] = single_gpu_pods(cluster, args.pods, "shoal", args.timeout)
+            before = shoal.steps()
+            out["a"] = single_gpu_pods(cluster, args.pods, "shoal", args.timeout, args.gpus)
+            after = shoal.steps()
+            out["cycle_a"] = step_means(before, after)
+            time.sleep(10)  # idle cycles with every pod of (a) in the cache
+            out["cycle_idle"] = step_means(after, shoal.steps())
             print(json.dumps(out, indent=1), flush=True)
             # Free the GPUs for (b) and (c): delete (a)'s pods.
             cluster.http.delete(f"/api/v1/namespaces/{NS}")
@@ -482,7 +584,7 @@ def main() -> None:
                 shoal.stop()
             cluster.stop()
     print(json.dumps(results, indent=1), flush=True)
-    a_peer = results["kube-scheduler"]["a"]["pods_bound_per_s"]
+    a_peer = results.get("kube-scheduler", {}).get("a", {}).get("pods_bound_per_s")
     a_shoal = results["shoal"]["a"]["pods_bound_per_s"]
     results["ratio_a"] = round(a_shoal / a_peer, 2) if a_peer else None
     print(json.dumps(results, indent=1))

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduler.core import model as m
+from scheduler import model as m
 from scheduler.placement import TaskType, WorkloadMix
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared/data/alibaba-gpu-2023"

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from bench.trace import Pod
-from scheduler.core import model as m
+from scheduler import model as m
 
 DEFAULT_LISTS = ("default", "gpushare80", "multigpu50", "gpuspec33")
 _NAME = re.compile(r"^(default|gpushare|multigpu|gpuspec)(\d*)$")

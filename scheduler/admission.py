@@ -13,7 +13,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.core.model import EPS, Node, Queue
+from scheduler.model import EPS, Node, Queue
+from scheduler.placement import fit
 from scheduler.spec import JobSpec, QueueSpec
 
 
@@ -33,9 +34,9 @@ def _workers_per_node(spec: JobSpec, node: Node) -> int:
     by_mem = node.memory_mib // max(spec.memory_mib, 1)
     fits = min(by_cpu, by_mem)
     if spec.gpu_memory_mib is not None:
-        if node.gpu_count == 0 or spec.gpu_memory_mib > node.gpu_memory_mib:
+        share = fit.gpu_share(0.0, spec.gpu_memory_mib, node.gpu_memory_mib)
+        if node.gpu_count == 0 or share is None:
             return 0
-        share = spec.gpu_memory_mib / node.gpu_memory_mib
         fits = min(fits, node.gpu_count * math.floor(1 / share + EPS))
     elif spec.gpu is not None:
         if spec.gpu <= 1:

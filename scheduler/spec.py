@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -275,3 +276,27 @@ class JobSpec(_Spec):
     @property
     def gpu_memory_mib(self) -> int | None:
         return None if self.gpu_memory is None else parse_memory_mib(self.gpu_memory)
+
+
+def spec_json(spec: JobSpec) -> dict[str, Any]:
+    """The JSON form of a spec (camelCase, as the REST API and CRDs write it): what the
+    store keeps and what the CR controller compares an edited TrainingJob against."""
+    return spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+TRAININGJOB = "TrainingJob"
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """The Kubernetes object a job was submitted as (a TrainingJob CR), kept in the
+    store's own columns so that no module parses it out of a submitter or key string.
+
+    `uid` is empty for a CR read without one; the worker pods get an owner reference
+    to it only when it has a uid and lives in their namespace (owner references cannot
+    cross namespaces)."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""

@@ -26,7 +26,7 @@ from api import deps, queuestats, usage, views
 from api.auth import Principal, Role
 from api.errors import ApiError
 from api.routes import explain as explain_route
-from scheduler.core import model
+from scheduler import model
 from scheduler.spec import Phase
 from scheduler.store import errors, jobs
 from scheduler.store.db import Database

@@ -14,8 +14,8 @@ from fastapi import APIRouter, Path, Request
 from api import queuestats
 from api.deps import PrincipalDep, SessionDep
 from api.models import _Model
+from scheduler import model
 from scheduler.core import explain as core_explain
-from scheduler.core import model
 from scheduler.store import jobs
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])

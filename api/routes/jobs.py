@@ -50,19 +50,6 @@ def submit_job(
     problems = admission.check_job(body, queues=known, nodes=cycle.load_inventory(session=session))
     if problems:
         raise admission_error(problems)
-    same = retention.live_job_named(session=session, queue=body.queue, name=body.name)
-    # A retry with the same Idempotency-Key is a replay (answered below), not a second job.
-    replay = same is not None and (same.submitter, same.idempotency_key) == (
-        principal.user,
-        idempotency_key,
-    )
-    if same is not None and not (idempotency_key is not None and replay):
-        raise fail(
-            409,
-            f"queue {body.queue} already has a live job named {body.name} (id {same.id}, "
-            f"{same.phase}); pick another name, or cancel it first",
-            loc=["body", "name"],
-        )
     row, created = jobs.submit_job(
         session=session, spec=body, submitter=principal.user, idempotency_key=idempotency_key
     )

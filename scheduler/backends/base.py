@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from scheduler.core.model import JobRequest, Node, RunningJob, WorkerPlacement
-from scheduler.spec import Framework, JobSpec
+from scheduler.model import JobRequest, Node, RunningJob, WorkerPlacement
+from scheduler.spec import Framework, JobSpec, Origin
 
 MASTER_PORT = 29500
 
@@ -39,6 +39,9 @@ class LaunchRequest:
     attempt: int
     placements: tuple[WorkerPlacement, ...]
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    # The object the job was submitted as (a TrainingJob): a backend that can (Kubernetes)
+    # makes it the owner of what it creates, so deleting the CR deletes the workers.
+    owner: Origin | None = None
 
 
 class StopReason(StrEnum):
@@ -137,6 +140,20 @@ class ForeignWorkloads(Protocol):
 
     def bind_foreign(self, job_id: str, placement: WorkerPlacement) -> None:
         """Bind the pending foreign pod `job_id`; one already bound is left alone."""
+        ...
+
+
+@runtime_checkable
+class JobFiles(Protocol):
+    """Optional: a backend that keeps files per job (the local backend's logs), which the
+    loop removes once the store no longer has the job."""
+
+    def kept_jobs(self) -> set[str]:
+        """Ids of the jobs it keeps files for."""
+        ...
+
+    def drop_files(self, job_id: str) -> bool:
+        """Remove that job's files unless a worker of it still runs; True when gone."""
         ...
 
 

@@ -15,6 +15,7 @@ server on the same state directory is refused (local backend) or warned about.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import logging
 import os
@@ -36,6 +37,7 @@ from scheduler.backends.local import LocalBackend
 from scheduler.cli import settings as serve_settings
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.loop.workerenv import ScopedWorkerEnv
+from scheduler.store import cycle as store_cycle
 from scheduler.store.db import Database, open_database
 
 log = logging.getLogger("shoal.serve")
@@ -114,14 +116,18 @@ def make_backend(
     if kind == "local":
         return LocalBackend(state, cluster_file=cluster, on_change=wake)
     if kind == "kubernetes":
-        # Imported here: only this backend pulls in the `kubernetes` client.
+        # Imported here: only these pull in the `kubernetes` client.
         from scheduler.backends.kubernetes import runtime
+        from scheduler.controller import watcher
 
+        # The CR watcher (TrainingJob/Queue controller) runs in the leader only.
+        tasks = [watcher.leader_task(database.session, resync_s=30)] if database else []
         try:
             return runtime.from_settings(
                 env or serve_settings.from_env(),
-                sessions=database.session if database is not None else None,
+                leader_tasks=tasks,
                 on_leader_change=lambda _leading: wake(),
+                on_change=wake,  # a foreign pod waits: cycle now, not after the interval
             )
         except ValueError as e:
             raise SystemExit(str(e)) from None
@@ -144,6 +150,21 @@ def lease_identity(state: Path, *, pod_name: str | None, owns_state: bool) -> st
     if owns_state:
         return f"serve-{socket.gethostname()}:{state}"
     return f"serve-{os.getpid()}"
+
+
+def refuse_second_local_replica(database: Database, holder: str) -> None:
+    """The local backend supports one replica per database: its workers are processes of
+    one host and state directory, which another replica can neither see nor stop, so after
+    a failover it would launch them again. Refused while another scheduler leads."""
+    with database.session() as session:
+        other = store_cycle.lease_holder(session=session)
+    if other is not None and other != holder:
+        raise SystemExit(
+            f"another scheduler ({other}) leads this database. The local backend supports one "
+            "replica per database: its workers are local processes that another replica can "
+            "neither see nor stop, so a failover would run them twice. Stop the other one, "
+            "or run several replicas with --backend kubernetes"
+        )
 
 
 def serve(
@@ -188,6 +209,8 @@ def serve(
     database = open_database(db_url)
     # Replicas in pods all run as pid 1: the pod name tells them apart.
     holder = lease_identity(state, pod_name=env.pod_name, owns_state=owns_state)
+    if backend_kind == "local":
+        refuse_second_local_replica(database, holder)
     wake: list[Loop] = []
 
     def on_change() -> None:  # the backend exists before the loop it wakes
@@ -210,7 +233,9 @@ def serve(
     )
     wake.append(loop)
     loop.run_once()  # the inventory is in the store before the first submission
-    settings = Settings(
+    # SHOAL_API_* limits (body size, load shedding) as `uvicorn api.app:app_from_env` reads them.
+    settings = dataclasses.replace(
+        Settings.from_env(),
         database_url=db_url,
         tokens_file=str(tokens),
         tokens_yaml=os.environ.get("SHOAL_API_TOKENS"),

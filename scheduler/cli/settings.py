@@ -2,7 +2,7 @@
 
 The chart's Deployment sets SHOAL_* variables and mounts a policy ConfigMap and a token
 Secret (see docs/install.md, "What the container gets"). `from_env()` maps them onto
-`ServeSettings`; `load_policy()` reads the policy YAML onto `scheduler.core.model.Config`.
+`ServeSettings`; `load_policy()` reads the policy YAML onto `scheduler.model.Config`.
 Nothing here imports the `kubernetes` client: the Kubernetes backend turns these plain
 values into its own `KubeConfig` (scheduler.backends.kubernetes.runtime).
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.core import model
+from scheduler import model
 
 # The keys the chart's policy ConfigMap renders (helm/shoal/templates/configmap.yaml).
 POLICY_KEYS = frozenset(

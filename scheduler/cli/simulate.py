@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
+from scheduler import model
 from scheduler.backends.local import cluster
-from scheduler.core import model
 from scheduler.sim import replay, trace
 from scheduler.spec import QueueSpec
 

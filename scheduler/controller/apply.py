@@ -1,22 +1,58 @@
 """Carries out a reconcile `Outcome` on the store (the only I/O of the controller), and
-turns the store's refusals (unknown queue, a parent that does not exist) into status
-conditions on the CR. Called by the CR watcher in `scheduler.backends.kubernetes.crds`.
+turns refusals into status conditions on the CR. Before storing anything it runs the
+admission checks the REST API runs (`scheduler.admission`: unknown queue, a GPU type no
+node has, more workers than the cluster could ever hold, a queue tree that does not add
+up), so a TrainingJob or Queue is accepted or refused for the same reasons as a POST.
+Called by the CR watcher in `scheduler.controller.watcher`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from scheduler import admission
 from scheduler.controller import reconcile
-from scheduler.store import errors, jobs, queues
+from scheduler.spec import Phase
+from scheduler.store import cycle, errors, jobs, queues, schema
+
+
+def _refused(status: dict[str, Any], action: reconcile.Action, reason: str, message: str) -> None:
+    status.update(
+        phase=reconcile.INVALID if isinstance(action, reconcile.Submit) else status.get("phase"),
+        reason=message,
+        conditions=[reconcile.condition("Valid", False, reason, message)],
+    )
+
+
+def _admission(session: Session, action: reconcile.Action) -> str | None:
+    """What the REST API's admission would say against `action` ("spec.gpuType.0: ..."),
+    or None when it admits."""
+    if isinstance(action, reconcile.Submit):
+        known = {q.name: q for q in cycle.load_queues(session=session)}
+        nodes = cycle.load_inventory(session=session)
+        problems = admission.check_job(action.spec, queues=known, nodes=nodes)
+    elif isinstance(action, reconcile.UpsertQueue):
+        known = {q.name: q for q in cycle.load_queues(session=session)}
+        nodes = cycle.load_inventory(session=session)
+        problems = admission.check_queue(action.spec, queues=known, nodes=nodes)
+    else:
+        return None
+    if not problems:
+        return None
+    return "; ".join(".".join(str(p) for p in ("spec", *pr.loc)) + f": {pr.msg}" for pr in problems)
 
 
 def apply(session: Session, outcome: reconcile.Outcome) -> dict[str, Any]:
     """Run `outcome.action`; returns the status patch to write (outcome's, amended)."""
     status = dict(outcome.status)
     action = outcome.action
+    refusal = _admission(session, action)
+    if refusal is not None:
+        _refused(status, action, "AdmissionRefused", refusal)
+        return {k: v for k, v in status.items() if v is not None}
     try:
         if isinstance(action, reconcile.Submit):
             row, _ = jobs.submit_job(
@@ -24,6 +60,7 @@ def apply(session: Session, outcome: reconcile.Outcome) -> dict[str, Any]:
                 spec=action.spec,
                 submitter=action.submitter,
                 idempotency_key=action.idempotency_key,
+                origin=action.origin,
             )
             status.update(reconcile.status_for(row))
         elif isinstance(action, reconcile.Cancel):
@@ -36,15 +73,32 @@ def apply(session: Session, outcome: reconcile.Outcome) -> dict[str, Any]:
         elif isinstance(action, reconcile.DeleteQueue):
             queues.delete_queue(session=session, name=action.name)
     except errors.StoreError as exc:
-        # e.g. "queue 'vision' does not exist": the CR says so and nothing changed.
+        # e.g. a parent queue deleted meanwhile: the CR says so and nothing changed.
         loc = ".".join(str(p) for p in ("spec", *exc.loc))
-        message = f"{loc}: {exc}"
-        status.update(
-            phase=reconcile.INVALID
-            if isinstance(action, reconcile.Submit)
-            else status.get("phase"),
-            reason=message,
-            conditions=[reconcile.condition("Valid", False, type(exc).__name__, message)],
-        )
+        _refused(status, action, type(exc).__name__, f"{loc}: {exc}")
         status = {k: v for k, v in status.items() if v is not None}
     return status
+
+
+def queue_usage(session: Session, name: str) -> dict[str, Any]:
+    """What a Queue's status shows of its jobs now (the `Allocated` and `Pending` printer
+    columns): GPUs held by its placed jobs, jobs waiting (Preempted ones included: they
+    wait again), jobs running."""
+    holding = (Phase.SCHEDULED.value, Phase.RUNNING.value)
+    waiting = (Phase.PENDING.value, Phase.PREEMPTED.value)
+    rows = session.execute(
+        select(schema.JobRow.phase, schema.JobRow.placements).where(
+            schema.JobRow.queue == name, schema.JobRow.phase.in_(holding + waiting)
+        )
+    ).all()
+    allocated = sum(
+        len(p.get("gpus") or ()) * float(p.get("fraction", 1.0))
+        for phase, placements in rows
+        if phase in holding
+        for p in placements or ()
+    )
+    return {
+        "allocated": round(allocated, 4),
+        "pending": sum(1 for phase, _ in rows if phase in waiting),
+        "running": sum(1 for phase, _ in rows if phase == Phase.RUNNING.value),
+    }

@@ -53,6 +53,13 @@ _KEEP = {
     "x-kubernetes-preserve-unknown-fields",
 }
 _NAME_PATTERN = DNS1123_LABEL.pattern
+MESSAGE_MAX = 32768  # metav1.Condition's message limit
+# A job's spec is immutable once submitted (as a Pod's is): the API server refuses an
+# edit with this message rather than the controller noting it after the fact.
+IMMUTABLE_SPEC = {
+    "rule": "self == oldSelf",
+    "message": "spec is immutable: delete and re-create the TrainingJob to change it",
+}
 
 
 def _resolve(node: Any, defs: dict[str, Any]) -> Any:
@@ -132,16 +139,28 @@ def spec_schema(
     return schema
 
 
+# metav1.Condition, field for field (what `kubectl wait --for=condition=...` and
+# controller tooling expect): all but observedGeneration required.
 _CONDITION = {
     "type": "object",
-    "required": ["type", "status"],
+    "required": ["type", "status", "reason", "message", "lastTransitionTime"],
     "properties": {
-        "type": {"type": "string"},
+        "type": {
+            "type": "string",
+            "maxLength": 316,
+            "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+            r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+        },
         "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-        "reason": {"type": "string"},
-        "message": {"type": "string"},
+        "reason": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 1024,
+            "pattern": r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+        },
+        "message": {"type": "string", "maxLength": MESSAGE_MAX},
         "lastTransitionTime": {"type": "string", "format": "date-time"},
-        "observedGeneration": {"type": "integer"},
+        "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0},
     },
 }
 _CONDITIONS = {
@@ -221,7 +240,10 @@ def _crd(
     spec: dict[str, Any],
     status: dict[str, Any],
     columns: list[dict[str, Any]],
+    validations: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
+    if validations:  # CEL rules on the spec (x-kubernetes-validations)
+        spec = {**spec, "x-kubernetes-validations": validations}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -279,6 +301,7 @@ def trainingjob_crd() -> dict[str, Any]:
             drop=("name",),
         ),
         status=TRAININGJOB_STATUS,
+        validations=[IMMUTABLE_SPEC],
         columns=[
             _column("Queue", ".spec.queue"),
             _column("Workers", ".spec.workers", "integer"),

@@ -2,7 +2,7 @@
 (a plain dict, as the API server returns it) plus what the store holds -> one store
 action and the status patch to write back.
 
-The CR watcher (`scheduler.backends.kubernetes.crds`) calls these and hands the action to
+The CR watcher (`scheduler.controller.watcher`) calls these and hands the action to
 `scheduler.controller.apply`; nothing here does I/O, so every case is a table test.
 Validation is `scheduler.spec` itself, the same the REST API runs, so a CR and a POST
 are accepted or refused for the same reasons.
@@ -17,11 +17,11 @@ from typing import Any, Protocol
 
 import pydantic
 
-from scheduler.spec import JobSpec, Phase, QueueSpec
-from scheduler.store.jobs import spec_json  # the one canonical JSON form of a spec
+from scheduler.spec import TRAININGJOB, JobSpec, Origin, Phase, QueueSpec, spec_json
 
 GROUP_VERSION = "shoal.dev/v1alpha1"
 INVALID = "Invalid"  # status.phase of a CR that never reached the store
+MESSAGE_MAX = 32768  # = crdgen.MESSAGE_MAX (metav1.Condition's message limit)
 
 
 class StoredJob(Protocol):
@@ -56,8 +56,9 @@ class StoredJob(Protocol):
 @dataclass(frozen=True, slots=True)
 class Submit:
     spec: JobSpec
-    submitter: str  # "crd:<namespace>"
-    idempotency_key: str  # the CR's uid: a repeat after a crash finds the first job
+    submitter: str  # "crd:<namespace>": shown as the job's submitter, never parsed
+    idempotency_key: str  # "cr:<uid>": a repeat after a crash finds the first job
+    origin: Origin  # the CR itself, stored in its own columns (owner refs, cancel_missing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +92,7 @@ def condition(type_: str, ok: bool, reason: str, message: str = "") -> dict[str,
         "type": type_,
         "status": "True" if ok else "False",
         "reason": reason,
-        "message": message,
+        "message": message[:MESSAGE_MAX],  # metav1.Condition's limit
     }
 
 
@@ -145,6 +146,11 @@ def changed_fields(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     return sorted(k for k in keys if old.get(k) != new.get(k))
 
 
+def submitter(namespace: str) -> str:
+    """The submitter of jobs from TrainingJobs in `namespace` (their idempotency scope)."""
+    return f"crd:{namespace}"
+
+
 def reconcile_trainingjob(cr: Mapping[str, Any], existing: StoredJob | None) -> Outcome:
     """One TrainingJob against its stored job (None: not submitted yet).
 
@@ -184,7 +190,10 @@ def reconcile_trainingjob(cr: Mapping[str, Any], existing: StoredJob | None) -> 
             "observedGeneration": generation,
             "conditions": [condition("Valid", True, "Accepted")],
         }
-        return Outcome(Submit(spec, f"crd:{namespace}", f"cr:{uid}"), status)
+        origin = Origin(TRAININGJOB, namespace, spec.name, str(meta.get("uid") or ""))
+        # The key and submitter strings stay as stored rows have them (a CR submitted
+        # before an upgrade must find its job again); nothing reads identity out of them.
+        return Outcome(Submit(spec, submitter(namespace), f"cr:{uid}", origin), status)
     status = status_for(existing)
     status["observedGeneration"] = generation
     if spec is None:

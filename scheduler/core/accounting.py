@@ -12,7 +12,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.core import model as m
+from scheduler import model as m
+from scheduler.placement import fit
 
 Amounts = dict[str, float]  # m.TOTAL and GPU models -> GPUs
 
@@ -83,8 +84,9 @@ def running_usage(job: m.RunningJob, nodes: Mapping[str, m.Node]) -> Amounts:
 class Estimator:
     """GPUs a pending job will take, per allowed model, before it is placed.
 
-    `gpu` is exact. `gpu_memory_mib` becomes a share of the model's largest GPU memory
-    (the share placement would give on that model's best node)."""
+    `gpu` is exact. `gpu_memory_mib` becomes the share placement would give on the
+    model's largest GPU memory (`fit.gpu_share`); a model whose GPUs never hold it
+    counts one whole GPU, as `fit.worker_gpu_share` does."""
 
     def __init__(self, nodes: Iterable[m.Node]) -> None:
         mem: dict[str, int] = {}
@@ -109,8 +111,8 @@ class Estimator:
         out: Amounts = {}
         for model_name in self.allowed_models(job):
             if job.gpu_memory_mib is not None and job.gpu <= 0:
-                mem = self._memory[model_name]
-                out[model_name] = min(1.0, job.gpu_memory_mib / mem) if mem > 0 else 1.0
+                share = fit.gpu_share(0.0, job.gpu_memory_mib, self._memory[model_name])
+                out[model_name] = 1.0 if share is None else share
             else:
                 out[model_name] = job.gpu
         out[m.TOTAL] = min(out.values()) if out else job.gpu

@@ -16,9 +16,9 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from scheduler import model as m
 from scheduler import placement
 from scheduler.core import accounting, context, reasons, reservation
-from scheduler.core import model as m
 
 Shape = tuple[int, float, int | None, int, int, tuple[str, ...]]
 
@@ -71,7 +71,7 @@ def _within_limits(
 
 def _place(
     ctx: context.Context, job: m.JobRequest, ignore: Sequence[reservation.Reservation]
-) -> tuple[m.WorkerPlacement, ...] | placement.PlacementFailure:
+) -> tuple[m.WorkerPlacement, ...] | m.PendingReason:
     """Place with the holds of `ignore` lifted (the state is left unchanged)."""
     if not ignore:
         return placement.place_gang(ctx.state, job, ctx.snapshot.config.policy)
@@ -98,7 +98,7 @@ def _try(
     shape = _shape(checked)
     backfill = [r for r in out.reservations if reservation.may_backfill(job, r, now)]
     cached = failures.get(shape)
-    result: tuple[m.WorkerPlacement, ...] | placement.PlacementFailure | None = None
+    result: tuple[m.WorkerPlacement, ...] | m.PendingReason | None = None
     if cached is None:
         result = placement.place_gang(ctx.state, checked, ctx.snapshot.config.policy)
     if not isinstance(result, tuple) and backfill:
@@ -119,8 +119,8 @@ def _try(
     if cached is not None:
         reason = cached
     else:
-        assert isinstance(result, placement.PlacementFailure)
-        reason = reasons.placement(result.code, result.message, result.details)
+        assert isinstance(result, m.PendingReason)
+        reason = result
         if out.reservations:
             # Would it fit but for the held room? Then the reservation is the reason.
             free = _place(ctx, checked, out.reservations)

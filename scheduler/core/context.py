@@ -13,9 +13,9 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from scheduler import model as m
 from scheduler import placement
 from scheduler.core import accounting, fairshare
-from scheduler.core import model as m
 from scheduler.core.session import Session
 
 

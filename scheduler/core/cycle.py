@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scheduler import model as m
 from scheduler.core import (
     admission,
     context,
@@ -18,7 +19,6 @@ from scheduler.core import (
     preemption,
     reasons,
 )
-from scheduler.core import model as m
 
 
 @dataclass(slots=True)

@@ -16,9 +16,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from scheduler import model as m
 from scheduler import placement
 from scheduler.core import cycle, fairshare
-from scheduler.core import model as m
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from scheduler import model as m
 from scheduler.core import accounting
-from scheduler.core import model as m
 
 _SELF = ""  # pseudo-child for jobs submitted to a parent queue itself
 

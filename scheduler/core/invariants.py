@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from scheduler import model as m
 from scheduler.core import accounting
-from scheduler.core import model as m
 
 
 def _placements(snapshot: m.Snapshot, nodes: dict[str, m.Node]) -> list[m.Violation]:

@@ -14,8 +14,8 @@ import heapq
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
+from scheduler import model as m
 from scheduler.core import accounting, fairshare
-from scheduler.core import model as m
 
 
 def job_key(job: m.JobRequest) -> tuple[int, float, str]:

@@ -25,14 +25,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from scheduler import model as m
 from scheduler import placement
 from scheduler.core import accounting, context, reasons
-from scheduler.core import model as m
 
 MAX_PREEMPTORS = 32  # plans tried per cycle (each costs several placement trials)
 MAX_VICTIMS = 64  # victims one plan may add before it gives up
 MAX_SHRINK = 16  # plans with more victims than this are not shrunk
-_SKIP = {m.ReasonCode.UNKNOWN_QUEUE, m.ReasonCode.GPU_TYPE, m.ReasonCode.RESERVED}
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +185,7 @@ def preempt(
     waiting: dict[str, m.PendingReason] = {}
     tries = 0
     for job, reason in failed:
-        if reason.code in _SKIP or tries >= MAX_PREEMPTORS:
+        if not reason.code.preemption_may_help or tries >= MAX_PREEMPTORS:
             continue
         needs_gpu = job.gpu > 0 or job.gpu_memory_mib is not None
         allowed = frozenset(ctx.est.allowed_models(job)) if needs_gpu else None

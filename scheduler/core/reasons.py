@@ -2,15 +2,15 @@
 and what it would take to fit.
 
 Called by `admission`, `preemption` and `reservation` when a job stays pending; the
-placement-side reasons (no node, GPU type, fragmentation) come from
-`scheduler.placement.PlacementFailure` and are passed through unchanged.
+placement-side reasons (no node, GPU type, fragmentation) are the `PendingReason`s
+`scheduler.placement.place_gang` returns, passed through unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduler.core import model as m
+from scheduler import model as m
 
 
 def _gpus(key: str) -> str:
@@ -39,13 +39,6 @@ def over_limit(
         f"{need:g}: it fits when {need - free:g} {_gpus(key)} of {queue} are released "
         f"or the limit is raised to {holds + need:g}",
         {"queue": queue, "resource": key, "holds": holds, "limit": limit, "needs": need},
-    )
-
-
-def placement(failure_code: m.ReasonCode, message: str, details: object) -> m.PendingReason:
-    """A placement failure as a reason (details kept when they are a mapping)."""
-    return m.PendingReason(
-        failure_code, message, dict(details) if isinstance(details, dict) else {}
     )
 
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from scheduler import model as m
 from scheduler import placement
 from scheduler.core import context, session
-from scheduler.core import model as m
 
 # Reservations are costly (a search over running jobs); like Slurm's bf_max_job_test,
 # only the first few starving jobs in order get one per cycle.

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
+from scheduler import model as m
 from scheduler import placement
 from scheduler.core import accounting
-from scheduler.core import model as m
 
 HoldPart = tuple[placement.Hold, tuple[m.WorkerPlacement, ...], int, int]
 

@@ -9,21 +9,23 @@
   launches; the backend ignores a second launch of one attempt. No attempt runs twice.
 - Foreign pods (a backend's `ForeignWorkloads`, not in the store): Place binds them.
 - Keep pending: the reason, written only when it changed (the store skips repeats).
+An exception while carrying out one job's decision goes to `on_error` (the loop makes it
+that job's reason, with a backoff) and the other decisions are still carried out.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
+from scheduler import model
 from scheduler.backends import base
-from scheduler.core import model
+from scheduler.clock import as_datetime
 from scheduler.loop import backoff as retry
 from scheduler.loop import faults, lifecycle
-from scheduler.loop.clock import as_datetime
 from scheduler.loop.enact import enact
 from scheduler.loop.workerenv import WorkerEnv, env_for
 from scheduler.spec import Phase
@@ -32,6 +34,12 @@ from scheduler.store import errors
 
 log = logging.getLogger(__name__)
 _RACES = (errors.VersionConflict, errors.InvalidTransition, errors.NotFound)
+# (job id, step, exception): one job's decision could not be carried out.
+OnError = Callable[[str, str, Exception], None]
+
+
+def _raise(job_id: str, step: str, exc: Exception) -> None:
+    raise exc
 
 
 @dataclass
@@ -55,31 +63,26 @@ def apply(
     foreign: base.ForeignWorkloads | None = None,
     foreign_ids: Set[str] = frozenset(),
     backoff: retry.Backoff | None = None,
+    on_error: OnError = _raise,
+    remnants: Mapping[str, str] | None = None,
 ) -> Applied:
     """`reasons` remembers what was last written per job, so an unchanged reason costs
     no store round trip (the store would skip it too, after a read). A launch or bind the
     cluster refuses becomes that job's reason, with a per-job `backoff` (see
-    `scheduler.loop.backoff`); the other decisions are still carried out."""
+    `scheduler.loop.backoff`); the other decisions are still carried out. `remnants`
+    maps the snapshot key of a draining earlier attempt to its job's id (the loop's
+    `_snapshot` gives such an attempt a key of its own; nothing parses it)."""
     written = {} if reasons is None else reasons
     backoff = retry.Backoff() if backoff is None else backoff
-    at = as_datetime(now)
     out = Applied(violations=list(result.violations))
     for v in result.violations:
         log.warning("invariant: %s: %s", v.kind, v.message)
     for p in result.preempts:
-        lj = live.get(p.job_id)
-        if lj is None or lj.phase not in (Phase.SCHEDULED, Phase.RUNNING):
-            remnant = p.job_id.split("~")[0]
-            retry.stop_quietly(backend, remnant, p.grace_period_s, reason=base.StopReason.PREEMPTED)
-            continue
-        message = p.reason + (f" (for {p.for_job})" if p.for_job else "")
+        job_id = (remnants or {}).get(p.job_id, p.job_id)
         try:
-            t = lifecycle.preempt(p.grace_period_s, message)
-            enact(session, backend, lj.id, lj.version, t, now=now)
-        except _RACES as exc:
-            log.info("preempt of %s skipped: %s", lj.id, exc)
-            continue
-        out.preempted.append(lj.id)
+            _preempt(session, backend, p, job_id, live, now, out)
+        except Exception as exc:
+            on_error(job_id, "preemption", exc)
     for place in result.places:
         if foreign is not None and place.job_id in foreign_ids:  # a foreign pod: bind it
             try:
@@ -90,53 +93,106 @@ def apply(
                 continue
             out.placed.append(place.job_id)
             continue
-        lj = live.get(place.job_id)
-        if lj is None or lj.phase is not Phase.PENDING:
-            continue
-        attempt = lj.attempt + 1
         try:
-            version = store.record_placement(
-                session=session,
-                job_id=lj.id,
-                expected_version=lj.version,
-                placements=place.placements,
-                attempt=attempt,
-                now=at,
-            )
-        except _RACES as exc:
-            log.info("placement of %s skipped: %s", lj.id, exc)
-            continue
-        written.pop(lj.id, None)  # record_placement cleared the stored reason
-        faults.point("place:recorded")
-        env = env_for(worker_env, lj.id)
-        request = base.LaunchRequest(lj.id, lj.spec, attempt, place.placements, env)
-        launched = retry.launch(
-            session, backend, request, version=version, now=now, backoff=backoff
-        )
-        faults.point("place:launched")
-        if launched:
-            out.placed.append(lj.id)
-        else:
-            out.launch_failed.append(lj.id)
+            _place(session, backend, place, live, now, worker_env, written, backoff, out)
+        except Exception as exc:
+            on_error(place.job_id, "placement", exc)
     for keep in result.pending:
-        lj = live.get(keep.job_id)
-        if lj is None and keep.job_id in foreign_ids:  # a foreign pod: say why, as
-            note = getattr(foreign, "note_pending", None)  # kube-scheduler would
-            if note is not None and written.get(keep.job_id) != keep.reason:
-                try:
-                    note(keep.job_id, keep.reason.message)
-                    written[keep.job_id] = keep.reason
-                except Exception as exc:
-                    log.info("could not report why %s waits: %s", keep.job_id, exc)
-            continue
-        if lj is None or lj.phase is not Phase.PENDING:
-            continue
-        out.pending += 1
-        if written.get(lj.id) == keep.reason:
-            continue
         try:
-            store.set_pending_reason(session=session, job_id=lj.id, reason=keep.reason)
-        except _RACES:
-            continue
-        written[lj.id] = keep.reason
+            _keep(session, keep, live, written, foreign, foreign_ids, out)
+        except Exception as exc:
+            on_error(keep.job_id, "recording the pending reason", exc)
     return out
+
+
+def _preempt(
+    session: Session,
+    backend: base.ClusterBackend,
+    p: model.Preempt,
+    job_id: str,
+    live: Mapping[str, store.LiveJob],
+    now: float,
+    out: Applied,
+) -> None:
+    lj = live.get(p.job_id)
+    if lj is None or lj.phase not in (Phase.SCHEDULED, Phase.RUNNING):
+        retry.stop_quietly(backend, job_id, p.grace_period_s, reason=base.StopReason.PREEMPTED)
+        return
+    message = p.reason + (f" (for {p.for_job})" if p.for_job else "")
+    try:
+        t = lifecycle.preempt(p.grace_period_s, message)
+        enact(session, backend, lj.id, lj.version, t, now=now)
+    except _RACES as exc:
+        log.info("preempt of %s skipped: %s", lj.id, exc)
+        return
+    out.preempted.append(lj.id)
+
+
+def _place(
+    session: Session,
+    backend: base.ClusterBackend,
+    place: model.Place,
+    live: Mapping[str, store.LiveJob],
+    now: float,
+    worker_env: WorkerEnv,
+    written: dict[str, model.PendingReason],
+    backoff: retry.Backoff,
+    out: Applied,
+) -> None:
+    lj = live.get(place.job_id)
+    if lj is None or lj.phase is not Phase.PENDING:
+        return
+    attempt = lj.attempt + 1
+    try:
+        version = store.record_placement(
+            session=session,
+            job_id=lj.id,
+            expected_version=lj.version,
+            placements=place.placements,
+            attempt=attempt,
+            now=as_datetime(now),
+        )
+    except _RACES as exc:
+        log.info("placement of %s skipped: %s", lj.id, exc)
+        return
+    written.pop(lj.id, None)  # record_placement cleared the stored reason
+    faults.point("place:recorded")
+    env = env_for(worker_env, lj.id)
+    request = base.LaunchRequest(lj.id, lj.spec, attempt, place.placements, env, lj.origin)
+    launched = retry.launch(session, backend, request, version=version, now=now, backoff=backoff)
+    faults.point("place:launched")
+    if launched:
+        out.placed.append(lj.id)
+    else:
+        out.launch_failed.append(lj.id)
+
+
+def _keep(
+    session: Session,
+    keep: model.KeepPending,
+    live: Mapping[str, store.LiveJob],
+    written: dict[str, model.PendingReason],
+    foreign: base.ForeignWorkloads | None,
+    foreign_ids: Set[str],
+    out: Applied,
+) -> None:
+    lj = live.get(keep.job_id)
+    if lj is None and keep.job_id in foreign_ids:  # a foreign pod: say why, as
+        note = getattr(foreign, "note_pending", None)  # kube-scheduler would
+        if note is not None and written.get(keep.job_id) != keep.reason:
+            try:
+                note(keep.job_id, keep.reason.message)
+                written[keep.job_id] = keep.reason
+            except Exception as exc:
+                log.info("could not report why %s waits: %s", keep.job_id, exc)
+        return
+    if lj is None or lj.phase is not Phase.PENDING:
+        return
+    out.pending += 1
+    if written.get(lj.id) == keep.reason:
+        return
+    try:
+        store.set_pending_reason(session=session, job_id=lj.id, reason=keep.reason)
+    except _RACES:
+        return
+    written[lj.id] = keep.reason

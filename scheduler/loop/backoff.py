@@ -10,8 +10,9 @@ per-job backoff, and the cycle goes on with the other jobs.
   resumable (deterministic names), so reconcile finishes it once the backoff ends.
 - A stop that fails is logged; the store already says the job no longer holds the
   workers, so the next cycle's orphan sweep repeats it.
-- Every launch that returns records a `Launched` event with its attempt: from then on,
-  workers that are missing are a failed attempt, not an unfinished launch.
+- Every launch that returns records a `Launched` event with its attempt (and the
+  backend's `instance`, where it has one): from then on, workers that are missing are a
+  failed attempt, not an unfinished launch.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session
 
+from scheduler import model
 from scheduler.backends import base
-from scheduler.core import model
-from scheduler.loop.clock import as_datetime
+from scheduler.clock import as_datetime
 from scheduler.spec import Phase
 from scheduler.store import cycle as store
 from scheduler.store import errors, jobs, schema
@@ -62,6 +63,10 @@ class Backoff:
 
     def until(self, job_id: str) -> float | None:
         return self._until.get(job_id)
+
+    def next_expiry(self, now: float) -> float | None:
+        """The earliest time after `now` at which some held job may be tried again."""
+        return min((u for u in self._until.values() if u > now), default=None)
 
     def clear(self, job_id: str) -> None:
         self._until.pop(job_id, None)
@@ -140,6 +145,10 @@ def launch(
         stop_quietly(backend, job_id, grace)  # what the attempt made so far
         return False
     backoff.clear(job_id)
+    data: dict[str, object] = {"attempt": request.attempt}
+    instance = getattr(backend, "instance", None)
+    if isinstance(instance, str):
+        data["backend"] = instance
     _event(
         session,
         job_id,
@@ -147,7 +156,7 @@ def launch(
         "Launched",
         f"attempt {request.attempt}: {len(request.placements)} worker(s) created",
         at,
-        {"attempt": request.attempt},
+        data,
     )
     return True
 
@@ -171,6 +180,15 @@ def _event(
             data=data or {},
             now=at,
         )
+
+
+def launched_by(events: Sequence[schema.JobEventRow], attempt: int) -> str | None:
+    """The backend instance that launched (job, attempt), when its `Launched` event says."""
+    for e in reversed(events):
+        if e.kind == LAUNCHED and (e.data or {}).get("attempt") == attempt:
+            by = (e.data or {}).get("backend")
+            return by if isinstance(by, str) else None
+    return None
 
 
 def launched_at(

@@ -14,9 +14,9 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from scheduler.backends import base
+from scheduler.clock import as_datetime
 from scheduler.loop import backoff as retry
 from scheduler.loop import faults
-from scheduler.loop.clock import as_datetime
 from scheduler.loop.lifecycle import Transition
 from scheduler.store import cycle as store
 

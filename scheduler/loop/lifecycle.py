@@ -10,6 +10,9 @@ backend's stop. Cause detection here, handling there, as kopf separates them.
 For a job holding a placement (Scheduled/Running) at attempt N, the workers of (job, N)
 decide, in this order:
   - a cancel request -> Cancelled, workers stopped with the job's grace period;
+  - none seen, launched by another replica's backend that this one cannot see (local
+    processes of another host or state directory) -> nothing: they may well run, and a
+    relaunch would run them twice (the loop reports the job instead);
   - some missing, none failed, the launch never completed (no `Launched` event for N)
     -> finish the launch (`launch` is idempotent; deterministic names);
   - missing after a completed launch, once `missing_grace_s` has passed, or any failed
@@ -62,12 +65,15 @@ class Facts:
     `launched_at`: when the launch of the current attempt completed (its `Launched`
     event), None if it never did. `failures`: failed attempts that count against
     `backoffLimit`. `launch_held`: the job's launch backoff is still running.
-    `retry_delay_s`: how long a retry would wait (the retry backoff's next delay)."""
+    `retry_delay_s`: how long a retry would wait (the retry backoff's next delay).
+    `launched_elsewhere`: the backend instance that launched the current attempt when it
+    is another one whose workers this replica's backend cannot see."""
 
     launched_at: float | None = None
     failures: int = 0
     launch_held: bool = False
     retry_delay_s: float = 0.0
+    launched_elsewhere: str | None = None
 
 
 class Outcome(StrEnum):
@@ -162,6 +168,8 @@ def decide(
             ),
             stop=Stop(grace, StopReason.CANCELLED),
         )
+    if facts.launched_elsewhere is not None and not workers:
+        return None  # another replica's workers, out of this one's sight: never relaunch
     failed = [w for w in workers if w.state is WorkerState.FAILED]
     missing = sorted(set(range(job.spec.workers)) - {w.worker for w in workers})
     if not failed and missing:

@@ -11,7 +11,7 @@ launch that never completed, goes through `backoff.launch` (idempotent).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
@@ -43,6 +43,9 @@ class Reconciled:
     retried: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     orphans_stopped: list[AttemptKey] = field(default_factory=list)
+    # Jobs whose workers another replica's backend launched, out of this one's sight
+    # (job id -> that backend's instance): left alone, never relaunched.
+    elsewhere: dict[str, str] = field(default_factory=dict)
     touched: int = 0  # store writes of any kind (the loop re-reads jobs when > 0)
 
     def record(self, outcome: Outcome, job_id: str) -> None:
@@ -78,21 +81,27 @@ def facts(
     now: float,
     backoff: retry.Backoff,
     retries: retry.Backoff | None,
+    backend: base.ClusterBackend | None = None,
 ) -> lifecycle.Facts:
     """What `lifecycle.decide` needs beyond the job and its workers. Events are read
     only for a job with a missing or failed worker (one read for both facts)."""
-    launched_at, failures = None, 0
+    launched_at, failures, elsewhere = None, 0, None
     if lifecycle.needs_history(lj, workers):
         events = jobs.list_events(session=session, job_id=lj.id)
         launched_at = retry.launched_at(session, lj.id, lj.attempt, events=events)
         # Failed attempts that count against `backoffLimit` (infrastructure ones do
         # not: they are recorded as `AttemptInterrupted`).
         failures = sum(1 for e in events if e.kind == "AttemptFailed")
+        if backend is not None and not getattr(backend, "replicas_see_workers", True):
+            by = retry.launched_by(events, lj.attempt)
+            if by is not None and by != getattr(backend, "instance", None):
+                elsewhere = by
     return lifecycle.Facts(
         launched_at=launched_at,
         failures=failures,
         launch_held=backoff.active(lj.id, now),
         retry_delay_s=retries.peek(lj.id) if retries is not None else 0.0,
+        launched_elsewhere=elsewhere,
     )
 
 
@@ -115,7 +124,11 @@ def job(
     over)."""
     backoff = retry.Backoff() if backoff is None else backoff
     try:
-        known = facts(session, lj, workers, backoff=backoff, retries=retries, now=now)
+        known = facts(
+            session, lj, workers, backoff=backoff, retries=retries, now=now, backend=backend
+        )
+        if known.launched_elsewhere is not None and not workers:
+            done.elsewhere[lj.id] = known.launched_elsewhere
         t = lifecycle.decide(lj, workers, now, known, missing_grace_s=missing_grace_s)
         if t is None:
             return
@@ -143,7 +156,7 @@ def _finish_launch(
     """The launch never completed (a crash, a transient API error): finish it; names are
     deterministic, so what exists is found, not made twice."""
     request = base.LaunchRequest(
-        lj.id, lj.spec, lj.attempt, lj.placements, env_for(extra_env, lj.id)
+        lj.id, lj.spec, lj.attempt, lj.placements, env_for(extra_env, lj.id), lj.origin
     )
     if retry.launch(session, backend, request, version=lj.version, now=now, backoff=backoff):
         done.launched.append(lj.id)
@@ -158,18 +171,25 @@ def orphans(
     attempts: Mapping[AttemptKey, Sequence[base.WorkerStatus]],
     done: Reconciled,
     session: Session | None = None,
+    *,
+    keep: Set[str] = frozenset(),
 ) -> list[AttemptKey]:
     """Stop every live worker whose job does not hold it; returns those still alive
     (stopping: their GPUs stay reserved in the snapshot until the processes are gone).
     A job that has ended (cancelled, past maxRuntime: not live) is looked up in the
     store through `session`, so a stop repeated or first made here (after a crash) keeps
-    the job's own grace period and reason rather than killing at once."""
+    the job's own grace period and reason rather than killing at once. The workers of
+    the jobs in `keep` (live, but their rows cannot be read) are left running and
+    returned with the others, so their GPUs stay reserved."""
     draining = []
     for (job_id, attempt), workers in attempts.items():
         if not any(
             w.state in (base.WorkerState.RUNNING, base.WorkerState.PENDING) or w.still_running
             for w in workers
         ):
+            continue
+        if job_id in keep:
+            draining.append((job_id, attempt))
             continue
         lj = live.get(job_id)
         if (

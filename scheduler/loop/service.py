@@ -13,6 +13,14 @@ One cycle, in order:
   6. apply     - preempt (store, then stop), place (record, then launch), reasons
 The store is written before the backend is touched at every step, so a crash at any
 point leaves a state the next cycle (in this or a restarted process) completes.
+
+One job's trouble is that job's (`_job_error`): a row that cannot be read, or an
+exception while reconciling, scheduling or applying one job, becomes that job's reason
+(`JobError`) and an event, and the job sits out a backoff (5 s doubling to 5 min) while
+the cycle goes on for the others. A core failure is traced to the pending job that
+causes it by bisection (`_schedule`); a failure with no pending job to blame (a running
+job's data) still fails the cycle, since leaving a running job out would free GPUs it
+holds.
 """
 
 from __future__ import annotations
@@ -21,25 +29,72 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
+from scheduler import model
 from scheduler.backends import base
-from scheduler.core import cycle, model
+from scheduler.clock import Clock, WallClock, as_datetime
+from scheduler.core import cycle
 from scheduler.loop import apply, reconcile
 from scheduler.loop.backoff import Backoff
-from scheduler.loop.clock import Clock, WallClock, as_datetime
 from scheduler.loop.workerenv import WorkerEnv
 from scheduler.spec import Phase
 from scheduler.store import cycle as store
-from scheduler.store import retention
+from scheduler.store import errors, retention
 from scheduler.store.db import Database
 
 log = logging.getLogger(__name__)
 
 ScheduleFn = Callable[[model.Snapshot], model.CycleResult]
+# A cycle launches and stops only within this part of the lease after taking it (client-go's
+# renew deadline is 2/3 of the lease): a replica that stalls past it writes nothing more
+# to the cluster, so it cannot race the one that took the lease over.
+RENEW_FRACTION = 2 / 3
+
+
+class LeaseLapsed(base.BackendError):
+    """A launch or stop refused: this replica's lease may have passed to another."""
+
+    transient = True
+
+
+class _Fenced:
+    """The cycle's backend: `launch` and `stop` refused (`LeaseLapsed`, transient: the
+    launch is kept and finished by whoever leads next) after `deadline` (monotonic)."""
+
+    def __init__(self, backend: base.ClusterBackend, deadline: float) -> None:
+        self._backend, self._deadline = backend, deadline
+        # What the loop reads of a backend besides the protocol (see reconcile.facts).
+        self.replicas_see_workers = getattr(backend, "replicas_see_workers", True)
+        instance = getattr(backend, "instance", None)
+        if instance is not None:
+            self.instance = instance
+
+    def _check(self, what: str) -> None:
+        if time.monotonic() >= self._deadline:
+            raise LeaseLapsed(f"{what} not sent: this replica's scheduling lease may have lapsed")
+
+    def nodes(self) -> Sequence[model.Node]:
+        return self._backend.nodes()
+
+    def workers(self) -> Sequence[base.WorkerStatus]:
+        return self._backend.workers()
+
+    def launch(self, request: base.LaunchRequest) -> None:
+        self._check("launch")
+        self._backend.launch(request)
+
+    def stop(
+        self, job_id: str, grace_period_s: float, *, reason: str = base.StopReason.STOPPED
+    ) -> None:
+        self._check("stop")
+        self._backend.stop(job_id, grace_period_s, reason=reason)
+
+    def close(self) -> None:
+        self._backend.close()
 
 
 @dataclass(frozen=True)
@@ -90,10 +145,17 @@ class Loop:
         self._wake = threading.Event()
         self._inventory: tuple[model.Node, ...] | None = None
         self._reasons: dict[str, model.PendingReason] = {}
+        # The last snapshot's keys for draining earlier attempts -> their job ids.
+        self._remnants: dict[str, str] = {}
         # Per-job backoff after a refused or failed launch/bind (scheduler.loop.backoff).
         self.backoff = Backoff()
         # A failed attempt's retry waits 2 s, 4 s, 8 s... (at most 5 min): BackoffRetry.
         self.retries = Backoff(base_s=2.0, max_s=300.0)
+        # Jobs whose handling raised (`_job_error`): left alone until their delay is over.
+        self.faulty = Backoff(base_s=5.0, max_s=300.0)
+        # Jobs launched by another replica's backend that this one cannot see (job id ->
+        # that backend's instance): reported once, never relaunched.
+        self.elsewhere: dict[str, str] = {}
         self.cycles = 0
         # Whether the last cycle held the lease (and, when elected, the Lease): leader status.
         self.leading = False
@@ -132,15 +194,17 @@ class Loop:
             return None
         with self.database.session() as session:
             # 1. lease
+            taken = time.monotonic()
             lease = store.acquire_lease(
                 session=session,
                 holder=self.config.holder,
                 ttl_s=self.config.lease_ttl_s,
-                now=as_datetime(now),
             )
             self.leading = lease
             if not lease:
                 return None
+            # Fenced: no launch or stop once the lease may be another replica's.
+            backend = _Fenced(self.backend, taken + self.config.lease_ttl_s * RENEW_FRACTION)
             mark("lease")
             # 2. observe
             nodes = tuple(self.backend.nodes())
@@ -155,31 +219,48 @@ class Loop:
             attempts = reconcile.by_attempt(
                 [w for w in self.backend.workers() if w.job_id not in adopted]
             )
-            live = store.live_jobs(session=session)
+            unreadable: list[store.Unreadable] = []
+            live = store.live_jobs(session=session, unreadable=unreadable)
             mark("observe")
             # 3. reconcile
             done = reconcile.Reconciled()
             for lj in live:
+                if self.faulty.active(lj.id, now):
+                    continue
                 workers = attempts.get((lj.id, lj.attempt), []) if lj.attempt else []
-                reconcile.job(
-                    session,
-                    self.backend,
-                    lj,
-                    workers,
-                    now=now,
-                    extra_env=self.config.worker_env,
-                    done=done,
-                    backoff=self.backoff,
-                    retries=self.retries,
-                )
+                try:
+                    reconcile.job(
+                        session,
+                        backend,
+                        lj,
+                        workers,
+                        now=now,
+                        extra_env=self.config.worker_env,
+                        done=done,
+                        backoff=self.backoff,
+                        retries=self.retries,
+                    )
+                except Exception as exc:
+                    self._job_error(session, lj.id, "reconcile", exc, now)
+                    done.touched += 1
             if done.changed():
-                live = store.live_jobs(session=session)
+                unreadable = []
+                live = store.live_jobs(session=session, unreadable=unreadable)
+            for bad in unreadable:
+                if not self.faulty.active(bad.id, now):
+                    self._job_error(session, bad.id, "reading the stored job", bad.error, now)
             by_id = {lj.id: lj for lj in live}
             keep = set(by_id) | {r.id for r in f_pending}
             self._reasons = {k: v for k, v in self._reasons.items() if k in keep}
             self.backoff.keep_only(set(by_id) | {r.id for r in f_pending})
             self.retries.keep_only(set(by_id))
-            draining = reconcile.orphans(self.backend, by_id, attempts, done, session)
+            self.faulty.keep_only(keep | {u.id for u in unreadable})
+            # The workers of a job that cannot be read are neither stopped nor given away:
+            # their GPUs stay reserved (as draining) until the job is fixed or cancelled.
+            self._report_elsewhere(session, done.elsewhere, now)
+            draining = reconcile.orphans(
+                backend, by_id, attempts, done, session, keep={u.id for u in unreadable}
+            )
             mark("reconcile")
             # 4. snapshot
             snapshot = self._snapshot(
@@ -187,12 +268,12 @@ class Loop:
             )
             mark("snapshot")
             # 5. schedule
-            result = self.schedule(snapshot)
+            result = self._schedule(session, snapshot, now)
             mark("schedule")
             # 6. apply
             applied = apply.apply(
                 session,
-                self.backend,
+                backend,
                 result,
                 by_id,
                 now=now,
@@ -201,9 +282,12 @@ class Loop:
                 foreign=foreign,
                 foreign_ids={r.id for r in snapshot.pending} - by_id.keys(),
                 backoff=self.backoff,
+                on_error=lambda job_id, step, exc: self._job_error(session, job_id, step, exc, now),
+                remnants=self._remnants,
             )
         self._forget_finished(attempts, by_id)
         self._purge(now)
+        self._drop_deleted_files()
         self.cycles += 1
         mark("apply")
         report = CycleReport(now, result, done, applied, time.perf_counter() - t0, steps, snapshot)
@@ -214,6 +298,104 @@ class Loop:
                 log.exception("cycle observer failed")
         return report
 
+    def _report_elsewhere(self, session: Session, found: Mapping[str, str], now: float) -> None:
+        """Say once per job that its workers run out of this replica's sight."""
+        for job_id, instance in found.items():
+            if self.elsewhere.get(job_id) == instance:
+                continue
+            message = (
+                f"its workers were launched by another replica's local backend ({instance}), "
+                "which this one can neither see nor stop; they are left alone, not launched "
+                "again. The local backend supports one replica per database: restart that "
+                "replica (same state directory), or cancel the job"
+            )
+            log.error("job %s: %s", job_id, message)
+            try:
+                store.append_event(
+                    session=session,
+                    job_id=job_id,
+                    kind="WorkersElsewhere",
+                    reason="ReplicaMismatch",
+                    message=message,
+                    now=as_datetime(now),
+                )
+            except errors.NotFound:
+                continue
+        self.elsewhere = dict(found)
+
+    def _job_error(
+        self, session: Session, job_id: str, step: str, error: Exception | str, now: float
+    ) -> None:
+        """Make an exception while handling one job that job's reason and event, and hold
+        it out of the next cycles for a backoff; never raises."""
+        delay = self.faulty.hold(job_id, now)
+        if isinstance(error, Exception):
+            log.error("job %s: %s failed; retry in %.0fs", job_id, step, delay, exc_info=error)
+            error = f"{type(error).__name__}: {error}"
+        else:
+            log.error("job %s: %s failed (%s); retry in %.0fs", job_id, step, error, delay)
+        # A pydantic error quotes the offending value, which may be thousands of digits.
+        text = error if len(error) <= 300 else error[:300] + "..."
+        message = f"{step} failed for this job: {text}; retrying in {delay:.0f}s"
+        try:
+            session.rollback()  # whatever the failed step left half-done
+            store.append_event(
+                session=session,
+                job_id=job_id,
+                kind="JobError",
+                reason=step,
+                message=message,
+                now=as_datetime(now),
+            )
+            reason = model.PendingReason(
+                model.ReasonCode.JOB_ERROR, message, {"step": step, "retryInSeconds": round(delay)}
+            )
+            self._reasons.pop(job_id, None)
+            store.set_pending_reason(session=session, job_id=job_id, reason=reason)
+        except (errors.InvalidTransition, errors.NotFound):
+            pass  # not Pending (its reason is the event) or deleted meanwhile
+        except Exception:
+            log.exception("could not record the error of job %s", job_id)
+
+    def _schedule(
+        self, session: Session, snapshot: model.Snapshot, now: float
+    ) -> model.CycleResult:
+        """The core's decisions; when it raises, the pending job that makes it raise is
+        found by bisection (the shortest failing prefix of the pending list), made that
+        job's error, and the core run again without it (at most 8 culprits a cycle)."""
+        try:
+            return self.schedule(snapshot)
+        except Exception as first:
+            error: Exception = first
+        pending = list(snapshot.pending)
+        for _ in range(8):
+            if not pending:
+                break
+
+            def fails(n: int) -> Exception | None:
+                try:
+                    self.schedule(dataclasses.replace(snapshot, pending=tuple(pending[:n])))
+                except Exception as exc:
+                    return exc
+                return None
+
+            if fails(0) is not None:
+                break  # not a pending job's fault
+            lo, hi = 0, len(pending)  # pending[:lo] passes, pending[:hi] fails
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if (exc := fails(mid)) is None:
+                    lo = mid
+                else:
+                    hi, error = mid, exc
+            culprit = pending.pop(hi - 1)
+            self._job_error(session, culprit.id, "scheduling", error, now)
+            try:
+                return self.schedule(dataclasses.replace(snapshot, pending=tuple(pending)))
+            except Exception as exc:
+                error = exc
+        raise error
+
     def _purge(self, now: float) -> None:
         """Apply the retention TTL (every 30th cycle: a cheap indexed query at most)."""
         ttl = self.config.job_retention_s
@@ -223,6 +405,18 @@ class Loop:
             gone = retention.purge_finished(session=session, finished_before=as_datetime(now - ttl))
         if gone:
             log.info("deleted %d finished job(s) past the retention of %.0fs", len(gone), ttl)
+
+    def _drop_deleted_files(self) -> None:
+        """Remove the files a backend keeps per job (the local backend's logs) of jobs
+        the store no longer has: `DELETE /jobs/{id}` and the TTL reach only the store.
+        Every 30th cycle, like the TTL."""
+        files = self.backend
+        if not isinstance(files, base.JobFiles) or self.cycles % 30:
+            return
+        with self.database.session() as session:
+            gone = retention.deleted_among(session=session, job_ids=files.kept_jobs())
+        for job_id in sorted(gone):
+            files.drop_files(job_id)
 
     def _forget_finished(
         self,
@@ -259,6 +453,7 @@ class Loop:
         running = [r for lj in live if (r := lj.running()) is not None]
         held = {r.job.id for r in running}
         busy: set[str] = set()
+        remnants = self._remnants = {}
         for job_id, attempt in draining:
             busy.add(job_id)
             workers = attempts[(job_id, attempt)]
@@ -267,7 +462,12 @@ class Loop:
             request = (
                 lj.request if lj is not None else model.JobRequest(id=job_id, queue=first.queue)
             )
+            # An earlier attempt still draining while its job holds GPUs again: the core
+            # keys running jobs by id, so it gets a key of its own, remembered (typed) in
+            # `_remnants` for apply; no one parses the key.
             rid = job_id if job_id not in held else f"{job_id}~{attempt}"
+            if rid != job_id:
+                remnants[rid] = job_id
             # A bound worker holds its GPUs until the kubelet says it is gone: a pending
             # one (pulling its image) as much as a running one.
             placements = tuple(
@@ -293,7 +493,13 @@ class Loop:
             if fp.queue not in known:
                 log.debug("foreign pod %s: unknown queue %r, not scheduled", fp.id, fp.queue)
         ids = (*by_id, *(f.id for f in foreign_pending))
-        wait = {k for k in ids if self.backoff.active(k, now) or self.retries.active(k, now)}
+        wait = {
+            k
+            for k in ids
+            if self.backoff.active(k, now)
+            or self.retries.active(k, now)
+            or self.faulty.active(k, now)
+        }
         pending = tuple(
             lj.request
             for lj in live

@@ -6,7 +6,6 @@ fragmentation measure are described in docs/design/0002-placement.md.
 """
 
 from scheduler.placement.diagnose import NodeFit, diagnose, explain_choice
-from scheduler.placement.failure import PlacementFailure
 from scheduler.placement.fit import worker_gpu_share
 from scheduler.placement.fragmentation import TaskType, WorkloadMix
 from scheduler.placement.gang import place_gang
@@ -18,7 +17,6 @@ __all__ = [
     "ClusterState",
     "Hold",
     "NodeFit",
-    "PlacementFailure",
     "Scorer",
     "TaskType",
     "UndoLog",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.core import model as m
+from scheduler import model as m
 from scheduler.placement import fit, policies
 from scheduler.placement.fragmentation import WorkloadMix
 from scheduler.placement.state import UNIT, ClusterState, Sig
@@ -81,28 +81,24 @@ def explain_choice(
     pool = state.open if d.gpu > 0 or d.gpu_mem else state.classes
     ranked = []
     for s, members in pool.items():
-        r = scorer.evaluate(s, d)
-        if r is not None:
-            ranked.append((r[0], members[0], s, r))
-    ranked.sort(key=lambda x: (x[0], x[1]))
+        n = fit.fits(d, s)
+        if n is not None:
+            ranked.append((members[0], s, n, scorer.score(s, d, n)))
+    ranked.sort(key=lambda x: (x[3].score, x[0]))
     out: list[NodeFit] = []
-    for k, (score, i, s, r) in enumerate(ranked[:top]):
+    for k, (i, s, n, c) in enumerate(ranked[:top]):
         lead = "chosen" if k == 0 else f"rank {k + 1}"
-        out.append(
-            NodeFit(state.nodes[i].name, True, f"{lead}: {_numbers(scorer, s, d, r, score)}")
-        )
+        out.append(NodeFit(state.nodes[i].name, True, f"{lead}: {_numbers(scorer, s, d, n, c)}"))
     return out
 
 
 def _numbers(
-    scorer: policies.Scorer, s: Sig, d: fit.Demand, r: policies.Result, score: float
+    scorer: policies.Scorer, s: Sig, d: fit.Demand, n: fit.Need, c: policies.Choice
 ) -> str:
     if not isinstance(scorer, policies.Fgd):
-        return f"{scorer.name} score {score:.4g}"
-    n = fit.need(d, s.model, s.gpu_mem)
-    assert n is not None  # evaluate said it fits
-    frag, stranded = scorer.growth(s, d, n, r[1])
-    gpu = f" on a GPU with {r[1] / UNIT:g} free" if n.gpus == 1 else ""
+        return f"{scorer.name} score {c.score:.4g}"
+    frag, stranded = scorer.growth(s, d, n, c.take)
+    gpu = f" on a GPU with {c.take / UNIT:g} free" if c.take is not None else ""
     return (f"fragmentation grows {(frag + stranded) / UNIT:+.3f} GPU{gpu} "
             f"(F_n(M) {frag / UNIT:+.3f}, stranded by CPU/memory {stranded / UNIT:+.3f}); "
             f"node of {len(s.shares)} GPUs, {s.cap_cpu // 1000} cores")  # fmt: skip

@@ -1,6 +1,7 @@
 """Why a gang does not fit, in words a person can act on, with the numbers.
 
-Called by `gang.place_gang` when no placement exists. The checks run from the most
+Called by `gang.place_gang` when no placement exists; the answer is the job's
+`PendingReason` as the core reports it (one type for both). The checks run from the most
 basic to the most specific, and the first that explains the failure is the reason:
 GPU type, a worker larger than any node, not enough free GPUs at all (NoFittingNode),
 enough free GPU share in total but no single GPU or node holding one worker's part
@@ -9,25 +10,15 @@ enough free GPU share in total but no single GPU or node holding one worker's pa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-
-from scheduler.core import model as m
+from scheduler import model as m
 from scheduler.placement import fit
 from scheduler.placement.state import UNIT, ClusterState
 
 R = m.ReasonCode
 
 
-@dataclass(frozen=True, slots=True)
-class PlacementFailure:
-    code: m.ReasonCode
-    message: str
-    details: Mapping[str, object] = field(default_factory=dict)
-
-
-def opaque(job: m.JobRequest) -> PlacementFailure:
-    return PlacementFailure(R.NO_NODE, f"job {job.id} does not fit now", {})
+def opaque(job: m.JobRequest) -> m.PendingReason:
+    return m.PendingReason(R.NO_NODE, f"job {job.id} does not fit now", {})
 
 
 def _gib(mib: int) -> str:
@@ -42,7 +33,7 @@ def _ask(job: m.JobRequest) -> str:
     return f"{job.gpu:g} GPUs on one node" if job.gpu > 1 else "1 GPU"
 
 
-def explain(state: ClusterState, job: m.JobRequest) -> PlacementFailure:
+def explain(state: ClusterState, job: m.JobRequest) -> m.PendingReason:
     d = fit.Demand.of(job)
     workers = max(job.workers, 1)
     models = sorted({n.gpu_model for n in state.nodes if n.gpu_count})
@@ -51,14 +42,14 @@ def explain(state: ClusterState, job: m.JobRequest) -> PlacementFailure:
     base = {"workers": workers, "gpu": job.gpu, "cpu_milli": d.cpu, "memory_mib": d.mem}
     if not allowed:
         if d.types and not set(d.types) & set(models):
-            return PlacementFailure(
+            return m.PendingReason(
                 R.GPU_TYPE,
                 f"needs GPU type {' or '.join(d.types)}; the cluster has "
                 f"{', '.join(models) or 'no GPUs'}",
                 {**base, "gpu_types": list(d.types), "cluster_models": models},
             )
         largest = max((n.gpu_memory_mib for n in state.nodes), default=0)
-        return PlacementFailure(
+        return m.PendingReason(
             R.NO_NODE,
             f"needs {job.gpu_memory_mib} MiB of GPU memory per worker; the largest GPU "
             f"of an allowed type has {largest} MiB",
@@ -72,7 +63,7 @@ def explain(state: ClusterState, job: m.JobRequest) -> PlacementFailure:
             block = max(sum(1 for v in s.shares if v >= UNIT) for s, _, _ in allowed)
             most = max(len(s.shares) for s, _, _ in allowed)
             if most < whole:
-                return PlacementFailure(
+                return m.PendingReason(
                     R.NO_NODE,
                     f"needs {whole} GPUs on one node; the largest node of an allowed type "
                     f"has {most}",
@@ -80,7 +71,7 @@ def explain(state: ClusterState, job: m.JobRequest) -> PlacementFailure:
                 )
             code = R.FRAGMENTATION if free_total >= whole else R.NO_NODE
             tail = f" ({free_total:g} GPUs free in total, spread over nodes)"
-            return PlacementFailure(
+            return m.PendingReason(
                 code,
                 f"needs {whole} GPUs on one node; the largest free block is {block}"
                 + (tail if code is R.FRAGMENTATION else ""),
@@ -89,7 +80,7 @@ def explain(state: ClusterState, job: m.JobRequest) -> PlacementFailure:
         most_free = max((s.shares[0] for s, _, _ in allowed if s.shares), default=0) / UNIT
         share = max(n.share for _, n, _ in allowed) / UNIT
         code = R.FRAGMENTATION if free_total >= share else R.NO_NODE
-        return PlacementFailure(
+        return m.PendingReason(
             code,
             f"needs {_ask(job)}; the most free GPU has {most_free:g} free"
             + (
@@ -104,7 +95,7 @@ def explain(state: ClusterState, job: m.JobRequest) -> PlacementFailure:
         cpu = max(s.cpu for s, _, _ in gpu_ok)
         mem = max(s.mem for s, _, _ in gpu_ok)
         where = "on a node where its GPUs fit" if job.gpu or job.gpu_memory_mib else ""
-        return PlacementFailure(
+        return m.PendingReason(
             R.NO_NODE,
             f"needs {d.cpu}m CPU and {_gib(d.mem)} memory per worker {where}; the most "
             f"free such node has {cpu}m CPU and {_gib(mem)} memory".replace("  ", " "),
@@ -115,7 +106,7 @@ def explain(state: ClusterState, job: m.JobRequest) -> PlacementFailure:
     largest = max(c for c, _ in caps)
     per = max(n.gpus * n.share for _, n, _ in allowed) / UNIT
     code = R.FRAGMENTATION if per and free_total >= per * workers else R.NO_NODE
-    return PlacementFailure(
+    return m.PendingReason(
         code,
         f"needs {workers} workers of {_ask(job)} at once; only {room} fit now "
         f"(the largest node holds {largest})",

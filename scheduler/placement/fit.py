@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from scheduler.core import model as m
+from scheduler import model as m
 from scheduler.placement.shares import UNIT, Sig, units
 
 
@@ -46,14 +46,26 @@ class Need(NamedTuple):
 NO_GPU = Need(0, 0)
 
 
+def gpu_share(gpu: float, gpu_memory_mib: int | None, gpu_mem: int) -> float | None:
+    """The one rule for the share of a GPU one worker takes on a GPU of `gpu_mem` MiB:
+    `gpu` itself (a fraction, or each of `gpu` whole GPUs: 1.0 each), or for a memory
+    request its MiB over the GPU's; None when a memory request can never fit there (a
+    GPU smaller than the request, or of unknown memory). Placement, the core's estimate
+    of pending demand and the front doors' admission all ask this."""
+    if gpu_memory_mib:
+        if gpu_mem <= 0 or gpu_memory_mib > gpu_mem:
+            return None
+        return gpu_memory_mib / gpu_mem
+    return min(gpu, 1.0) if gpu > 0 else 0.0
+
+
 def need(d: Demand, model: str, gpu_mem: int) -> Need | None:
     """The GPUs one worker takes on a node of this model, or None if it never can."""
     if d.types and model not in d.types:
         return None
     if d.gpu_mem:
-        if gpu_mem <= 0 or d.gpu_mem > gpu_mem:
-            return None
-        return Need(1, units(d.gpu_mem / gpu_mem))
+        share = gpu_share(d.gpu, d.gpu_mem, gpu_mem)
+        return None if share is None else Need(1, units(share))
     if d.gpu <= 0:
         return NO_GPU
     if d.gpu < 1:
@@ -62,12 +74,11 @@ def need(d: Demand, model: str, gpu_mem: int) -> Need | None:
 
 
 def worker_gpu_share(job: m.JobRequest, node: m.Node) -> float:
-    """GPUs one worker of `job` takes on `node`: `gpu`, or its GPU memory over the
-    node's GPU memory, capped at 1 (a node of unknown GPU memory counts as 1)."""
+    """GPUs one worker of `job` takes on `node`: `gpu`, or its `gpu_share` of one GPU
+    (a memory request that never fits the node counts as one whole GPU)."""
     if job.gpu_memory_mib:
-        if node.gpu_memory_mib <= 0:
-            return 1.0
-        return min(1.0, job.gpu_memory_mib / node.gpu_memory_mib)
+        share = gpu_share(job.gpu, job.gpu_memory_mib, node.gpu_memory_mib)
+        return 1.0 if share is None else share
     return job.gpu
 
 
@@ -97,13 +108,14 @@ def candidates(n: Need, shares: tuple[int, ...]) -> list[int]:
     return out
 
 
-def after(n: Need, shares: tuple[int, ...], take: int) -> tuple[int, ...]:
+def after(n: Need, shares: tuple[int, ...], take: int | None) -> tuple[int, ...]:
     """The sorted shares once a worker took its GPUs (`take`: the free value it takes
     from, for a one-GPU worker; whole GPUs always come from fully free ones)."""
     if n.gpus == 0:
         return shares
     rest = list(shares)
     if n.gpus == 1:
+        assert take is not None  # a one-GPU worker names the GPU it takes from
         rest.remove(take)
         rest.append(take - n.share)
     else:

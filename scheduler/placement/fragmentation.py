@@ -38,7 +38,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from scheduler.core import model as m
+from scheduler import model as m
 from scheduler.placement import fit
 from scheduler.placement.undo import UndoLog
 
@@ -100,6 +100,10 @@ class WorkloadMix:
         # Per-policy score caches keyed by demand (see policies.Fgd); kept here so
         # that they live exactly as long as the mix they depend on.
         self.score_cache: dict[fit.Demand, dict[object, object]] = {}
+        # Popularity the stranded share averages CPU and memory per GPU over (a mix
+        # weighted by scarcity, `on`, keeps the popularity of the mix it came from).
+        self.popularity: Mapping[TaskType, float] = self.weights
+        self._on: dict[Supply, WorkloadMix] = {}
 
     @staticmethod
     def from_jobs(jobs: Iterable[m.JobRequest]) -> WorkloadMix:
@@ -108,6 +112,27 @@ class WorkloadMix:
         for job in jobs:
             weights[TaskType.of(job)] += max(job.workers, 1)
         return WorkloadMix(weights)
+
+    def on(self, supply: Supply) -> WorkloadMix:
+        """This mix with each task type weighted by its scarcity on the cluster: its
+        popularity times the cluster's GPUs over the GPUs of the nodes that could
+        host one of it when empty (`Supply.scarcity`). The paper weights popularity
+        alone; then a node that fewer task types can run on looks already fragmented
+        (every type it cannot run sees all its free share as a fragment), and filling
+        it looks free: FGD fills the rare GPU models, and the few nodes big enough for
+        the largest tasks, first, with tasks that could have run anywhere. Weighted
+        by scarcity, the task types that only a few nodes can serve count in
+        proportion to the pressure they put on those nodes. Memoised per supply."""
+        got = self._on.get(supply)
+        if got is None:
+            scaled = {t: p * supply.scarcity(t) for t, p in self.weights.items()}
+            if sum(scaled.values()) <= 0:  # no type runs anywhere: nothing to weigh
+                return self
+            got = WorkloadMix(scaled)
+            got.stranding = self.stranding
+            got.popularity = self.popularity
+            self._on[supply] = got
+        return got
 
     def fragmentation(
         self, model: str, gpu_mem: int, cpu: int, mem: int, shares: tuple[int, ...]
@@ -160,7 +185,7 @@ class WorkloadMix:
     def _per_gpu_of(self, model: str, gpu_mem: int) -> tuple[float, float]:
         """(milli-CPU, MiB) per share unit of the GPU task types that run on the model."""
         gpus = cpu = mem = 0.0
-        for t, p in self.weights.items():
+        for t, p in self.popularity.items():
             n = fit.need(t.demand(), model, gpu_mem)
             if n is None or n.gpus == 0:
                 continue
@@ -196,6 +221,52 @@ class WorkloadMix:
             n = s.need
             out.append(sum(v for v in shares if v >= n.share) if fit.gpu_fits(n, shares) else 0)
         return tuple(out)
+
+
+class Supply:
+    """The cluster's nodes by shape, when empty: which task types they can host.
+    Hashable by value (equal clusters share derived mixes)."""
+
+    __slots__ = ("_hash", "_key", "_memo", "total")
+
+    def __init__(self, nodes: Iterable[m.Node]) -> None:
+        shapes: dict[tuple[str, int, int, int, int], int] = defaultdict(int)
+        for n in nodes:
+            shapes[(n.gpu_model, n.gpu_memory_mib, n.gpu_count, n.cpu_milli, n.memory_mib)] += 1
+        self._key = tuple(sorted(shapes.items()))
+        self._hash = hash(self._key)
+        self._memo: dict[TaskType, float] = {}
+        self.total = sum(k[2] * c for k, c in self._key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Supply) and self._key == other._key
+
+    def gpus_for(self, t: TaskType) -> int:
+        """GPUs on the nodes where one task of type `t` fits when the node is empty."""
+        d = t.demand()
+        got = 0
+        for (model, gpu_mem, gpus, cpu, mem), count in self._key:
+            n = fit.need(d, model, gpu_mem)
+            if n is None or d.cpu > cpu or d.mem > mem or n.gpus > gpus:
+                continue
+            got += gpus * count
+        return got
+
+    def scarcity(self, t: TaskType) -> float:
+        """The cluster's GPUs over those that could host `t` (1: any node; 0: none,
+        a type that runs nowhere weighs nothing). CPU-only types count as 1."""
+        got = self._memo.get(t)
+        if got is None:
+            if t.gpu <= 0 and not t.gpu_memory_mib:
+                got = 1.0
+            else:
+                feasible = self.gpus_for(t)
+                got = self.total / feasible if feasible else 0.0
+            self._memo[t] = got
+        return got
 
 
 class MixLearner:

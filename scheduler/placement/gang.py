@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from scheduler.core import model as m
+from scheduler import model as m
 from scheduler.placement import failure, fit, policies
-from scheduler.placement.failure import PlacementFailure
 from scheduler.placement.fragmentation import WorkloadMix
 from scheduler.placement.state import UNIT, ClusterState, Sig
 
-_Best = tuple[int, policies.Result]
-_MISS: policies.Result = (float("nan"), -2)  # not yet in a cache
+_UNSEEN = policies.Choice(float("nan"))  # a class not yet in the cache (by identity)
 
 
 def best_node(
@@ -27,22 +25,24 @@ def best_node(
     scorer: policies.Scorer,
     classes: Iterable[tuple[Sig, list[int]]] | None = None,
     exclude: frozenset[int] = frozenset(),
-) -> _Best | None:
-    """The best node for one worker: lowest score, then lowest node index."""
+) -> policies.Pick | None:
+    """The best node for one worker: lowest score, then lowest node index. The fit is
+    checked here, once per class; the scorer only ranks classes where the worker fits."""
     cache = scorer.cache_for(d)
-    evaluate = scorer.evaluate
+    score = scorer.score
     best_i = -1
-    best_r: policies.Result | None = None
-    feasible: list[tuple[Sig, list[int], policies.Result]] | None = (
-        None if type(scorer).pick is policies.Scorer.pick else []
+    best: policies.Choice | None = None
+    feasible: list[tuple[Sig, list[int], policies.Choice]] | None = (
+        None if scorer.by_signature else []
     )
     if classes is None:
         classes = (state.open if d.gpu > 0 or d.gpu_mem else state.classes).items()
     for sig, members in classes:
-        r = cache.get(sig, _MISS)
-        if r is _MISS:
-            r = cache[sig] = evaluate(sig, d)
-        if r is None:
+        c = cache.get(sig, _UNSEEN)
+        if c is _UNSEEN:
+            n = fit.fits(d, sig)
+            c = cache[sig] = None if n is None else score(sig, d, n)
+        if c is None:
             continue
         i = members[0]
         if exclude and i in exclude:
@@ -52,25 +52,26 @@ def best_node(
             i = rest[0]
             members = rest
         if feasible is not None:
-            feasible.append((sig, members, r))
-        elif best_r is None or r[0] < best_r[0] or (r[0] == best_r[0] and i < best_i):
-            best_i, best_r = i, r
+            feasible.append((sig, members, c))
+        elif best is None or c.score < best.score or (c.score == best.score and i < best_i):
+            best_i, best = i, c
     if feasible is not None:
         return scorer.pick(state, d, feasible) if feasible else None
-    return None if best_r is None else (best_i, best_r)
+    return None if best is None else policies.Pick(best_i, best)
 
 
-def _gpus_for(state: ClusterState, i: int, n: fit.Need, take: int) -> tuple[int, ...]:
+def _gpus_for(state: ClusterState, i: int, n: fit.Need, take: int | None) -> tuple[int, ...]:
     free = state.gpu[i]
     if n.gpus == 0:
         return ()
     if n.gpus == 1:
+        assert take is not None  # a one-GPU worker's Choice names its GPU
         return (free.index(take),)
     return tuple(g for g, v in enumerate(free) if v >= UNIT)[: n.gpus]
 
 
 def _worker(
-    state: ClusterState, job: m.JobRequest, k: int, i: int, take: int
+    state: ClusterState, job: m.JobRequest, k: int, i: int, take: int | None
 ) -> tuple[m.WorkerPlacement, fit.Need]:
     node = state.nodes[i]
     n = fit.need(fit.Demand.of(job), node.gpu_model, node.gpu_memory_mib)
@@ -86,7 +87,7 @@ def place_gang(
     mix: WorkloadMix | None = None,
     *,
     explain: bool = True,
-) -> tuple[m.WorkerPlacement, ...] | PlacementFailure:
+) -> tuple[m.WorkerPlacement, ...] | m.PendingReason:
     """Placements for all `job.workers` workers, or why they do not fit. With
     `explain=False` a failure carries no analysis (the benchmarks' fast path)."""
     scorer = policies.resolve(policy, state, job, mix)
@@ -96,7 +97,9 @@ def place_gang(
         got = best_node(state, d, scorer)
         if got is None:
             return failure.explain(state, job) if explain else failure.opaque(job)
-        placed: tuple[m.WorkerPlacement, ...] = (_worker(state, job, 0, got[0], got[1][1])[0],)
+        placed: tuple[m.WorkerPlacement, ...] = (
+            _worker(state, job, 0, got.node, got.choice.take)[0],
+        )
     else:
         trial = _gang(state, job, d, scorer, workers)
         if trial is None:
@@ -128,12 +131,13 @@ def _gang(
             got = best_node(state, d, scorer, pool, frozenset(used))
             if got is None:
                 return None
-            i = got[0]
+            i = got.node
             used.add(i)
             for _ in range(want):
-                r = scorer.evaluate(state.sig[i], d)
-                assert r is not None  # capacity said it fits
-                w, n = _worker(state, job, len(placed), i, r[1])
+                sig = state.sig[i]
+                n = fit.fits(d, sig)
+                assert n is not None  # capacity said it fits
+                w, n = _worker(state, job, len(placed), i, scorer.score(sig, d, n).take)
                 state.take_worker(i, d.cpu, d.mem, w.gpus, n.share)
                 placed.append(w)
         return tuple(placed)

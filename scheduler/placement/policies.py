@@ -1,56 +1,84 @@
-"""Placement policies: `binpack`, `spread` and `fgd`, each a small scorer.
+"""Placement policies: `binpack`, `spread` and `fgd`, each a small scorer, and the
+registry that names them.
 
-A scorer looks at one node class (a `state.Sig`) and one worker's `fit.Demand` and
-returns `(score, take)`, lower score better, or None when the worker does not fit;
-`take` is the free value of the GPU a one-GPU worker takes from (-1 otherwise). As
-the answer depends on the signature alone, `gang` caches it per class and scores
-each class once; among the best classes it takes the lowest node index, so every
-choice is deterministic. Scorers that need more than the signature (the benchmark's
-GPU clustering and random fit, in `baselines`) override `pick`.
+`gang.best_node` filters once: for each node class (a `state.Sig`) where one worker of
+the `fit.Demand` fits (`fit.fits`), it asks the scorer for a `Choice` (lower score
+better; for a one-GPU worker, which GPU it takes). As the answer depends on the
+signature alone, it is cached per class and each class is scored once; among the best
+classes the lowest node index wins, so every choice is deterministic. A scorer whose
+choice needs more than the signature (the benchmarks' GPU clustering and random fit)
+sets `by_signature = False` and chooses among all feasible nodes in `pick`.
+
+Scorers are made by name through the registry (`register`, `resolve`); their caches
+live with the `ClusterState` they were made for (one per cycle), not across cycles.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
 
-from scheduler.core import model as m
+from scheduler import model as m
 from scheduler.placement import fit
-from scheduler.placement.fragmentation import WorkloadMix
+from scheduler.placement.fragmentation import Supply, WorkloadMix
 from scheduler.placement.state import UNIT, ClusterState, Sig
 
-Result = tuple[float, int]
 _CACHE_LIMIT = 200_000  # signatures per demand before a cache is dropped
 
 
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """A scorer's verdict on one node class for one worker: `score` (lower is better)
+    and, for a one-GPU worker, `take`, the free share (units) of the GPU it takes from;
+    None for other shapes (whole GPUs come from fully free ones)."""
+
+    score: float
+    take: int | None = None
+
+
+class Pick(NamedTuple):
+    """The node (index into `ClusterState.nodes`) chosen for one worker, and why."""
+
+    node: int
+    choice: Choice
+
+
+Feasible = Sequence[tuple[Sig, list[int], Choice]]  # (class, its usable nodes, verdict)
+
+
 class Scorer:
-    """Base: subclasses define `name` and `evaluate`."""
+    """Base: subclasses define `name` and `score`."""
 
     name = "scorer"
+    # False: the choice depends on more than a node's signature; `pick` then chooses
+    # among every feasible node.
+    by_signature: ClassVar[bool] = True
 
     def __init__(self) -> None:
-        self._cache: dict[fit.Demand, dict[Sig, Result | None]] = {}
+        self._cache: dict[fit.Demand, dict[Sig, Choice | None]] = {}
 
-    def cache_for(self, d: fit.Demand) -> dict[Sig, Result | None]:
-        """The per-class results for one demand (pure: valid across rollbacks)."""
+    def cache_for(self, d: fit.Demand) -> dict[Sig, Choice | None]:
+        """The per-class verdicts for one demand (None: does not fit; pure, so valid
+        across rollbacks)."""
         c = self._cache.get(d)
         if c is None or len(c) > _CACHE_LIMIT:
             c = self._cache[d] = {}
         return c
 
-    def evaluate(self, s: Sig, d: fit.Demand) -> Result | None:
+    def score(self, s: Sig, d: fit.Demand, n: fit.Need) -> Choice:
+        """The verdict for a class where one worker of `d` fits, taking `n`."""
         raise NotImplementedError
 
-    def pick(
-        self, state: ClusterState, d: fit.Demand, feasible: Sequence[tuple[Sig, list[int], Result]]
-    ) -> tuple[int, Result] | None:
-        """Override to choose among feasible nodes by more than the signature."""
-        return None
+    def pick(self, state: ClusterState, d: fit.Demand, feasible: Feasible) -> Pick:
+        """With `by_signature = False`: the node among `feasible` (never empty)."""
+        raise NotImplementedError
 
 
-def best_fit_take(n: fit.Need, shares: tuple[int, ...]) -> int:
-    """The least free GPU that still holds a one-GPU worker (-1 for other shapes)."""
+def best_fit_take(n: fit.Need, shares: tuple[int, ...]) -> int | None:
+    """The least free GPU that still holds a one-GPU worker (None for other shapes)."""
     if n.gpus != 1:
-        return -1
+        return None
     return fit.candidates(n, shares)[-1]
 
 
@@ -68,13 +96,10 @@ class Binpack(Scorer):
 
     name = "binpack"
 
-    def evaluate(self, s: Sig, d: fit.Demand) -> Result | None:
-        n = fit.fits(d, s)
-        if n is None:
-            return None
+    def score(self, s: Sig, d: fit.Demand, n: fit.Need) -> Choice:
         gpu, cpu = _allocated_after(s, d, n)
         keep_off = 1.0 if n.gpus == 0 and s.shares else 0.0
-        return keep_off - gpu - 1e-3 * cpu, best_fit_take(n, s.shares)
+        return Choice(keep_off - gpu - 1e-3 * cpu, best_fit_take(n, s.shares))
 
 
 class Spread(Scorer):
@@ -82,14 +107,11 @@ class Spread(Scorer):
 
     name = "spread"
 
-    def evaluate(self, s: Sig, d: fit.Demand) -> Result | None:
-        n = fit.fits(d, s)
-        if n is None:
-            return None
+    def score(self, s: Sig, d: fit.Demand, n: fit.Need) -> Choice:
         gpu, cpu = _allocated_after(s, d, n)
         keep_off = 1.0 if n.gpus == 0 and s.shares else 0.0
-        take = fit.candidates(n, s.shares)[0] if n.gpus == 1 else -1
-        return keep_off + gpu + 1e-3 * cpu, take
+        take = fit.candidates(n, s.shares)[0] if n.gpus == 1 else None
+        return Choice(keep_off + gpu + 1e-3 * cpu, take)
 
 
 class Fgd(Scorer):
@@ -110,7 +132,7 @@ class Fgd(Scorer):
         self.mix = mix
         self._cache = mix.score_cache  # type: ignore[assignment]
 
-    def growth(self, s: Sig, d: fit.Demand, n: fit.Need, take: int) -> tuple[float, float]:
+    def growth(self, s: Sig, d: fit.Demand, n: fit.Need, take: int | None) -> tuple[float, float]:
         """(growth of F_n(M), growth of the stranded share) in share units if a worker
         of `d` takes its GPUs on a node in state `s` (`take`: see `fit.after`)."""
         mix = self.mix
@@ -126,16 +148,13 @@ class Fgd(Scorer):
         )
         return frag, mix.stranding * stranded
 
-    def evaluate(self, s: Sig, d: fit.Demand) -> Result | None:
-        n = fit.fits(d, s)
-        if n is None:
-            return None
+    def score(self, s: Sig, d: fit.Demand, n: fit.Need) -> Choice:
         score = self.mix.score
         before = score(s.model, s.gpu_mem, s.cpu, s.mem, s.shares)
         cpu, mem = s.cpu - d.cpu, s.mem - d.mem
         if n.gpus != 1:
-            delta = score(s.model, s.gpu_mem, cpu, mem, fit.after(n, s.shares, -1)) - before
-            return round(delta / QUANTUM) + size_rank(s), -1
+            delta = score(s.model, s.gpu_mem, cpu, mem, fit.after(n, s.shares, None)) - before
+            return Choice(round(delta / QUANTUM) + size_rank(s))
         best: tuple[int, int] | None = None
         for v in reversed(fit.candidates(n, s.shares)):  # ties go to the fullest GPU
             delta = score(s.model, s.gpu_mem, cpu, mem, fit.after(n, s.shares, v)) - before
@@ -143,7 +162,7 @@ class Fgd(Scorer):
             if best is None or key < best[0]:
                 best = (key, v)
         assert best is not None  # fits: some GPU holds the worker
-        return best[0] + size_rank(s), best[1]
+        return Choice(best[0] + size_rank(s), best[1])
 
 
 QUANTUM = UNIT // 1_000_000  # share units: growths are compared to 1e-6 GPU
@@ -157,22 +176,65 @@ def size_rank(s: Sig) -> float:
     return ((gpus * 10_000 + cores) * 100_000 + gib) / 1e13
 
 
-BINPACK = Binpack()
-SPREAD = Spread()
+Factory = Callable[[ClusterState, m.JobRequest, WorkloadMix | None], Scorer]
+_REGISTRY: dict[str, Factory] = {}
+
+
+def register(name: str, factory: Factory) -> None:
+    """Offer a policy by name: `factory(state, job, mix)` makes its scorer for one
+    placement on `state` (`per_cycle` keeps one scorer, and its cache, per state)."""
+    _REGISTRY[name] = factory
+
+
+def names() -> tuple[str, ...]:
+    """The registered policy names."""
+    return tuple(_REGISTRY)
+
+
+def per_cycle(make: Callable[[], Scorer]) -> Factory:
+    """A factory that makes the scorer once per `ClusterState` (per cycle): its cache
+    lives as long as the state, never across cycles or tests."""
+
+    def factory(state: ClusterState, job: m.JobRequest, mix: WorkloadMix | None) -> Scorer:
+        got = state.cache.get(factory)
+        if got is None:
+            got = state.cache[factory] = make()
+        assert isinstance(got, Scorer)
+        return got
+
+    return factory
+
+
+def _fgd(state: ClusterState, job: m.JobRequest, mix: WorkloadMix | None) -> Scorer:
+    """`fgd` targets `mix`, else the state's `mix` (the core or the benchmark sets it,
+    e.g. from pending and recent jobs), else the mix the state learned from the running
+    jobs and the jobs placement was asked about. Its cache lives with the mix."""
+    chosen = mix or state.mix or state.learner.observe(job)
+    return Fgd(chosen.on(supply_of(state)))
+
+
+register(m.Policy.BINPACK, per_cycle(Binpack))
+register(m.Policy.SPREAD, per_cycle(Spread))
+register(m.Policy.FGD, _fgd)
 
 
 def resolve(
     policy: m.Policy | str | Scorer, state: ClusterState, job: m.JobRequest, mix: WorkloadMix | None
 ) -> Scorer:
-    """The scorer for a policy name. `fgd` uses `mix`, else the state's `mix` (the core
-    or the benchmark sets it, e.g. from pending and recent jobs), else the mix the
-    state learned from the running jobs and the jobs placement was asked about."""
+    """The scorer for a policy name (or the scorer itself)."""
     if isinstance(policy, Scorer):
         return policy
-    name = m.Policy(policy)
-    if name is m.Policy.BINPACK:
-        return BINPACK
-    if name is m.Policy.SPREAD:
-        return SPREAD
-    chosen = mix or state.mix or state.learner.observe(job)
-    return Fgd(chosen)
+    factory = _REGISTRY.get(str(policy))
+    if factory is None:
+        raise ValueError(f"unknown placement policy {policy!r}; known: {', '.join(names())}")
+    return factory(state, job, mix)
+
+
+def supply_of(state: ClusterState) -> Supply:
+    """The state's nodes as a `Supply` (built once per state: its nodes never change;
+    kept in the state's per-cycle cache)."""
+    got = state.cache.get(Supply)
+    if got is None:
+        got = state.cache[Supply] = Supply(state.nodes)
+    assert isinstance(got, Supply)
+    return got

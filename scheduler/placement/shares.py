@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from scheduler.core import model as m
+from scheduler import model as m
 
 UNIT = round(1 / m.EPS)  # integer share units in one whole GPU
 

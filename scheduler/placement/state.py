@@ -20,7 +20,7 @@ import bisect
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from scheduler.core import model as m
+from scheduler import model as m
 from scheduler.placement import fragmentation
 from scheduler.placement.fragmentation import WorkloadMix
 from scheduler.placement.shares import UNIT, Sig, Tag, units
@@ -74,6 +74,9 @@ class ClusterState:
         # pending and recent jobs; else `fgd` uses what `learner` has seen.
         self.mix: WorkloadMix | None = None
         self.learner = fragmentation.MixLearner(self.log)
+        # What the policies derive from this state and keep for as long as it lives (one
+        # cycle): their scorers (`policies.per_cycle`), keyed by factory, and the like.
+        self.cache: dict[object, object] = {}
 
     @staticmethod
     def build(

@@ -2,31 +2,43 @@
 store (a throw-away SQLite file), with the sim backend instead of a cluster.
 
 The clock jumps from event to event: the next arrival, the next worker end, and while
-jobs wait, a tick (so minimum runtimes and reservations can expire). Measured:
-utilisation over time (GPUs held / GPUs in the cluster, time-weighted), queueing delay
-per queue (submit to first launch), preemptions, and guarantee violations: time during
-which a queue with a pending job that fits in its guarantee holds less than that
-guarantee while another queue holds more than its own.
+jobs wait, a tick (so minimum runtimes and reservations can expire). A tick after a
+quiet cycle (nothing placed, preempted or reconciled) changes nothing until time
+itself flips a rule (`scheduler.loop.timing.next_change`: a minimum runtime ends, a job
+starts to starve, a backoff or a maxRuntime runs out), so the fast path (the default)
+jumps over those ticks to the first one at or after that instant, and does not read
+the store back after a quiet cycle; `every_tick=True` runs every tick as before. Both
+make the same decisions at the same virtual times.
+
+Measured: utilisation over time (GPUs held / GPUs in the cluster, time-weighted) and
+per queue, queueing delay per queue (submit to first launch), preemptions, and
+guarantee violations: time during which a queue with a pending job that fits in its
+guarantee holds less than that guarantee while another queue holds more than its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scheduler import store
+from scheduler import model, store
 from scheduler.backends.sim.backend import SimBackend
-from scheduler.core import model
-from scheduler.loop.clock import VirtualClock, as_datetime
-from scheduler.loop.service import Loop, LoopConfig
+from scheduler.clock import VirtualClock, as_datetime
+from scheduler.loop import timing
+from scheduler.loop.service import CycleReport, Loop, LoopConfig
 from scheduler.sim.trace import TraceJob
 from scheduler.spec import JobSpec, Phase, QueueSpec
 
 EPS = 1e-6
+
+# One decision, as the test of fast against every-tick compares them:
+# (virtual time, "place" | "preempt" | "succeeded" | "failed", job name, placements).
+Decision = tuple[float, str, str, tuple[model.WorkerPlacement, ...]]
 
 
 @dataclass
@@ -37,13 +49,18 @@ class SimReport:
     never_placed: int
     start: float
     end: float
-    cycles: int
+    cycles: int  # cycles run
     utilisation: list[tuple[float, float]] = field(default_factory=list)  # (t, share)
+    # GPUs each queue holds from the matching utilisation sample on.
+    usage: list[dict[str, float]] = field(default_factory=list)
+    guaranteed: dict[str, float] = field(default_factory=dict)
     delays: dict[str, list[float]] = field(default_factory=dict)
     preemptions: dict[str, int] = field(default_factory=dict)
     violation_s: dict[str, float] = field(default_factory=dict)
     dropped_gpu_types: int = 0
     invariant_reports: dict[str, int] = field(default_factory=dict)  # core's checks, by kind
+    skipped_ticks: int = 0  # idle ticks the fast path did not run (each as its last cycle)
+    decisions: list[Decision] = field(default_factory=list)
 
     def mean_utilisation(self) -> float:
         total, area = 0.0, 0.0
@@ -51,6 +68,17 @@ class SimReport:
             area += u * (t1 - t0)
             total += t1 - t0
         return area / total if total else 0.0
+
+    def mean_usage(self) -> dict[str, float]:
+        """Time-weighted GPUs held per queue."""
+        area: dict[str, float] = defaultdict(float)
+        total = 0.0
+        samples = list(zip(self.utilisation, self.usage, strict=True))
+        for ((t0, _), held), ((t1, _), _) in itertools.pairwise(samples):
+            for q, g in held.items():
+                area[q] += g * (t1 - t0)
+            total += t1 - t0
+        return {q: area.get(q, 0.0) / total if total else 0.0 for q in self.guaranteed}
 
 
 def default_queues(jobs: Sequence[TraceJob], gpus: float) -> list[QueueSpec]:
@@ -79,6 +107,22 @@ def _spec(j: TraceJob, models: set[str]) -> tuple[JobSpec, bool]:
     )
 
 
+def _quiet(report: CycleReport | None) -> bool:
+    """Whether the cycle left the store and the backend as it found them (reasons aside)."""
+    if report is None:
+        return False
+    r, a, done = report.result, report.applied, report.reconciled
+    return not (
+        r.places
+        or r.preempts
+        or a.placed
+        or a.preempted
+        or a.launch_failed
+        or done.changed()
+        or done.orphans_stopped
+    )
+
+
 def simulate(
     jobs: Sequence[TraceJob],
     nodes: Sequence[model.Node],
@@ -89,9 +133,11 @@ def simulate(
     arrival_scale: float = 1.0,
     max_cycles: int = 100_000,
     progress: Callable[[int, int], None] | None = None,
+    every_tick: bool = False,
 ) -> SimReport:
     """Replay `jobs`; `progress(done, total)` is called after every cycle with the number of
-    jobs that have left the system (finished or never to be placed) out of all of them."""
+    jobs that have left the system (finished or never to be placed) out of all of them.
+    `every_tick` runs a cycle at every idle tick (the slow path, for comparison)."""
     if not jobs:
         raise ValueError("the trace has no GPU jobs")
     total_gpus = float(sum(n.gpu_count for n in nodes))
@@ -117,37 +163,40 @@ def simulate(
             for qs in qspecs:
                 store.create_queue(session=s, spec=qs)
         models = {n.gpu_model for n in nodes}
-        rep = SimReport(len(jobs), 0, 0, 0, clock.now(), clock.now(), 0)
-        submitted: dict[str, tuple[str, float]] = {}  # id -> (queue, submit time)
+        rep = SimReport(len(jobs), 0, 0, 0, clock.now(), clock.now(), 0, guaranteed=guaranteed)
+        submitted: dict[str, tuple[str, float, str]] = {}  # id -> (queue, submit time, name)
         first_start: dict[str, float] = {}
+        live: list[store.LiveJob] = []
         i, t = 0, clock.now()
         while rep.cycles < max_cycles:
             clock.advance_to(t)
+            arrived = False
             with db.session() as s:
                 while i < len(jobs) and base_t + jobs[i].submit <= t:
                     spec, dropped = _spec(jobs[i], models)
                     rep.dropped_gpu_types += dropped
+                    # Ids in arrival order: the core breaks ties by id, so a random id
+                    # would make two replays of one trace differ.
                     row, _ = store.submit_job(
-                        session=s, spec=spec, submitter="sim", now=as_datetime(t)
+                        session=s,
+                        spec=spec,
+                        submitter="sim",
+                        now=as_datetime(t),
+                        job_id=f"{i:016x}",
                     )
                     backend.durations[row.id] = jobs[i].duration
-                    submitted[row.id] = (spec.queue, t)
+                    submitted[row.id] = (spec.queue, t, spec.name)
                     i += 1
+                    arrived = True
             report = loop.run_once()
             rep.cycles += 1
             if report is not None:
-                for v in report.result.violations:
-                    rep.invariant_reports[v.kind] = rep.invariant_reports.get(v.kind, 0) + 1
-                for jid in report.applied.preempted:
-                    q = submitted[jid][0]
-                    rep.preemptions[q] = rep.preemptions.get(q, 0) + 1
-                for jid in report.applied.placed:
-                    if jid not in first_start:
-                        first_start[jid] = t
-                        q, sub = submitted[jid]
-                        rep.delays.setdefault(q, []).append(t - sub)
-            with db.session() as s:
-                live = store.live_jobs(session=s)
+                _record(rep, report, t, submitted, first_start)
+            quiet = _quiet(report)
+            # A quiet cycle changed no job: what the store held before it, it holds now.
+            if every_tick or arrived or not quiet:
+                with db.session() as s:
+                    live = store.live_jobs(session=s)
             held: dict[str, float] = defaultdict(float)
             for a in backend.attempts.values():
                 if a.ends() > t:
@@ -155,14 +204,19 @@ def simulate(
                         p.fraction * len(p.gpus) for p in a.request.placements
                     )
             rep.utilisation.append((t, sum(held.values()) / total_gpus if total_gpus else 0.0))
+            rep.usage.append(dict(held))
             waiting = [lj for lj in live if lj.phase is Phase.PENDING]
-            nxt = [base_t + jobs[i].submit] if i < len(jobs) else []
+            events = [base_t + jobs[i].submit] if i < len(jobs) else []
             if (e := backend.next_event()) is not None:
-                nxt.append(e)
+                events.append(e)
+            nxt = list(events)
             if waiting and (
                 nxt or any(lj.phase in (Phase.SCHEDULED, Phase.RUNNING) for lj in live)
             ):
-                nxt.append(t + tick_s)
+                tick = t + tick_s
+                if not every_tick and quiet and report is not None:
+                    tick = _skip(rep, report, loop, t, tick_s, min(events, default=None))
+                nxt.append(tick)
             if any(lj.phase is Phase.SCHEDULED for lj in live):
                 nxt.append(t)  # let Scheduled become Running at the same instant
             step = (min(nxt) if nxt else t) - t
@@ -179,6 +233,60 @@ def simulate(
         rep.finished = len(submitted) - len(live)
         db.close()
     return rep
+
+
+def _skip(
+    rep: SimReport,
+    report: CycleReport,
+    loop: Loop,
+    t: float,
+    tick_s: float,
+    event: float | None,
+) -> float:
+    """The tick after a quiet cycle at `t` that may act: the first at or after the next
+    time-dependent change, stepping as the slow path does (t + tick + tick ..., the same
+    floats). Ticks passed over would repeat this cycle exactly: their invariant reports
+    are counted as if they had run."""
+    assert report.snapshot is not None
+    change = timing.next_change(report.snapshot, (loop.backoff, loop.retries))
+    tick = t + tick_s
+    if change is None and event is None:
+        return tick  # nothing will ever change: no tick to skip towards
+    skipped = 0
+    while (change is None or tick < change) and (event is None or tick < event):
+        tick += tick_s
+        skipped += 1
+    rep.skipped_ticks += skipped
+    for v in report.result.violations:
+        rep.invariant_reports[v.kind] = rep.invariant_reports.get(v.kind, 0) + skipped
+    return tick
+
+
+def _record(
+    rep: SimReport,
+    report: CycleReport,
+    t: float,
+    submitted: dict[str, tuple[str, float, str]],
+    first_start: dict[str, float],
+) -> None:
+    for v in report.result.violations:
+        rep.invariant_reports[v.kind] = rep.invariant_reports.get(v.kind, 0) + 1
+    for kind, ids in (
+        ("succeeded", report.reconciled.succeeded),
+        ("failed", report.reconciled.failed),
+    ):
+        rep.decisions.extend((t, kind, submitted[jid][2], ()) for jid in sorted(ids))
+    for jid in report.applied.preempted:
+        q = submitted[jid][0]
+        rep.preemptions[q] = rep.preemptions.get(q, 0) + 1
+        rep.decisions.append((t, "preempt", submitted[jid][2], ()))
+    where = {p.job_id: p.placements for p in report.result.places}
+    for jid in report.applied.placed:
+        rep.decisions.append((t, "place", submitted[jid][2], where.get(jid, ())))
+        if jid not in first_start:
+            first_start[jid] = t
+            q, sub, _ = submitted[jid]
+            rep.delays.setdefault(q, []).append(t - sub)
 
 
 def _violations(

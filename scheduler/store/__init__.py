@@ -31,7 +31,9 @@ Scheduler loop (`cycle`), every write checked against `expected_version`:
     append_event(*, session, job_id, kind, reason="", message="", data=None, now=None)
     save_inventory(*, session, nodes: Sequence[core.Node], now=None)
     load_inventory(*, session) -> tuple[core.Node, ...]
-    acquire_lease(*, session, holder, ttl_s, now) -> bool
+    acquire_lease(*, session, holder, ttl_s) -> bool   # on the database's clock
+    lease_holder(*, session) -> str | None
+    database_now(*, session) -> datetime
     release_lease(*, session, holder) -> None
 
 Errors (`errors`): NotFound, Conflict, VersionConflict(Conflict), InvalidTransition
@@ -44,6 +46,7 @@ from scheduler.store.cycle import (
     LiveJob,
     acquire_lease,
     append_event,
+    database_now,
     lease_holder,
     live_jobs,
     load_inventory,
@@ -81,6 +84,7 @@ __all__ = [
     "cancel_job",
     "count_by_phase",
     "create_queue",
+    "database_now",
     "delete_queue",
     "get_job",
     "get_queue",

@@ -1,11 +1,11 @@
-"""Stored rows -> the scheduling core's types (`scheduler.core.model`)."""
+"""Stored rows -> the scheduling core's types (`scheduler.model`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from scheduler.core import model
+from scheduler import model
 from scheduler.spec import STORED, JobSpec
 from scheduler.store import schema
 

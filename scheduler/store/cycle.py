@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
-from scheduler.core import model
-from scheduler.spec import JobSpec, Phase
+from scheduler import model
+from scheduler.spec import JobSpec, Origin, Phase
 from scheduler.store import convert, errors, jobs, schema
 
 LIVE = (Phase.PENDING, Phase.SCHEDULED, Phase.RUNNING, Phase.PREEMPTED)
@@ -63,6 +63,7 @@ class LiveJob:
     cancel_requested: bool
     scheduled_at: datetime | None
     started_at: datetime | None
+    origin: Origin | None = None  # the TrainingJob it was submitted as, if it was
 
     def running(self) -> model.RunningJob | None:
         """As a core `RunningJob` when it holds GPUs (Scheduled or Running), else None."""
@@ -77,8 +78,20 @@ def load_queues(*, session: Session) -> tuple[model.Queue, ...]:
     return tuple(convert.queue(r) for r in rows)
 
 
-def live_jobs(*, session: Session) -> list[LiveJob]:
-    """Pending, Preempted, Scheduled and Running jobs, oldest first, with their specs."""
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A live job whose stored row cannot be turned into a spec (a value an older version
+    let in): the loop makes that its reason rather than failing the cycle for everyone."""
+
+    id: str
+    phase: Phase
+    error: str
+
+
+def live_jobs(*, session: Session, unreadable: list[Unreadable] | None = None) -> list[LiveJob]:
+    """Pending, Preempted, Scheduled and Running jobs, oldest first, with their specs.
+    With `unreadable`, a row that cannot be read is appended there and left out; without
+    it, the error propagates."""
     stmt = (
         select(schema.JobRow)
         .where(schema.JobRow.phase.in_([p.value for p in LIVE]))
@@ -87,9 +100,9 @@ def live_jobs(*, session: Session) -> list[LiveJob]:
     )
     out = []
     for row in session.scalars(stmt):
-        spec = convert.job_spec(row)
-        out.append(
-            LiveJob(
+        try:
+            spec = convert.job_spec(row)
+            lj = LiveJob(
                 id=row.id,
                 version=row.version,
                 phase=Phase(row.phase),
@@ -101,8 +114,14 @@ def live_jobs(*, session: Session) -> list[LiveJob]:
                 cancel_requested=row.cancel_requested,
                 scheduled_at=row.scheduled_at,
                 started_at=row.started_at,
+                origin=row.origin,
             )
-        )
+        except (ValueError, TypeError, KeyError, OverflowError) as exc:
+            if unreadable is None:
+                raise
+            unreadable.append(Unreadable(row.id, Phase(row.phase), f"{type(exc).__name__}: {exc}"))
+            continue
+        out.append(lj)
     return out
 
 
@@ -295,9 +314,26 @@ def load_inventory(*, session: Session) -> tuple[model.Node, ...]:
     return tuple(convert.node(r) for r in rows)
 
 
-def acquire_lease(*, session: Session, holder: str, ttl_s: float, now: datetime) -> bool:
-    """Take or renew the scheduling lease until now + ttl_s; False while another holder's
-    lease is unexpired. One conditional UPDATE, so two processes cannot both win."""
+def database_now(*, session: Session) -> datetime:
+    """The database server's clock (aware UTC). Replicas may disagree about the time; the
+    one database they share decides when a lease expires. SQLite's clock is the host's."""
+    if session.get_bind().dialect.name == "sqlite":
+        raw = session.execute(select(func.strftime("%Y-%m-%d %H:%M:%f", "now"))).scalar_one()
+        return datetime.fromisoformat(str(raw)).replace(tzinfo=UTC)
+    if session.get_bind().dialect.name == "postgresql":
+        # clock_timestamp(), not now(): now() is frozen at the start of the transaction.
+        at = session.execute(select(func.clock_timestamp())).scalar_one()
+    else:
+        at = session.execute(select(func.current_timestamp())).scalar_one()
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+
+
+def acquire_lease(*, session: Session, holder: str, ttl_s: float) -> bool:
+    """Take or renew the scheduling lease until the database's now + ttl_s; False while
+    another holder's lease is unexpired. Expiry is read and written on the database's
+    clock, never the caller's, so a replica whose clock runs ahead cannot take over early.
+    One conditional UPDATE, so two processes cannot both win."""
+    now = database_now(session=session)
     result = session.execute(
         update(schema.LeaseRow)
         .where(
@@ -322,6 +358,8 @@ def release_lease(*, session: Session, holder: str) -> None:
     session.commit()
 
 
-def lease_holder(*, session: Session, now: datetime) -> str | None:
+def lease_holder(*, session: Session) -> str | None:
+    """Who holds the lease now, by the database's clock (None when nobody does)."""
+    now = database_now(session=session)
     row = session.get(schema.LeaseRow, 1, populate_existing=True)
     return row.holder if row is not None and row.holder and row.expires_at > now else None

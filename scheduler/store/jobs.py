@@ -20,7 +20,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from scheduler.spec import JobSpec, Phase
+from scheduler.spec import JobSpec, Origin, Phase, spec_json
 from scheduler.store import errors, schema
 
 MAX_PAGE = 500
@@ -31,11 +31,6 @@ _CAS_RETRIES = 5
 class JobPage:
     items: list[schema.JobRow]
     next_cursor: str | None  # None on the last page
-
-
-def spec_json(spec: JobSpec) -> dict[str, Any]:
-    """The JSON column form of a spec (camelCase, as the REST API and CRDs write it)."""
-    return spec.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def request_hash(spec: JobSpec) -> str:
@@ -95,8 +90,11 @@ def submit_job(
     submitter: str,
     idempotency_key: str | None = None,
     now: datetime | None = None,
+    origin: Origin | None = None,
+    job_id: str | None = None,
 ) -> tuple[schema.JobRow, bool]:
-    """Store a new Pending job; returns (job, created). A repeat of `idempotency_key` by
+    """Store a new Pending job; returns (job, created). `job_id` (the simulator's, so that
+    a replay, whose ties break by id, is repeatable) replaces the random id. A repeat of `idempotency_key` by
     the same submitter with the same spec returns the first job and created=False; with a
     different spec it raises `IdempotencyMismatch`. Raises `NotFound` for an unknown queue."""
     digest = request_hash(spec)
@@ -107,9 +105,10 @@ def submit_job(
     queue = session.get(schema.QueueRow, spec.queue)
     if queue is None:
         raise errors.NotFound(f"queue {spec.queue!r} does not exist", loc=("queue",))
+    _refuse_live_name(session, spec)
     at = now or schema.utcnow()
     row = schema.JobRow(
-        id=uuid.uuid4().hex[:16],
+        id=job_id or uuid.uuid4().hex[:16],
         name=spec.name,
         queue=spec.queue,
         submitter=submitter,
@@ -125,22 +124,59 @@ def submit_job(
         idempotency_key=idempotency_key,
         request_hash=digest,
         version=1,
+        origin_kind=None if origin is None else origin.kind,
+        origin_namespace=None if origin is None else origin.namespace,
+        origin_name=None if origin is None else origin.name,
+        origin_uid=None if origin is None else origin.uid,
     )
     session.add(row)
     try:
         session.flush()
     except IntegrityError:
-        # A concurrent request with the same key won the insert: answer as a replay.
+        # A concurrent request won the insert: with the same key, answer as a replay;
+        # with the same live name, refuse as the check above would have.
         session.rollback()
-        if idempotency_key is None:
-            raise
-        existing = _by_key(session, submitter, idempotency_key)
-        if existing is None:
-            raise
-        return _replay(existing, digest), False
+        existing = None if idempotency_key is None else _by_key(session, submitter, idempotency_key)
+        if existing is not None:
+            return _replay(existing, digest), False
+        _refuse_live_name(session, spec)
+        raise
     add_event(session, job_id=row.id, kind="Submitted", message=f"by {submitter}", at=at)
     session.commit()
     return row, True
+
+
+def live_job_named(*, session: Session, queue: str, name: str) -> schema.JobRow | None:
+    """The live (not finished) job of that name in that queue, if any: names are unique
+    among a queue's live jobs, so `shoal job NAME` means one job."""
+    stmt = select(schema.JobRow).where(
+        schema.JobRow.queue == queue,
+        schema.JobRow.name == name,
+        schema.JobRow.phase.not_in(schema.FINISHED_PHASES),
+    )
+    return session.scalars(stmt).first()
+
+
+def live_with_origin(*, session: Session, kind: str, namespace: str) -> list[tuple[str, Origin]]:
+    """(job id, origin) of every live job, not already being cancelled, that was
+    submitted as an object of `kind` in `namespace` (the CR watcher's `cancel_missing`)."""
+    stmt = select(schema.JobRow).where(
+        schema.JobRow.origin_kind == kind,
+        schema.JobRow.origin_namespace == namespace,
+        schema.JobRow.phase.not_in(schema.FINISHED_PHASES),
+        schema.JobRow.cancel_requested.is_(False),
+    )
+    return [(row.id, origin) for row in session.scalars(stmt) if (origin := row.origin)]
+
+
+def _refuse_live_name(session: Session, spec: JobSpec) -> None:
+    same = live_job_named(session=session, queue=spec.queue, name=spec.name)
+    if same is not None:
+        raise errors.Conflict(
+            f"queue {spec.queue} already has a live job named {spec.name} (id {same.id}, "
+            f"{same.phase}); pick another name, or cancel it first",
+            loc=("name",),
+        )
 
 
 def _by_key(session: Session, submitter: str, key: str) -> schema.JobRow | None:

@@ -1,6 +1,5 @@
 """Deleting finished jobs: one at a time (`DELETE /api/v1/jobs/{id}`) and by a retention
-TTL the scheduler loop applies; and the rule that a name is unique among a queue's live
-jobs (so `shoal job NAME` means one job).
+TTL the scheduler loop applies.
 
 A job's events go with it (ON DELETE CASCADE, and deleted explicitly for SQLite
 connections made without foreign keys). Only finished jobs (Succeeded, Failed,
@@ -15,22 +14,11 @@ from datetime import datetime
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from scheduler.spec import Phase
 from scheduler.store import errors, schema
 from scheduler.store.jobs import get_job
 
-FINISHED = (Phase.SUCCEEDED.value, Phase.FAILED.value, Phase.CANCELLED.value)
+FINISHED = schema.FINISHED_PHASES
 PURGE_BATCH = 500
-
-
-def live_job_named(*, session: Session, queue: str, name: str) -> schema.JobRow | None:
-    """The live (not finished) job of that name in that queue, if any."""
-    stmt = select(schema.JobRow).where(
-        schema.JobRow.queue == queue,
-        schema.JobRow.name == name,
-        schema.JobRow.phase.not_in(FINISHED),
-    )
-    return session.scalars(stmt).first()
 
 
 def _delete(session: Session, ids: list[str]) -> None:
@@ -77,3 +65,15 @@ def purge_finished(*, session: Session, finished_before: datetime) -> list[str]:
         _delete(session, ids)
         session.commit()
     return ids
+
+
+def deleted_among(*, session: Session, job_ids: Collection[str]) -> set[str]:
+    """Those of `job_ids` the store no longer has (deleted, or purged by the TTL): a
+    backend that keeps files per job (local logs) drops theirs."""
+    ids = set(job_ids)
+    kept: set[str] = set()
+    chunk = sorted(ids)
+    for i in range(0, len(chunk), PURGE_BATCH):
+        part = chunk[i : i + PURGE_BATCH]
+        kept.update(session.scalars(select(schema.JobRow.id).where(schema.JobRow.id.in_(part))))
+    return ids - kept

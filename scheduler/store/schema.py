@@ -22,9 +22,12 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from scheduler.spec import Origin, Phase
 
 # SQLite has no 64-bit autoincrement unless the column is exactly INTEGER PRIMARY KEY.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
@@ -75,12 +78,27 @@ class QueueRow(Base):
     version: Mapped[int] = mapped_column(Integer, default=1)
 
 
+# A name is unique among a queue's live jobs (finished ones free it): a partial index, so
+# two racing submissions cannot both win (migration 0003).
+FINISHED_PHASES = (Phase.SUCCEEDED.value, Phase.FAILED.value, Phase.CANCELLED.value)
+LIVE = text("phase NOT IN ({})".format(", ".join(f"'{p}'" for p in FINISHED_PHASES)))
+
+
 class JobRow(Base):
     __tablename__ = "jobs"
     __table_args__ = (
         UniqueConstraint("submitter", "idempotency_key", name="uq_jobs_idempotency"),
+        Index(
+            "uq_jobs_live_name",
+            "queue",
+            "name",
+            unique=True,
+            sqlite_where=LIVE,
+            postgresql_where=LIVE,
+        ),
         Index("ix_jobs_queue_seq", "queue", "seq"),
         Index("ix_jobs_phase", "phase"),
+        Index("ix_jobs_origin", "origin_kind", "origin_namespace"),
     )
 
     # `seq` orders jobs (newest first) and is the pagination cursor; `id` is public.
@@ -107,6 +125,23 @@ class JobRow(Base):
     idempotency_key: Mapped[str | None] = mapped_column(String(255))
     request_hash: Mapped[str | None] = mapped_column(String(64))
     version: Mapped[int] = mapped_column(Integer, default=1)
+    # The object the job was submitted as (a TrainingJob), when it was (migration 0004):
+    # `scheduler.spec.Origin` in columns, so no one parses the submitter or the key.
+    origin_kind: Mapped[str | None] = mapped_column(String(63))
+    origin_namespace: Mapped[str | None] = mapped_column(String(63))
+    origin_name: Mapped[str | None] = mapped_column(String(63))
+    origin_uid: Mapped[str | None] = mapped_column(String(64))
+
+    @property
+    def origin(self) -> Origin | None:
+        if self.origin_kind is None:
+            return None
+        return Origin(
+            self.origin_kind,
+            self.origin_namespace or "",
+            self.origin_name or "",
+            self.origin_uid or "",
+        )
 
 
 class JobEventRow(Base):

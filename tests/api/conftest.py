@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, text
 from api.app import create_app
 from api.settings import Settings
 from scheduler import store
-from scheduler.core.model import Node
+from scheduler.model import Node
 from scheduler.spec import QueueSpec
 
 TOKENS = """

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from scheduler import store
 from scheduler.cli import jobs
 from scheduler.cli.client import Api
-from scheduler.core.model import PendingReason, ReasonCode
+from scheduler.model import PendingReason, ReasonCode
 
 
 class NoLogs:

@@ -7,9 +7,8 @@ from conftest import ADMIN, NLP, VISION, job_body
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from scheduler import store
-from scheduler.core import model
-from scheduler.core.model import WorkerPlacement
+from scheduler import model, store
+from scheduler.model import WorkerPlacement
 
 J = "/api/v1/jobs"
 

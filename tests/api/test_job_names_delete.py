@@ -17,7 +17,7 @@ from scheduler import store
 from scheduler.backends.local import cluster
 from scheduler.backends.sim import SimBackend
 from scheduler.cli.client import Api
-from scheduler.loop.clock import VirtualClock, as_datetime
+from scheduler.clock import VirtualClock, as_datetime
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, Phase, QueueSpec
 from scheduler.store import retention

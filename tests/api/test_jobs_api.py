@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from scheduler import store
-from scheduler.core.model import PendingReason, ReasonCode, WorkerPlacement
+from scheduler.model import PendingReason, ReasonCode, WorkerPlacement
 
 API = "/api/v1"
 

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from api.usage import rollup
 from scheduler import store
-from scheduler.core.model import WorkerPlacement
+from scheduler.model import WorkerPlacement
 from scheduler.spec import JobSpec, QueueSpec
 
 

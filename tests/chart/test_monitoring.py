@@ -11,7 +11,7 @@ import yaml
 from prometheus_client import generate_latest
 
 from api.metrics import Metrics
-from scheduler.core import model
+from scheduler import model
 from scheduler.store.db import open_database
 
 from .conftest import CHART, Render, by_kind

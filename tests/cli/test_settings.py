@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from scheduler import model
 from scheduler.cli import settings
 from scheduler.cli.main import app
-from scheduler.core import model
 
 
 def test_defaults_without_environment() -> None:

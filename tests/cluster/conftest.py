@@ -32,6 +32,7 @@ import yaml
 
 from scheduler.backends.kubernetes.runtime import KubeRuntime, from_settings
 from scheduler.cli import settings
+from scheduler.controller import watcher
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.store.db import Database, open_database
 
@@ -414,7 +415,7 @@ def start_shoal(tmp_path: Path) -> Iterator[Callable[..., Shoal]]:
         s = settings.from_env(env)
         pol = settings.load_policy(s.policy_file, policy="fgd", min_runtime_s=0, interval_s=0.2)
         # A quick CR relist, so that status write-back shows within the test (default 30 s).
-        rt = from_settings(s, sessions=database.session, cr_resync_s=1)
+        rt = from_settings(s, leader_tasks=[watcher.leader_task(database.session, resync_s=1)])
         loop = Loop(
             database,
             rt,

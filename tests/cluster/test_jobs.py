@@ -114,6 +114,19 @@ def test_a_trainingjob_runs_to_success_and_its_status_follows(
     assert len({p["spec"]["nodeName"] for p in pods}) == 1  # binpack: one node
     eventually(lambda: phase_of(shoal, job_id) is Phase.RUNNING, timeout=60)
     eventually(lambda: cluster.tj("ddp").get("status", {}).get("phase") == "Running", timeout=60)
+    for cond in cluster.tj("ddp")["status"]["conditions"]:  # metav1.Condition's fields
+        assert {"reason", "message", "lastTransitionTime"} <= set(cond), cond
+        assert cond["observedGeneration"] == 1, cond
+    # The Queue's Allocated/Pending columns follow (queues relist every 30 s).
+    eventually(
+        lambda: cluster.custom.get_cluster_custom_object(
+            "shoal.dev", "v1alpha1", "queues", "vision"
+        )
+        .get("status", {})
+        .get("allocated")
+        == 2,
+        timeout=120,
+    )
     for p in pods:
         cluster.finish(p)
     eventually(lambda: phase_of(shoal, job_id) is Phase.SUCCEEDED, timeout=60)

@@ -90,3 +90,52 @@ def test_unknown_fields_are_pruned(cluster: ControlPlane) -> None:
         )
     )
     assert "colour" not in got["spec"], (patched.stderr, got)
+
+
+def test_a_trainingjob_spec_is_immutable_and_conditions_are_metav1(
+    cluster: ControlPlane,
+) -> None:
+    """The CRD's CEL rule refuses a spec edit at the API server; metadata stays editable;
+    the status schema refuses a condition without metav1.Condition's required fields."""
+    import json
+
+    cluster.kubectl("apply", "-f", str(ROOT / "deploy" / "crds"))
+    manifest = {
+        "apiVersion": "shoal.dev/v1alpha1",
+        "kind": "TrainingJob",
+        "metadata": {"name": "frozen", "namespace": JOBS_NS},
+        "spec": {"queue": "vision", "image": "x:1", "workers": 2, "gpu": 1},
+    }
+    cluster.kubectl("create", "-f", "-", input=json.dumps(manifest))
+    edit = cluster.kubectl(
+        "patch", "tj", "frozen", "-n", JOBS_NS, "--type", "merge",
+        "-p", json.dumps({"spec": {"workers": 3}}), check=False,
+    )  # fmt: skip
+    assert edit.returncode != 0 and "spec is immutable" in edit.stderr, edit.stderr
+    assert cluster.tj("frozen")["spec"]["workers"] == 2
+    cluster.kubectl("label", "tj", "frozen", "-n", JOBS_NS, "team=a")  # metadata: fine
+    bad = {"status": {"conditions": [{"type": "Valid", "status": "True"}]}}
+    refused = cluster.kubectl(
+        "patch", "tj", "frozen", "-n", JOBS_NS, "--subresource", "status", "--type", "merge",
+        "-p", json.dumps(bad), check=False,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "reason" in refused.stderr, refused.stderr
+    good = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "Valid",
+                    "status": "True",
+                    "reason": "Accepted",
+                    "message": "",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    "observedGeneration": 1,
+                }
+            ]
+        }
+    }
+    cluster.kubectl(
+        "patch", "tj", "frozen", "-n", JOBS_NS, "--subresource", "status", "--type", "merge",
+        "-p", json.dumps(good),
+    )  # fmt: skip
+    cluster.kubectl("delete", "tj", "frozen", "-n", JOBS_NS)

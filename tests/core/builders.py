@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from scheduler.core import model as m
+from scheduler import model as m
 
 
 def node(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from scheduler.core import model as m
+from scheduler import model as m
 
 MODELS = ("H100", "A100")
 

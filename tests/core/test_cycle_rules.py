@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from scheduler import model as m
 from scheduler.core import cycle
-from scheduler.core import model as m
 
 from .builders import job, node, nodes, on, queue, snapshot
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler import model as m
 from scheduler.core import accounting, fairshare
-from scheduler.core import model as m
 
 from .builders import queue
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from scheduler import model as m
 from scheduler.core import cycle, explain, invariants
-from scheduler.core import model as m
 
 from .builders import job, node, nodes, on, queue, snapshot
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from scheduler import model as m
 from scheduler.core import cycle
-from scheduler.core import model as m
 
 from .builders import job, nodes, on, queue, snapshot
 

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
+from scheduler import model as m
 from scheduler.core import cycle
-from scheduler.core import model as m
 
 from .builders import job, nodes, on, queue, snapshot
 

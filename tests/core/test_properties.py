@@ -8,8 +8,8 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler import model as m
 from scheduler.core import context, cycle, invariants
-from scheduler.core import model as m
 
 from . import strategies
 from .builders import advance

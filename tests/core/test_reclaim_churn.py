@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from scheduler import model as m
 from scheduler.core import cycle
-from scheduler.core import model as m
 
 from .builders import advance, job, node, on, queue, snapshot
 

@@ -200,7 +200,7 @@ def test_apply_on_a_real_store(database: Database) -> None:
 
 
 def test_status_patch_writes_only_changes() -> None:
-    from scheduler.backends.kubernetes import crds
+    from scheduler.controller import watcher as crds
 
     first = reconcile.reconcile_trainingjob(tj(), None).status
     patch = crds.status_patch({}, copy.deepcopy(first), "2026-01-01T00:00:00Z")
@@ -212,3 +212,108 @@ def test_status_patch_writes_only_changes() -> None:
     again = crds.status_patch(patch, running, "2026-01-01T00:02:00Z")
     assert again is not None and again["phase"] == "Running"
     assert again["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+
+
+def test_a_trainingjob_gets_the_rest_apis_admission_check(database: Database) -> None:
+    """An unknown gpuType, or more workers than the cluster could ever hold, is refused
+    (Valid=False, phase Invalid, the field named) as POST /api/v1/jobs refuses it."""
+    from scheduler.model import Node
+    from scheduler.store import cycle
+
+    with database.session() as session:
+        qcr = {"metadata": {"name": "vision"}, "spec": {"guaranteed": {"total": 4}}}
+        applying.apply(session, reconcile.reconcile_queue(qcr, None))
+        node = Node("n1", 64000, 512000, 8, "NVIDIA-H100-80GB-HBM3", 81559)
+        cycle.save_inventory(session=session, nodes=[node])
+
+        status = applying.apply(
+            session, reconcile.reconcile_trainingjob(tj("typo", gpuType=["H100"]), None)
+        )
+        assert status["phase"] == reconcile.INVALID
+        assert status["reason"].startswith("spec.gpuType.0: no node has GPU type 'H100'")
+        [valid] = status["conditions"]
+        assert (valid["type"], valid["status"], valid["reason"]) == (
+            "Valid",
+            "False",
+            "AdmissionRefused",
+        )
+        huge = reconcile.reconcile_trainingjob(tj("huge", workers=64, gpu=1), None)
+        status = applying.apply(session, huge)
+        assert status["phase"] == reconcile.INVALID and "spec.workers:" in status["reason"]
+        assert jobs.list_jobs(session=session).items == []
+
+        ok = reconcile.reconcile_trainingjob(tj("ok", gpuType=["NVIDIA-H100-80GB-HBM3"]), None)
+        assert applying.apply(session, ok)["phase"] == "Pending"
+        # A queue whose per-model guarantee names a GPU model no node has: refused too.
+        bad = {"metadata": {"name": "nlp"}, "spec": {"guaranteed": {"total": 2, "A100": 2}}}
+        status = applying.apply(session, reconcile.reconcile_queue(bad, None))
+        assert status["conditions"][0]["status"] == "False"
+        assert "spec.guaranteed" in status["reason"]
+        assert [q.name for q in cycle.load_queues(session=session)] == ["vision"]
+
+
+def _status_validator(crd: dict[str, Any]) -> Any:
+    import jsonschema
+    from .schemas import _to_draft4
+
+    root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return jsonschema.Draft4Validator(_to_draft4(root["properties"]["status"]))
+
+
+def test_written_conditions_are_metav1_conditions() -> None:
+    """Every condition the controller writes has type, status, reason, message,
+    lastTransitionTime and observedGeneration, and passes the CRD's status schema."""
+    from scheduler.controller import crdgen
+    from scheduler.controller import watcher as crds
+
+    tj_schema = _status_validator(crdgen.trainingjob_crd())
+    cr = tj()
+    cr["metadata"]["generation"] = 3
+    outcomes = [
+        reconcile.reconcile_trainingjob(cr, None),
+        reconcile.reconcile_trainingjob(tj(workers=0), None),
+        reconcile.reconcile_trainingjob(cr, stored(tj(workers=4))),
+    ]
+    for outcome in outcomes:
+        patch = crds.status_patch({}, copy.deepcopy(outcome.status), "2026-01-01T00:00:00Z")
+        assert patch is not None
+        assert list(tj_schema.iter_errors(patch)) == []
+        for c in patch["conditions"]:
+            assert {"type", "status", "reason", "message", "lastTransitionTime"} <= set(c)
+            assert c["observedGeneration"] == outcome.status["observedGeneration"]
+    first = crds.status_patch({}, copy.deepcopy(outcomes[0].status), "2026-01-01T00:00:00Z")
+    assert first is not None and first["conditions"][0]["observedGeneration"] == 3
+    # Written once, it settles: the same outcome again is nothing to write.
+    assert crds.status_patch(first, copy.deepcopy(outcomes[0].status), "2026-01-02") is None
+    # The schema refuses what metav1.Condition refuses.
+    bad = {"conditions": [{"type": "Valid", "status": "True", "message": ""}]}
+    assert list(tj_schema.iter_errors(bad))
+
+
+def test_a_queue_status_shows_its_allocated_gpus_and_pending_jobs(database: Database) -> None:
+    from scheduler.model import WorkerPlacement
+    from scheduler.store import cycle
+
+    with database.session() as session:
+        qcr = {"metadata": {"name": "vision"}, "spec": {"guaranteed": {"total": 4}}}
+        applying.apply(session, reconcile.reconcile_queue(qcr, None))
+        assert applying.queue_usage(session, "vision") == {
+            "allocated": 0,
+            "pending": 0,
+            "running": 0,
+        }
+        for name in ("a", "b", "c"):
+            applying.apply(session, reconcile.reconcile_trainingjob(tj(name), None))
+        [live, *_] = cycle.live_jobs(session=session)
+        cycle.record_placement(
+            session=session,
+            job_id=live.id,
+            expected_version=live.version,
+            placements=[WorkerPlacement(0, "n1", (0,), 0.5), WorkerPlacement(1, "n1", (0,), 0.5)],
+            attempt=1,
+        )
+        assert applying.queue_usage(session, "vision") == {
+            "allocated": 1.0,
+            "pending": 2,
+            "running": 0,
+        }

@@ -11,8 +11,8 @@ import pytest
 
 from scheduler.backends.base import LaunchRequest
 from scheduler.backends.kubernetes import KubeConfig, KubernetesBackend, api_client
-from scheduler.core.model import WorkerPlacement
-from scheduler.spec import JobSpec
+from scheduler.model import WorkerPlacement
+from scheduler.spec import JobSpec, Origin
 
 from .fakeapi import FakeKube
 from .loopkit import database, loop  # noqa: F401  (fixtures: the loop over the fake)
@@ -155,6 +155,7 @@ def job(
     attempt: int = 0,
     extra_env: dict[str, str] | None = None,
     queue: str = "vision",
+    owner: Origin | None = None,
 ) -> LaunchRequest:
     spec = JobSpec(
         name=name,
@@ -180,7 +181,12 @@ def job(
         for i in range(workers)
     )
     return LaunchRequest(
-        job_id=name, spec=spec, attempt=attempt, placements=placements, extra_env=extra_env or {}
+        job_id=name,
+        spec=spec,
+        attempt=attempt,
+        placements=placements,
+        extra_env=extra_env or {},
+        owner=owner,
     )
 
 

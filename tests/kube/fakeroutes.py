@@ -235,6 +235,10 @@ class Routes(BaseHTTPRequestHandler):
         node = body["target"]["name"]
         pod = copy.deepcopy(pod)
         pod["spec"]["nodeName"] = node
+        # As kube-apiserver's BindingREST: the Binding's annotations are merged into the pod.
+        extra = (body.get("metadata") or {}).get("annotations") or {}
+        if extra:
+            pod["metadata"].setdefault("annotations", {}).update(extra)
         pod.setdefault("status", {}).setdefault("conditions", []).append(
             {"type": "PodScheduled", "status": "True"}
         )

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from scheduler.backends.kubernetes import KubernetesBackend, names
-from scheduler.loop.clock import VirtualClock
+from scheduler.clock import VirtualClock
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, QueueSpec
 from scheduler.store import jobs, queues

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from scheduler.backends.kubernetes import KubeConfig, api_client
-from scheduler.backends.kubernetes.crds import CrWatcher
+from scheduler.controller.watcher import CrWatcher
 from scheduler.spec import Phase
 from scheduler.store import jobs
 from scheduler.store.db import Database

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from scheduler.backends.base import WorkerState
 from scheduler.backends.kubernetes import KubernetesBackend, status
 from scheduler.backends.kubernetes.backend import graceful
-from scheduler.loop.clock import VirtualClock
+from scheduler.clock import VirtualClock
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import Phase
 from scheduler.store import jobs

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from scheduler.backends.kubernetes import KubernetesBackend, manifests, reserve
-from scheduler.core.model import WorkerPlacement
+from scheduler.model import WorkerPlacement
 
 from .conftest import NS, env_of, eventually, job, node, pod
 from .fakeapi import FakeKube

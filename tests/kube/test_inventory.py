@@ -1,4 +1,4 @@
-"""Inventory: Nodes listed and watched into `core.model.Node`s, with exclusions and
+"""Inventory: Nodes listed and watched into `scheduler.model.Node`s, with exclusions and
 foreign usage subtracted; the watch resumes, and relists on 410 Gone."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from scheduler.backends.kubernetes import KubernetesBackend
-from scheduler.core.model import Node
+from scheduler.model import Node
 
 from .conftest import eventually, node, pod
 from .fakeapi import FakeKube

@@ -9,12 +9,13 @@ import pytest
 
 from scheduler.backends.base import WorkerState
 from scheduler.backends.kubernetes import ApiError, KubernetesBackend
+from scheduler.spec import Origin
 
 from .conftest import NS, env_of, eventually, job, node, pod
 from .fakeapi import FakeKube
 
 Make = Callable[..., KubernetesBackend]
-OWNER = {"SHOAL_TRAININGJOB_UID": "3f1c0c8e-1111-4e0b-9d55-0123456789ab"}
+OWNER = Origin("TrainingJob", NS, "resnet", "3f1c0c8e-1111-4e0b-9d55-0123456789ab")
 
 
 @pytest.fixture
@@ -34,7 +35,7 @@ def test_pytorch_job_gets_a_service_and_four_bound_pods(
         gpu=2,
         node_of=lambda i: "n1" if i < 2 else "n2",
         gpus_of=lambda i: (2 * (i % 2), 2 * (i % 2) + 1),
-        extra_env=OWNER,
+        owner=OWNER,
     )
     b.launch(req)
     (svc,) = cluster.objects("services", NS)
@@ -62,7 +63,7 @@ def test_pytorch_job_gets_a_service_and_four_bound_pods(
             "shoal.dev/worker-index": str(i),
         }
         assert meta["ownerReferences"][0]["kind"] == "TrainingJob"
-        assert meta["ownerReferences"][0]["uid"] == OWNER["SHOAL_TRAININGJOB_UID"]
+        assert meta["ownerReferences"][0]["uid"] == OWNER.uid
         assert meta["annotations"]["shoal.dev/gpus"] == ("0,1" if i % 2 == 0 else "2,3")
         c = spec["containers"][0]
         assert c["resources"]["requests"] == {

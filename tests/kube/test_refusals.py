@@ -11,7 +11,7 @@ import pytest
 
 from scheduler.backends.kubernetes import KubeConfig, KubernetesBackend, names
 from scheduler.backends.kubernetes.runtime import with_options
-from scheduler.loop.clock import VirtualClock
+from scheduler.clock import VirtualClock
 from scheduler.loop.service import Loop
 from scheduler.spec import Phase
 from scheduler.store.db import Database

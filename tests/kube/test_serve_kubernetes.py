@@ -14,8 +14,9 @@ import pytest
 from scheduler.backends.kubernetes import names
 from scheduler.backends.kubernetes.runtime import KubeRuntime, from_settings
 from scheduler.cli import settings
-from scheduler.core.model import WorkerPlacement
+from scheduler.controller import watcher
 from scheduler.loop.service import Loop, LoopConfig
+from scheduler.model import WorkerPlacement
 from scheduler.spec import JobSpec, Phase, QueueSpec
 from scheduler.store import cycle, jobs, queues
 from scheduler.store.db import Database, open_database
@@ -76,7 +77,7 @@ def start(
     s = settings.from_env(env)
     pol = settings.load_policy(s.policy_file, policy="fgd", min_runtime_s=60, interval_s=1)
     # A quick relist, so that status write-back shows within the test (default 30 s).
-    rt = from_settings(s, sessions=database.session, cr_resync_s=1)
+    rt = from_settings(s, leader_tasks=[watcher.leader_task(database.session, resync_s=1)])
     made.append(rt)
     loop = Loop(
         database,

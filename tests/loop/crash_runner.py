@@ -15,10 +15,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from scheduler import store
+from scheduler import model, store
 from scheduler.backends.base import WorkerState
 from scheduler.backends.local import LocalBackend
-from scheduler.core import model
+from scheduler.loop import faults
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec
 
@@ -26,12 +26,17 @@ from scheduler.spec import JobSpec
 def main() -> int:
     db_url, state = sys.argv[1], Path(sys.argv[2])
     db = store.open_database(db_url)
-    backend = LocalBackend(state, watch_interval_s=0.05)
+    backend = LocalBackend(
+        state,
+        watch_interval_s=0.05,
+        # A crash point between the workers of a gang launch (after each one started).
+        on_spawn=lambda job, attempt, worker: faults.point("launch:worker-started"),
+    )
     loop = Loop(
         db,
         backend,
         config=LoopConfig(
-            holder="crash-runner", lease_ttl_s=0.5, core=model.Config(min_runtime_s=0.0)
+            holder="crash-runner", lease_ttl_s=10.0, core=model.Config(min_runtime_s=0.0)
         ),
     )
     breaches = state / "breaches.txt"

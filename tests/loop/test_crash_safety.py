@@ -152,3 +152,33 @@ def test_crash_at_every_point(tmp_path: Path) -> None:
         assert _run(url, tmp / "state", {}) == 0  # the restarted scheduler finishes the schedule
         _check(url, tmp / "state")
     raise AssertionError(f"runs still crashing after {2 * total} points (clean run: {total})")
+
+
+def test_a_crash_mid_gang_launch_is_resumed_not_failed(tmp_path: Path) -> None:
+    """Issue 15, fault 3: SIGKILL between two workers of one gang's launch. The restarted
+    scheduler starts the workers not started yet (each worker of the attempt exactly
+    once) and the job succeeds: no failed attempt, no retry used up."""
+    points = _points(tmp_path / "clean")
+    # 1-based, as SHOAL_FAULT_AT counts: a worker started with another of its gang to go.
+    n = next(
+        i + 1
+        for i in range(len(points) - 1)
+        if points[i] == points[i + 1] == "launch:worker-started"
+    )
+    tmp = tmp_path / "crash"
+    url = _setup(tmp)
+    state = tmp / "state"
+    assert _run(url, state, {"SHOAL_FAULT_AT": str(n)}) == -9
+    before = records.Records(state / "local")
+    (half,) = [r for r in before.attempts.values() if not r.launched]
+    assert any(w.pid is None for w in half.workers) and any(w.pid for w in half.workers)
+    assert _run(url, state, {}) == 0
+    _check(url, state)  # every job ends as it should; no worker started twice
+    counts = records.Records(state / "local").launches()
+    for w in half.workers:
+        assert counts.get(before.shim_key(half.job_id, half.attempt, w.worker)) == 1, w.worker
+    db = store.open_database(url)
+    with db.session() as s:
+        kinds = [e.kind for e in store.list_events(session=s, job_id=half.job_id)]
+    db.close()
+    assert "AttemptFailed" not in kinds and "AttemptInterrupted" not in kinds, kinds

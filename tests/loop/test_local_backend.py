@@ -12,7 +12,7 @@ import pytest
 
 from scheduler.backends import base
 from scheduler.backends.local import LocalBackend
-from scheduler.core.model import WorkerPlacement
+from scheduler.model import WorkerPlacement
 from scheduler.spec import JobSpec
 
 PL = (WorkerPlacement(0, "node-a", (1,), 0.5), WorkerPlacement(1, "node-a", (1,), 0.5))

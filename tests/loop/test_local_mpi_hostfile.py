@@ -9,7 +9,7 @@ from pathlib import Path
 
 from scheduler.backends import base
 from scheduler.backends.local import LocalBackend
-from scheduler.core.model import WorkerPlacement
+from scheduler.model import WorkerPlacement
 from scheduler.spec import JobSpec
 
 

@@ -10,7 +10,7 @@ import pytest
 from scheduler import store
 from scheduler.backends.local import cluster
 from scheduler.backends.sim import SimBackend
-from scheduler.loop.clock import VirtualClock, as_datetime
+from scheduler.clock import VirtualClock, as_datetime
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.sim import replay, trace
 from scheduler.spec import JobSpec, Phase, QueueSpec

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from scheduler import store
 from scheduler.backends.local import LocalBackend
-from scheduler.loop.clock import VirtualClock, as_datetime
+from scheduler.clock import VirtualClock, as_datetime
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, Phase, QueueSpec
 

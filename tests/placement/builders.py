@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from scheduler import model as m
 from scheduler import placement
-from scheduler.core import model as m
 
 
 def node(

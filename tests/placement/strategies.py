@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from scheduler.core import model as m
+from scheduler import model as m
 from scheduler.placement import TaskType
 
 MODELS = ("T4", "A100")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler import model as m
 from scheduler import placement
-from scheduler.core import model as m
 from scheduler.placement import fit
 
 from .builders import job, node, running, state
@@ -88,7 +88,7 @@ def test_fit_rules(
     for policy in ("binpack", "fgd"):
         got = placement.place_gang(state(nodes, runs), j, policy)
         if expected is None:
-            assert isinstance(got, placement.PlacementFailure), policy
+            assert isinstance(got, m.PendingReason), policy
         else:
             assert isinstance(got, tuple), (policy, got)
             assert [(p.node, p.gpus) for p in got] == [(n, g) for n, g, _ in expected]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler import model as m
 from scheduler import placement
-from scheduler.core import model as m
 
 from .builders import job, node, running, snapshot, state
 
@@ -45,7 +45,7 @@ def test_all_or_nothing(policy: str) -> None:
     s = state([node("a", gpus=2)])
     before = snapshot(s)
     got = placement.place_gang(s, job(gpu=1, workers=3), policy)
-    assert isinstance(got, placement.PlacementFailure)
+    assert isinstance(got, m.PendingReason)
     assert got.code is R.NO_NODE
     assert "only 2 fit" in got.message
     assert snapshot(s) == before
@@ -132,7 +132,7 @@ def test_failure_reasons(
     nodes: list[m.Node], runs: list[m.RunningJob], j: m.JobRequest, code: R, words: str
 ) -> None:
     got = placement.place_gang(state(nodes, runs), j, "fgd")
-    assert isinstance(got, placement.PlacementFailure)
+    assert isinstance(got, m.PendingReason)
     assert got.code is code
     assert words in got.message
     assert isinstance(got.details, dict) and got.details["workers"] == 1

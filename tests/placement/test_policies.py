@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from bench import baselines
+from scheduler import model as m
 from scheduler import placement
-from scheduler.core import model as m
-from scheduler.placement import TaskType, WorkloadMix, baselines
+from scheduler.placement import TaskType, WorkloadMix
 from scheduler.placement.state import UNIT
 
 from .builders import job, node, running, state

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler import model as m
 from scheduler import placement
-from scheduler.core import model as m
 from scheduler.placement import TaskType, WorkloadMix, fit
 from scheduler.placement.state import UNIT, units
 

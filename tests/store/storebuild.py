@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.core.model import Node, WorkerPlacement
+from scheduler.model import Node, WorkerPlacement
 from scheduler.spec import JobSpec, QueueSpec
 
 

@@ -10,9 +10,9 @@ import pytest
 from storebuild import job, node, placement, queue
 
 from scheduler import store
-from scheduler.core.model import PendingReason, ReasonCode, RunningJob
+from scheduler.model import PendingReason, ReasonCode, RunningJob
 from scheduler.spec import Phase
-from scheduler.store import errors
+from scheduler.store import errors, schema
 from scheduler.store.db import Database
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -140,8 +140,8 @@ def test_two_sessions_racing_on_one_job_cannot_both_win(db: Database) -> None:
 
 def test_threads_racing_cancel_against_placement(db: Database) -> None:
     """A user's cancel and the loop's placement of the same job: exactly one applies."""
-    for _ in range(5):
-        _race_cancel_against_placement(db, _submit(db))
+    for i in range(5):
+        _race_cancel_against_placement(db, _submit(db, name=f"train-{i}"))
 
 
 def _race_cancel_against_placement(db: Database, jid: str) -> None:
@@ -211,16 +211,30 @@ def test_save_inventory_replaces(db: Database) -> None:
 
 def test_lease_one_holder_at_a_time(db: Database) -> None:
     with db.session() as a, db.session() as b:
-        assert store.acquire_lease(session=a, holder="x", ttl_s=10, now=T0)
-        assert not store.acquire_lease(session=b, holder="y", ttl_s=10, now=T0)
-        assert store.acquire_lease(session=a, holder="x", ttl_s=10, now=T0 + timedelta(seconds=5))
-        assert store.lease_holder(session=b, now=T0) == "x"
-        late = T0 + timedelta(seconds=16)
-        assert store.acquire_lease(session=b, holder="y", ttl_s=10, now=late)
+        assert store.acquire_lease(session=a, holder="x", ttl_s=600)
+        assert not store.acquire_lease(session=b, holder="y", ttl_s=600)
+        assert store.acquire_lease(session=a, holder="x", ttl_s=600)
+        assert store.lease_holder(session=b) == "x"
+        # A zero ttl has expired by the database's next reading of its clock.
+        assert store.acquire_lease(session=a, holder="x", ttl_s=0)
+        assert store.acquire_lease(session=b, holder="y", ttl_s=600)
         store.release_lease(session=a, holder="x")  # not x's any more: no effect
-        assert store.lease_holder(session=a, now=late) == "y"
+        assert store.lease_holder(session=a) == "y"
         store.release_lease(session=b, holder="y")
-        assert store.acquire_lease(session=a, holder="x", ttl_s=10, now=late)
+        assert store.lease_holder(session=a) is None
+        assert store.acquire_lease(session=a, holder="x", ttl_s=600)
+
+
+def test_lease_expiry_is_the_database_clock_plus_ttl(db: Database) -> None:
+    with db.session() as s:
+        before = store.database_now(session=s)
+        assert store.acquire_lease(session=s, holder="x", ttl_s=600)
+        after = store.database_now(session=s)
+        row = s.get(schema.LeaseRow, 1, populate_existing=True)
+        assert row is not None
+        lo, hi = before + timedelta(seconds=600), after + timedelta(seconds=600)
+        # SQLite's clock has millisecond resolution.
+        assert lo - timedelta(milliseconds=1) <= row.expires_at <= hi + timedelta(milliseconds=1)
 
 
 def test_lease_threads_only_one_wins(db: Database) -> None:
@@ -230,7 +244,7 @@ def test_lease_threads_only_one_wins(db: Database) -> None:
     def grab(holder: str) -> None:
         barrier.wait()
         with db.session() as s:
-            if store.acquire_lease(session=s, holder=holder, ttl_s=30, now=T0):
+            if store.acquire_lease(session=s, holder=holder, ttl_s=600):
                 winners.append(holder)
 
     threads = [threading.Thread(target=grab, args=(f"h{i}",)) for i in range(4)]

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
+from sqlalchemy.exc import IntegrityError
 from storebuild import job, placement, queue
 
 from scheduler import store
 from scheduler.spec import Phase
-from scheduler.store import errors
+from scheduler.store import errors, schema
 from scheduler.store.db import Database
 
 
@@ -44,10 +48,68 @@ def test_idempotency_key(db: Database) -> None:
         assert (created_a, created_b) == (True, False) and a.id == b.id
         with pytest.raises(errors.IdempotencyMismatch):
             store.submit_job(session=s, spec=job(workers=2), submitter="al", idempotency_key="k")
-        # keys are per submitter
-        c, created_c = store.submit_job(session=s, spec=job(), submitter="bo", idempotency_key="k")
+        # keys are per submitter (names per queue: another live "train" would be refused)
+        c, created_c = store.submit_job(
+            session=s, spec=job("train-2"), submitter="bo", idempotency_key="k"
+        )
         assert created_c and c.id != a.id
         assert len(store.list_jobs(session=s).items) == 2
+
+
+def test_a_name_is_unique_among_a_queue_s_live_jobs(db: Database) -> None:
+    with db.session() as s:
+        first, _ = store.submit_job(session=s, spec=job("train"), submitter="al")
+        with pytest.raises(errors.Conflict) as info:
+            store.submit_job(session=s, spec=job("train"), submitter="bo")
+        assert info.value.loc == ("name",) and first.id in info.value.message
+        other, _ = store.submit_job(session=s, spec=job("train", queue="nlp"), submitter="bo")
+        store.cancel_job(session=s, job_id=first.id, by="al")
+        again, created = store.submit_job(session=s, spec=job("train"), submitter="bo")
+        assert created and len({first.id, other.id, again.id}) == 3
+        names = [(j.queue, j.name, j.phase) for j in store.list_jobs(session=s).items]
+        assert sorted(names) == [
+            ("nlp", "train", "Pending"),
+            ("vision", "train", "Cancelled"),
+            ("vision", "train", "Pending"),
+        ]
+
+
+def test_the_database_itself_refuses_a_second_live_job_of_a_name(db: Database) -> None:
+    """The index, not only the check before the insert: what two racing submissions meet."""
+    with db.session() as s:
+        first, _ = store.submit_job(session=s, spec=job("train"), submitter="al")
+        twin = schema.JobRow(
+            **{
+                c.key: getattr(first, c.key)
+                for c in schema.JobRow.__table__.columns
+                if c.key != "seq"
+            }
+        )
+        twin.id, twin.idempotency_key = "twin", None
+        s.add(twin)
+        with pytest.raises(IntegrityError):
+            s.flush()
+        s.rollback()
+        assert [j.id for j in store.list_jobs(session=s).items] == [first.id]
+
+
+def test_racing_submissions_of_one_name_leave_one_live_job(db: Database) -> None:
+    start = threading.Barrier(6)
+
+    def submit(i: int) -> str:
+        start.wait(timeout=120)
+        with db.session() as s:
+            try:
+                store.submit_job(session=s, spec=job("train"), submitter=f"u{i}")
+                return "created"
+            except errors.Conflict:
+                return "conflict"
+
+    with ThreadPoolExecutor(6) as pool:
+        results = sorted(pool.map(submit, range(6)))
+    assert results == ["conflict"] * 5 + ["created"]
+    with db.session() as s:
+        assert len(store.list_jobs(session=s).items) == 1
 
 
 def test_list_filters_and_cursor_pagination_newest_first(db: Database) -> None:

@@ -6,7 +6,7 @@ import pytest
 from storebuild import job, queue
 
 from scheduler import store
-from scheduler.core.model import Quota
+from scheduler.model import Quota
 from scheduler.store import errors
 from scheduler.store.db import Database
 

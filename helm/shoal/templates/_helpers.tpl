@@ -31,6 +31,11 @@ app.kubernetes.io/component: scheduler
 {{- end -}}
 {{- end -}}
 
+{{/* Where GPU reservation pods live (the jobs namespace when no name is given). */}}
+{{- define "shoal.reservationsNamespace" -}}
+{{- .Values.reservations.namespace.name | default .Values.jobsNamespace.name -}}
+{{- end -}}
+
 {{- define "shoal.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
@@ -93,6 +98,7 @@ app.kubernetes.io/component: scheduler
 {{- if $r.shareCdiKind -}}
 {{- $_ := set $opts "shareCdiKind" $r.shareCdiKind -}}
 {{- end -}}
+{{- $_ := set $opts "reserveNamespace" (include "shoal.reservationsNamespace" .) -}}
 {{- $_ := set $opts "reservationUuidTimeoutSeconds" $r.uuidTimeoutSeconds -}}
 {{- $_ := set $opts "reserveMemoryMiB" $r.memoryMiB -}}
 {{- toJson $opts -}}

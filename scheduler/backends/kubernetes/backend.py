@@ -17,15 +17,24 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from scheduler.backends import base
-from scheduler.backends.kubernetes import events, inventory, manifests, names, shares, status
+from scheduler.backends.kubernetes import (
+    events,
+    inventory,
+    manifests,
+    names,
+    podindex,
+    shares,
+    status,
+)
 from scheduler.backends.kubernetes.api import STRATEGIC_PATCH, ApiError, Kube, Unavailable
 from scheduler.backends.kubernetes.config import KubeConfig, api_client
 from scheduler.backends.kubernetes.reflector import Reflector
-from scheduler.core.model import JobRequest, Node, RunningJob, WorkerPlacement
+from scheduler.model import JobRequest, Node, RunningJob, WorkerPlacement
 from scheduler.spec import Framework
 
 log = logging.getLogger(__name__)
@@ -48,12 +57,17 @@ class KubernetesBackend:
         start: bool = True,
         is_leader: Callable[[], bool] = lambda: True,
         sync_timeout_s: float = 30.0,
+        on_change: Callable[[], None] | None = None,
     ) -> None:
         self.config = config or KubeConfig()
         self.kube = Kube(client if client is not None else api_client(self.config), self.config)
+        # `on_change` (the loop's wake) runs when a foreign pod starts waiting or a
+        # binding fails: the loop need not sleep out its interval with work at hand.
+        self.on_change = on_change or (lambda: None)
+        self.index = podindex.PodIndex(self.config.scheduler_name, self.on_change)
         self.node_cache = Reflector(self.kube, "nodes")
-        self.pod_cache = Reflector(self.kube, "pods")
-        self.events = events.Recorder(self.kube, self.config.event_component)
+        self.pod_cache = Reflector(self.kube, "pods", listener=self.index)
+        self.events = events.Recorder(self.kube.fork(), self.config.event_component)
         self.reservations = shares.Reservations(self.kube, self.config, self.events)
         self.is_leader = is_leader
         self.last_error: str | None = None
@@ -64,6 +78,20 @@ class KubernetesBackend:
         self._finished_since: dict[str, float] = {}
         self._stopped: set[str] = set()  # jobs stop() has deleted (see stop)
         self._refused: dict[str, str] = {}  # pod uid -> why its binding was refused
+        # Foreign pods' bindings run on a pool, one call per pod, none under `_lock`.
+        # A pod is "in flight" from the loop's decision until the cache shows it bound
+        # (or gone): meanwhile it is not pending and counts as running where it was
+        # placed, so no cycle places it twice or gives its GPU to another pod.
+        self._binder = (
+            ThreadPoolExecutor(self.config.bind_workers, thread_name_prefix="shoal-bind")
+            if self.config.bind_workers > 0
+            else None
+        )
+        self._flight: dict[str, tuple[status.ForeignPod, WorkerPlacement]] = {}
+        self._bind_failed: dict[str, Exception] = {}  # job id -> its binding's failure
+        self._flight_lock = threading.Lock()
+        # node name -> (Node object, foreign usage, what nodes() made of them)
+        self._node_memo: dict[str, tuple[Obj, tuple[int, int, int], Node | None]] = {}
         self._thread: threading.Thread | None = None
         if start:
             self.start(sync_timeout_s)
@@ -90,6 +118,8 @@ class KubernetesBackend:
         self.kube.closed.set()
         self.node_cache.stop()
         self.pod_cache.stop()
+        if self._binder is not None:
+            self._binder.shutdown(wait=False, cancel_futures=True)
 
     def errors(self) -> dict[str, str]:
         """What is failing now (empty when healthy): caches and the reconcile step."""
@@ -100,9 +130,22 @@ class KubernetesBackend:
     # ---- ClusterBackend ----
 
     def nodes(self) -> list[Node]:
-        return inventory.schedulable_nodes(
-            self.node_cache.items(), self.pod_cache.items(), self.config.tolerations
-        )
+        """`inventory.schedulable_nodes`, from the index's foreign totals; a node whose
+        object and foreign usage are unchanged since the last call is not worked out
+        again (the cache replaces an object on every change, never mutates it)."""
+        used = self.index.usage()
+        memo: dict[str, tuple[Obj, tuple[int, int, int], Node | None]] = {}
+        for n in self.node_cache.items():
+            name = n["metadata"]["name"]
+            u = used.get(name, (0, 0, 0))
+            hit = self._node_memo.get(name)
+            if hit is not None and hit[0] is n and hit[1] == u:
+                memo[name] = hit
+                continue
+            ok = inventory.unschedulable_reason(n, self.config.tolerations) is None
+            memo[name] = (n, u, inventory.to_node(n, u) if ok else None)
+        self._node_memo = memo
+        return sorted((m[2] for m in memo.values() if m[2] is not None), key=lambda n: n.name)
 
     def excluded_nodes(self) -> dict[str, str]:
         """node -> why Shoal does not offer it (cordoned, a taint, NotReady)."""
@@ -185,14 +228,10 @@ class KubernetesBackend:
         with a `DisruptionTarget` condition, or refused by the kubelet at admission, is
         FAILED and `retryable` (the infrastructure's failure, not the job's)."""
         nodes = {n["metadata"]["name"]: n for n in self.node_cache.items()}
-        pods = self.pod_cache.items()
-        broken = self.reservations.problems(pods)
+        broken = self.reservations.problems(self.index.reservation_pods())
         now = dt.datetime.now(dt.UTC)
         out = []
-        for p in pods:
-            if not status.is_worker(p):
-                continue
-            w = status.worker_status(p)
+        for p, w in self.index.workers():
             if w.state is not base.WorkerState.FAILED:
                 lost = status.node_failure(p, nodes, now, self.config.node_lost_s)
                 if lost is None:
@@ -213,13 +252,18 @@ class KubernetesBackend:
         return status.allocations(self.pod_cache.items())
 
     def foreign_pods(self) -> list[status.ForeignPod]:
-        """Pending pods Shoal did not create that name it as their scheduler."""
-        found = (status.foreign_pod(p, self.config.scheduler_name) for p in self.pod_cache.items())
+        """Pending pods Shoal did not create that name it as their scheduler (less those
+        whose binding is in flight)."""
         allowed = self.config.foreign_namespaces  # where RBAC lets Shoal patch and bind
-        return sorted(
-            (f for f in found if f and (allowed is None or f.namespace in allowed)),
-            key=lambda f: (f.namespace, f.name),
-        )
+        with self._flight_lock:
+            flying = set(self._flight)
+        return [
+            f
+            for key, f in self.index.foreign_pending()
+            if (allowed is None or f.namespace in allowed)
+            and key not in flying
+            and f.uid not in self._bound
+        ]
 
     def bind(self, pod: status.ForeignPod, placement: WorkerPlacement) -> bool:
         """Adopt a foreign pod as the single worker of job `pod.job_id` and bind it.
@@ -229,6 +273,21 @@ class KubernetesBackend:
             names.NODE: placement.node,
             names.GPUS: names.gpus_text(placement.gpus),
         }
+        if not manifests.is_fractional(placement):
+            # One call: the Binding carries the annotations onto the pod (the API server
+            # merges them), so the pod is never annotated and unbound, or the reverse.
+            if pod.uid in self._bound:
+                return True
+            bound = self.kube.bind(pod.namespace, pod.name, placement.node, pod.uid, ann)
+            self._bound.add(pod.uid)
+            if bound:
+                ref = {"metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}}
+                self.events.emit(
+                    ref,
+                    "Scheduled",
+                    f"Successfully assigned {pod.namespace}/{pod.name} to {placement.node}",
+                )
+            return True
         patch: Obj = {"metadata": {"annotations": ann}}
         with self._lock:
             if manifests.is_fractional(placement):
@@ -245,15 +304,27 @@ class KubernetesBackend:
         return [f.to_job_request() for f in self.foreign_pods()]
 
     def foreign_running(self) -> Sequence[RunningJob]:
-        return status.adopted(self.pod_cache.items())
+        """Adopted foreign pods, and those whose binding is in flight (at the placement
+        the loop chose: their GPUs are taken from the moment of the decision)."""
+        with self._flight_lock:
+            unsettled = {key: fp.uid for key, (fp, _) in self._flight.items()}
+            running, settled = self.index.adopted(unsettled)
+            for key in settled:
+                del self._flight[key]
+            flying = [
+                RunningJob(fp.to_job_request(), (p,))
+                for key, (fp, p) in self._flight.items()
+                if key not in settled
+            ]
+        return sorted([*running, *flying], key=lambda r: r.job.id)
 
     def note_pending(self, job_id: str, message: str) -> None:
         """Say why a foreign pod waits, as kube-scheduler does: `PodScheduled=False`
         (reason Unschedulable) on its status and a `FailedScheduling` Warning event.
         Called by the loop when the reason changes."""
-        for pod in self.foreign_pods():
-            if pod.job_id != job_id:
-                continue
+        pod = self.index.pending(job_id.removeprefix("pod:"))
+        allowed = self.config.foreign_namespaces
+        if pod is not None and (allowed is None or pod.namespace in allowed):
             cond = {
                 "type": "PodScheduled",
                 "status": "False",
@@ -276,9 +347,38 @@ class KubernetesBackend:
             self.events.emit(obj, "FailedScheduling", message, events.WARNING, key=message)
 
     def bind_foreign(self, job_id: str, placement: WorkerPlacement) -> None:
-        for pod in self.foreign_pods():
-            if pod.job_id == job_id and pod.uid not in self._bound:
-                self.bind(pod, placement)
+        """Bind the foreign pod `job_id` at `placement`: a whole-GPU one on the binding
+        pool (this returns at once), a fraction here. A binding that failed in the pool
+        raises here, the next time the loop places that pod (its per-job backoff)."""
+        with self._flight_lock:
+            failed = self._bind_failed.pop(job_id, None)
+        if failed is not None:
+            raise failed
+        key = job_id.removeprefix("pod:")
+        pod = self.index.pending(key)
+        allowed = self.config.foreign_namespaces
+        if pod is None or pod.uid in self._bound:
+            return
+        if allowed is not None and pod.namespace not in allowed:
+            return
+        if self._binder is None or manifests.is_fractional(placement):
+            self.bind(pod, placement)
+            return
+        with self._flight_lock:
+            if key in self._flight:
+                return
+            self._flight[key] = (pod, placement)
+        self._binder.submit(self._bind_in_pool, key, pod, placement)
+
+    def _bind_in_pool(self, key: str, pod: status.ForeignPod, placement: WorkerPlacement) -> None:
+        try:
+            self.bind(pod, placement)
+        except Exception as e:  # the pod waits again; the loop backs off its job
+            log.warning("binding %s to %s failed: %s", key, placement.node, e)
+            with self._flight_lock:
+                self._flight.pop(key, None)
+                self._bind_failed[pod.job_id] = e
+            self.on_change()
 
     # ---- reconcile ----
 
@@ -317,6 +417,9 @@ class KubernetesBackend:
             uids = {p["metadata"].get("uid", "") for p in pods}
             self._refused = {k: v for k, v in self._refused.items() if k in uids}
             self._stopped &= {names.annotations_of(p).get(names.JOB_ID, "") for p in pods}
+            waiting = {f.job_id for _, f in self.index.foreign_pending()}
+            with self._flight_lock:
+                self._bind_failed = {k: v for k, v in self._bind_failed.items() if k in waiting}
 
     def _run(self) -> None:
         while not self._closed.wait(self.config.reconcile_interval_s):

@@ -31,7 +31,10 @@ def baseline_security_context() -> dict[str, Any]:
 class KubeConfig:
     """Everything the backend needs to know about the cluster it runs on."""
 
-    namespace: str = "shoal-jobs"  # where worker pods, Services and reservations live
+    namespace: str = "shoal-jobs"  # where worker pods and their Services live
+    # Where GPU reservation pods live: a namespace of their own keeps them out of the jobs
+    # namespace's ResourceQuota, LimitRanges and `kubectl get pods`. None: `namespace`.
+    reserve_namespace: str | None = None
     scheduler_name: str = SCHEDULER_NAME
     host: str | None = None  # explicit API server URL; None: in-cluster, then kubeconfig
     kubeconfig: str | None = None
@@ -66,8 +69,15 @@ class KubeConfig:
     reservation_grace_s: float = 30.0  # an unshared reservation younger than this stays
     request_timeout_s: float = 10.0
     list_page_size: int = 500  # LISTs are read in pages of this many objects
-    qps: float = 50.0  # client-side rate limit (token bucket); 0: none
-    burst: int = 100
+    # Client-side rate limit (token bucket, as client-go's); 0: none. Each bind is one
+    # call; Events go through a bucket of their own (as kube-scheduler's event client),
+    # so they never slow a bind. The server's priority and fairness (APF) stays the real
+    # guard: its 429s are retried after their Retry-After.
+    qps: float = 200.0
+    burst: int = 400
+    # Foreign pods' bindings run on this many threads (one call each, off the loop's
+    # thread); 0: bind on the caller's thread, one after another.
+    bind_workers: int = 8
     retry_deadline_s: float = 30.0  # give up a call after retrying this long
     retry_max_delay_s: float = 5.0
     watch_timeout_s: int = 300  # server-side timeout of one watch request
@@ -76,6 +86,10 @@ class KubeConfig:
     # attempt is re-placed, without using up backoffLimit); one whose node is gone, at once.
     node_lost_s: float = 300.0
     event_component: str = "shoal-scheduler"
+
+    @property
+    def reservation_namespace(self) -> str:
+        return self.reserve_namespace or self.namespace
 
 
 def api_client(config: KubeConfig) -> Any:

@@ -1,4 +1,4 @@
-"""Node inventory: Kubernetes Node and Pod objects in, `core.model.Node`s out (pure).
+"""Node inventory: Kubernetes Node and Pod objects in, `scheduler.model.Node`s out (pure).
 
 A node is offered to Shoal when it is Ready, not cordoned, and every NoSchedule /
 NoExecute taint on it is tolerated by the configured tolerations. Its capacity is the
@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes.utils import quantity
 
 from scheduler.backends.kubernetes import names
-from scheduler.core.model import Node
+from scheduler.model import Node
 
 Obj = dict[str, Any]
 GPU = "nvidia.com/gpu"

@@ -11,12 +11,10 @@ from typing import Any
 from scheduler.backends import base
 from scheduler.backends.kubernetes import names
 from scheduler.backends.kubernetes.config import KubeConfig
-from scheduler.core.model import EPS, WorkerPlacement
-from scheduler.spec import Framework
+from scheduler.model import EPS, WorkerPlacement
+from scheduler.spec import TRAININGJOB, Framework
 
 Obj = dict[str, Any]
-OWNER_UID = "SHOAL_TRAININGJOB_UID"  # extra_env keys the loop sets for CR-backed jobs
-OWNER_NAME = "SHOAL_TRAININGJOB_NAME"
 PREEMPT_FILE = "/etc/shoal/podinfo/preempted"
 STOP_FILE = "/etc/shoal/podinfo/stop-reason"
 GPU = "nvidia.com/gpu"
@@ -26,16 +24,18 @@ def is_fractional(p: WorkerPlacement) -> bool:
     return len(p.gpus) == 1 and p.fraction < 1 - EPS
 
 
-def owner_refs(req: base.LaunchRequest) -> list[Obj]:
-    uid = req.extra_env.get(OWNER_UID)
-    if not uid:
+def owner_refs(req: base.LaunchRequest, ns: str) -> list[Obj]:
+    """The TrainingJob the job was submitted as, when it can own objects in `ns` (it has
+    a uid, and owner references cannot cross namespaces)."""
+    owner = req.owner
+    if owner is None or owner.kind != TRAININGJOB or not owner.uid or owner.namespace != ns:
         return []
     return [
         {
             "apiVersion": "shoal.dev/v1alpha1",
-            "kind": "TrainingJob",
-            "name": req.extra_env.get(OWNER_NAME, req.spec.name),
-            "uid": uid,
+            "kind": owner.kind,
+            "name": owner.name,
+            "uid": owner.uid,
             "controller": True,
             "blockOwnerDeletion": True,
         }
@@ -67,7 +67,7 @@ def _meta(
         "labels": dict(labels),
         "annotations": {names.JOB_ID: req.job_id, **(annotations or {})},
     }
-    if refs := owner_refs(req):
+    if refs := owner_refs(req, ns):
         meta["ownerReferences"] = refs
     return meta
 
@@ -122,7 +122,7 @@ def worker_pod(
     name = names.pod_name(base_name, req.attempt, p.worker)
     frac = is_fractional(p)
     env = base.worker_env(spec, p, hosts, job_id=req.job_id, attempt=req.attempt)
-    env.update({k: v for k, v in req.extra_env.items() if k not in (OWNER_UID, OWNER_NAME)})
+    env.update(req.extra_env)
     env["SHOAL_PREEMPT_FILE"] = PREEMPT_FILE
     env["SHOAL_STOP_FILE"] = STOP_FILE
     if p.gpus and not frac:
@@ -267,7 +267,7 @@ def reservation_pod(node: str, gpu: int, config: KubeConfig) -> Obj:
         "kind": "Pod",
         "metadata": {
             "name": name,
-            "namespace": config.namespace,
+            "namespace": config.reservation_namespace,
             "labels": {
                 names.NAME: "shoal",
                 names.COMPONENT: names.RESERVATION_COMPONENT,

@@ -12,7 +12,8 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from scheduler.backends.kubernetes.api import ApiError, Kube
 
@@ -41,9 +42,27 @@ def slim(obj: Obj) -> Obj:
     return obj
 
 
+class Listener(Protocol):
+    """Told of every change to the cache, in order, under the cache's lock (so what it
+    derives is always consistent with `items()`): indexes kept incrementally instead of
+    a scan of every object each cycle. Must be quick and must not call the reflector."""
+
+    def reset(self, items: Mapping[str, Obj]) -> None: ...
+
+    def update(self, key: str, obj: Obj | None) -> None:  # None: deleted
+        ...
+
+
 class Reflector:
-    def __init__(self, kube: Kube, resource: str, max_backoff_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        resource: str,
+        max_backoff_s: float = 5.0,
+        listener: Listener | None = None,
+    ) -> None:
         self.kube, self.resource, self.max_backoff_s = kube, resource, max_backoff_s
+        self.listener = listener
         self._items: dict[str, Obj] = {}
         self._lock = threading.Lock()
         self._synced = threading.Event()
@@ -88,6 +107,8 @@ class Reflector:
         with self._lock:
             self._items = {key_of(o): slim(o) for o in items}
             self.resource_version = rv
+            if self.listener is not None:
+                self.listener.reset(self._items)
         self.relists += 1
         self._synced.set()
 
@@ -138,8 +159,14 @@ class Reflector:
         rv = str(obj.get("metadata", {}).get("resourceVersion", ""))
         with self._lock:
             if kind in ("ADDED", "MODIFIED"):
-                self._items[key_of(obj)] = slim(obj)
+                key = key_of(obj)
+                self._items[key] = slim(obj)
+                if self.listener is not None:
+                    self.listener.update(key, self._items[key])
             elif kind == "DELETED":
-                self._items.pop(key_of(obj), None)
+                key = key_of(obj)
+                self._items.pop(key, None)
+                if self.listener is not None:
+                    self.listener.update(key, None)
             if rv:  # BOOKMARK carries only a version
                 self.resource_version = rv

@@ -1,12 +1,14 @@
-"""The Kubernetes side of `shoal serve`: the backend, leader election and the CR watcher,
-built from plain settings and stopped together.
+"""The Kubernetes side of `shoal serve`: the backend, leader election and the tasks that
+run only in the leader (the CR watcher), built from plain settings and stopped together.
 
-`KubeRuntime` owns one API client shared by the three. With an `Election`, a
-`LeaderElector` runs from the start, `is_leader()` follows it, the backend's upkeep runs
-only while it leads, and the scheduler loop is meant to cycle only while it leads (the
-store's lease stays as the inner guard). The CR watcher (TrainingJob/Queue controller)
-runs in the leader only: a supervisor thread starts it on gaining the Lease and stops it
-on losing it. Without an `Election` this replica always leads.
+`KubeRuntime` owns one API client shared by them. With an `Election`, a `LeaderElector`
+runs from the start, `is_leader()` follows it, the backend's upkeep runs only while it
+leads, and the scheduler loop is meant to cycle only while it leads (the store's lease
+stays as the inner guard). Leader tasks (`LeaderTask`; `shoal serve` passes the CR
+watcher, `scheduler.controller.watcher.leader_task`) are started by a supervisor thread
+on gaining the Lease and stopped on losing it. Without an `Election` this replica always
+leads. The runtime is given those tasks rather than building them: a backend imports
+neither the controller nor the store.
 """
 
 from __future__ import annotations
@@ -18,16 +20,17 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from scheduler.backends import base
-from scheduler.backends.kubernetes import manifests
 from scheduler.backends.kubernetes.api import Kube
 from scheduler.backends.kubernetes.backend import KubernetesBackend
 from scheduler.backends.kubernetes.config import KubeConfig, api_client
-from scheduler.backends.kubernetes.crds import CrWatcher, SessionFactory
 from scheduler.backends.kubernetes.leader import LeaderElector
-from scheduler.core.model import JobRequest, Node, RunningJob, WorkerPlacement
-from scheduler.store import errors, jobs
+from scheduler.model import JobRequest, Node, RunningJob, WorkerPlacement
 
 log = logging.getLogger(__name__)
+
+# Started on gaining the Lease with (API client, jobs namespace, stop event); returns its
+# threads, which end once the event is set (on losing the Lease, or at close).
+LeaderTask = Callable[[Any, str, threading.Event], list[threading.Thread]]
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class Election:
 # SHOAL_KUBE_OPTIONS_FILE's keys (the chart's kube-options.json) -> KubeConfig fields.
 KUBE_OPTIONS = {
     "foreignNamespaces": "foreign_namespaces",
+    "reserveNamespace": "reserve_namespace",
     "reserveImagePullSecrets": "reserve_image_pull_secrets",
     "reservePriorityClass": "reserve_priority_class",
     "reserveRuntimeClass": "reserve_runtime_class",
@@ -51,6 +55,9 @@ KUBE_OPTIONS = {
     "reservationUuidTimeoutSeconds": "reservation_uuid_timeout_s",
     "nodeLostSeconds": "node_lost_s",
     "shareCdiKind": "share_cdi_kind",
+    "clientQps": "qps",
+    "clientBurst": "burst",
+    "bindWorkers": "bind_workers",
 }
 
 
@@ -95,18 +102,18 @@ def kube_config(
 
 
 class KubeRuntime:
-    """Backend + elector + CR watcher. `close()` stops all three (and releases the Lease)."""
+    """Backend + elector + leader tasks. `close()` stops them all (and releases the Lease)."""
 
     def __init__(
         self,
         config: KubeConfig,
         *,
-        sessions: SessionFactory | None = None,
+        leader_tasks: Sequence[LeaderTask] = (),
         election: Election | None = None,
         client: Any = None,
-        cr_resync_s: int = 30,
         sync_timeout_s: float = 30.0,
         on_leader_change: Callable[[bool], None] | None = None,
+        on_change: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
         self.client = client if client is not None else api_client(config)
@@ -120,16 +127,20 @@ class KubeRuntime:
                 lease_duration_s=election.lease_duration_s,
                 renew_every_s=election.renew_every_s or max(0.2, election.lease_duration_s / 3),
             )
-        self.sessions, self.cr_resync_s = sessions, cr_resync_s
+        self.leader_tasks = tuple(leader_tasks)
         self.on_leader_change = on_leader_change
         self._stop = threading.Event()
-        self._cr_stop: threading.Event | None = None
-        self._cr_threads: list[threading.Thread] = []
+        self._lead_stop: threading.Event | None = None
+        self._lead_threads: list[threading.Thread] = []
         self._supervisor: threading.Thread | None = None
         if self.elector is not None:
             self.elector.start()
         self.backend = KubernetesBackend(
-            config, client=self.client, is_leader=self.is_leader, sync_timeout_s=sync_timeout_s
+            config,
+            client=self.client,
+            is_leader=self.is_leader,
+            sync_timeout_s=sync_timeout_s,
+            on_change=on_change,
         )
         if self.elector is not None:
             # Every write the backend makes is fenced by the renew deadline.
@@ -144,7 +155,8 @@ class KubeRuntime:
 
     @property
     def cr_watching(self) -> bool:
-        return self._cr_stop is not None
+        """Whether the leader tasks (the CR watcher) run now."""
+        return self._lead_stop is not None
 
     def _supervise(self) -> None:
         # Polled, not pushed: LeaderElector has no callbacks, and leadership only
@@ -156,27 +168,28 @@ class KubeRuntime:
                 leading = now
                 log.info("leadership %s", "gained" if now else "lost")
                 if now:
-                    self._start_cr_watcher()
+                    self._start_leader_tasks()
                 else:
-                    self._stop_cr_watcher()
+                    self._stop_leader_tasks()
                 if self.on_leader_change is not None:
                     self.on_leader_change(now)
             self._stop.wait(0.2)
-        self._stop_cr_watcher()
+        self._stop_leader_tasks()
 
-    def _start_cr_watcher(self) -> None:
-        if self.sessions is None or self._cr_stop is not None:
+    def _start_leader_tasks(self) -> None:
+        if not self.leader_tasks or self._lead_stop is not None:
             return
-        self._cr_stop = threading.Event()
-        watcher = CrWatcher(
-            self.client, self.sessions, self.config.namespace, resync_s=self.cr_resync_s
-        )
-        self._cr_threads = watcher.start(self._cr_stop)
+        stop = self._lead_stop = threading.Event()
+        self._lead_threads = [
+            thread
+            for task in self.leader_tasks
+            for thread in task(self.client, self.config.namespace, stop)
+        ]
 
-    def _stop_cr_watcher(self) -> None:
-        if self._cr_stop is not None:
-            self._cr_stop.set()
-            self._cr_stop = None
+    def _stop_leader_tasks(self) -> None:
+        if self._lead_stop is not None:
+            self._lead_stop.set()
+            self._lead_stop = None
 
     # ---- the ClusterBackend the loop drives (delegated to the backend) ----
 
@@ -184,26 +197,7 @@ class KubeRuntime:
         return self.backend.nodes()
 
     def launch(self, request: base.LaunchRequest) -> None:
-        self.backend.launch(self._with_owner(request))
-
-    def _with_owner(self, request: base.LaunchRequest) -> base.LaunchRequest:
-        """A job submitted as a TrainingJob CR gets owner references to it, so that
-        `kubectl delete tj` takes its pods along. The CR's uid is in the store: the
-        controller submits with idempotency key `cr:{uid}` and submitter `crd:{ns}`."""
-        if self.sessions is None or manifests.OWNER_UID in request.extra_env:
-            return request
-        try:
-            with self.sessions() as session:
-                row = jobs.get_job(session=session, job_id=request.job_id)
-                submitter, key = row.submitter, row.idempotency_key or ""
-        except errors.NotFound:
-            return request
-        uid = key.removeprefix("cr:")
-        # Owner references cannot cross namespaces; "ns/name" is a CR without a uid.
-        if submitter != f"crd:{self.config.namespace}" or uid == key or "/" in uid:
-            return request
-        env = {**request.extra_env, manifests.OWNER_UID: uid}
-        return replace(request, extra_env=env)
+        self.backend.launch(request)
 
     def stop(
         self, job_id: str, grace_period_s: float, *, reason: str = base.StopReason.STOPPED
@@ -223,11 +217,11 @@ class KubeRuntime:
         self.backend.bind_foreign(job_id, placement)
 
     def close(self) -> None:
-        """Stop the CR watcher, the backend's caches, then give up the Lease."""
+        """Stop the leader tasks, the backend's caches, then give up the Lease."""
         self._stop.set()
         if self._supervisor is not None:
             self._supervisor.join(timeout=2)
-        self._stop_cr_watcher()
+        self._stop_leader_tasks()
         self.backend.close()
         if self.elector is not None:
             self.elector.stop(release=True)
@@ -236,9 +230,9 @@ class KubeRuntime:
 def from_settings(
     settings: Any,
     *,
-    sessions: SessionFactory | None,
+    leader_tasks: Sequence[LeaderTask] = (),
     on_leader_change: Callable[[bool], None] | None = None,
-    cr_resync_s: int = 30,
+    on_change: Callable[[], None] | None = None,
 ) -> KubeRuntime:
     """The runtime `shoal serve --backend kubernetes` runs, from its `ServeSettings`
     (scheduler.cli.settings; typed loosely so this package does not import the CLI)."""
@@ -264,10 +258,10 @@ def from_settings(
         )
     return KubeRuntime(
         cfg,
-        sessions=sessions,
+        leader_tasks=leader_tasks,
         election=election,
         on_leader_change=on_leader_change,
-        cr_resync_s=cr_resync_s,
+        on_change=on_change,
     )
 
 

@@ -43,7 +43,7 @@ class Reservations:
     def ensure(self, node: str, gpu: int) -> Obj:
         """The reservation pod for (node, gpu), created and bound if need be."""
         body = manifests.reservation_pod(node, gpu, self.config)
-        name, ns = body["metadata"]["name"], self.config.namespace
+        name, ns = body["metadata"]["name"], self.config.reservation_namespace
         try:
             pod = self.kube.create("pods", body, ns)
         except ApiError as e:
@@ -58,7 +58,7 @@ class Reservations:
 
     def _existing(self, node: str, gpu: int) -> Obj:
         name = names.reservation_name(node, gpu)
-        found = self.kube.get("pods", name, self.config.namespace)
+        found = self.kube.get("pods", name, self.config.reservation_namespace)
         if found is None:  # deleted in between: make it again
             return self.ensure(node, gpu)
         if not is_reservation(found):
@@ -91,13 +91,14 @@ class Reservations:
 
     def uuid(self, name: str) -> str | None:
         """The GPU UUID the reservation reported, or None while it has not yet."""
-        pod = self.kube.get("pods", name, self.config.namespace)
+        pod = self.kube.get("pods", name, self.config.reservation_namespace)
         return names.annotations_of(pod).get(names.GPU_UUID) if pod else None
 
-    def release_if_unused(self, name: str, min_age_s: float = 0.0) -> bool:
+    def release_if_unused(self, name: str, min_age_s: float = 0.0, ns: str | None = None) -> bool:
         """Delete the reservation when no worker that still holds resources uses it
-        (a worker being deleted still does: its processes may still run on the GPU)."""
-        ns = self.config.namespace
+        (a worker being deleted still does: its processes may still run on the GPU).
+        `ns`: where it is, if not the configured namespace (one made before a change)."""
+        ns = ns or self.config.reservation_namespace
         res = self.kube.get("pods", name, ns)
         if res is None or not is_reservation(res) or _age_s(res) < min_age_s:
             return False
@@ -121,4 +122,6 @@ class Reservations:
                 and name not in used
                 and not pod["metadata"].get("deletionTimestamp")
             ):
-                self.release_if_unused(name, self.config.reservation_grace_s)
+                self.release_if_unused(
+                    name, self.config.reservation_grace_s, pod["metadata"].get("namespace")
+                )

@@ -14,7 +14,7 @@ from typing import Any
 
 from scheduler.backends.base import WorkerState, WorkerStatus
 from scheduler.backends.kubernetes import inventory, names
-from scheduler.core.model import JobRequest, RunningJob, WorkerPlacement
+from scheduler.model import JobRequest, RunningJob, WorkerPlacement
 from scheduler.spec import parse_memory_mib
 
 Obj = dict[str, Any]

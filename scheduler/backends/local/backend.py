@@ -9,6 +9,10 @@ the service's own interpreter, and the working directory is the service's.
 Each worker runs under `shim` (see there), in its own session, with stdout and stderr
 in `<state>/jobs/<job>/<attempt>/worker-<i>.log`. Attempts are recorded in `records`
 before anything starts, so `launch` of a known attempt is a no-op even across restarts.
+A launch a crash interrupted is resumed, not failed: after a restart the workers it had
+not started are not reported (missing, so the loop finishes the launch), and a repeated
+`launch` of that attempt starts exactly those (a worker counts as started once the
+launch ledger, the process table or its exit file shows it).
 `stop` writes its reason (`base.StopReason`: Preempted, Cancelled, MaxRuntimeExceeded...)
 to the attempt's `SHOAL_STOP_FILE` and, for a preemption only, `SHOAL_PREEMPTED=1` to its
 `SHOAL_PREEMPT_FILE`; sends SIGTERM, and SIGKILLs the process group once the grace period
@@ -20,6 +24,7 @@ already terminating keeps its grace period.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,7 +36,7 @@ from pathlib import Path
 
 from scheduler.backends import base
 from scheduler.backends.local import cluster, records
-from scheduler.core.model import Node
+from scheduler.model import Node
 from scheduler.spec import Framework
 
 HOST_VARS = ("HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
@@ -51,6 +56,11 @@ def free_port(taken: set[int]) -> int:
 class LocalBackend:
     """`base.ClusterBackend` with local processes; thread-safe."""
 
+    # Its workers are processes of this host under this state directory: another replica
+    # (another state directory, another host) can neither see nor stop them, so it must
+    # never take them for lost and launch them again (`scheduler.loop.lifecycle`).
+    replicas_see_workers = False
+
     def __init__(
         self,
         state_dir: str | Path,
@@ -59,12 +69,16 @@ class LocalBackend:
         nodes: Sequence[Node] | None = None,
         on_change: Callable[[], None] | None = None,
         watch_interval_s: float = 0.1,
+        on_spawn: Callable[[str, int, int], None] | None = None,
     ) -> None:
+        """`on_spawn(job_id, attempt, worker)` is called after each worker is started and
+        recorded (the crash-safety tests' crash point in the middle of a gang launch)."""
         self.state_dir = Path(state_dir)
         self._nodes = tuple(nodes) if nodes is not None else cluster.load_nodes(cluster_file)
         self._lock = threading.RLock()
         self.records = records.Records(self.state_dir / "local")
         self._procs: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
+        self._on_spawn = on_spawn
         self._recover()
         self._on_change = on_change
         self._closed = threading.Event()
@@ -72,6 +86,11 @@ class LocalBackend:
             target=self._watch, args=(watch_interval_s,), name="local-watch", daemon=True
         )
         self._watcher.start()
+
+    @property
+    def instance(self) -> str:
+        """This state directory's id: recorded with every launch (the `Launched` event)."""
+        return self.records.instance
 
     # -- the interface -------------------------------------------------------------
 
@@ -81,8 +100,13 @@ class LocalBackend:
     def launch(self, request: base.LaunchRequest) -> None:
         key = records.attempt_key(request.job_id, request.attempt)
         with self._lock:
-            if key in self.records.attempts:
-                return  # idempotent: this attempt was launched (or began to be) before
+            known = self.records.attempts.get(key)
+            if known is not None:
+                # Idempotent: launched before. One a crash interrupted is finished, unless
+                # it was stopped meanwhile.
+                if not known.launched and known.stop_deadline is None and not known.killed:
+                    self._start(request, known, resume=True)
+                return
             d = self.state_dir / "jobs" / request.job_id / str(request.attempt)
             d.mkdir(parents=True, exist_ok=True)
             taken = {a.port for a in self.records.attempts.values()}
@@ -109,30 +133,43 @@ class LocalBackend:
             # record, so a restarted service adopts or reports the workers, never reruns.
             self.records.attempts[key] = rec
             self.records.save()
-            hosts = ["127.0.0.1"] * len(request.placements)
-            hostfile = d / "hostfile"  # MPI: the hostfile the env points at (hostfile only)
+            self._start(request, rec, resume=False)
+
+    def _start(
+        self, request: base.LaunchRequest, rec: records.AttemptRecord, *, resume: bool
+    ) -> None:
+        """Start every worker of the attempt not started yet, then mark it launched."""
+        d = Path(rec.preempt_file).parent
+        hosts = ["127.0.0.1"] * len(request.placements)
+        hostfile = d / "hostfile"  # MPI: the hostfile the env points at (hostfile only)
+        if request.spec.framework is Framework.MPI:
+            slots = [base.mpi_slots(p) for p in request.placements]
+            hostfile.write_text(base.hostfile_text(hosts, slots))
+        started = self.records.launches() if resume else {}  # the ledger: read once, here
+        for p, w in zip(request.placements, rec.workers, strict=True):
+            shim_key = self.records.shim_key(rec.job_id, rec.attempt, w.worker)
+            if w.pid is not None or shim_key in started or Path(w.exit_file).exists():
+                continue  # started before the crash (alive, or already ended)
+            env = base.worker_env(
+                request.spec,
+                p,
+                hosts,
+                job_id=request.job_id,
+                attempt=request.attempt,
+                gpu_ids=[f"local-{p.node}-gpu{g}" for g in p.gpus],
+                port=rec.port,
+            )
+            env.update(request.extra_env)
+            env["SHOAL_PREEMPT_FILE"] = rec.preempt_file
+            env["SHOAL_STOP_FILE"] = rec.stop_file
             if request.spec.framework is Framework.MPI:
-                slots = [base.mpi_slots(p) for p in request.placements]
-                hostfile.write_text(base.hostfile_text(hosts, slots))
-            for p, w in zip(request.placements, rec.workers, strict=True):
-                env = base.worker_env(
-                    request.spec,
-                    p,
-                    hosts,
-                    job_id=request.job_id,
-                    attempt=request.attempt,
-                    gpu_ids=[f"local-{p.node}-gpu{g}" for g in p.gpus],
-                    port=rec.port,
-                )
-                env.update(request.extra_env)
-                env["SHOAL_PREEMPT_FILE"] = rec.preempt_file
-                env["SHOAL_STOP_FILE"] = rec.stop_file
-                if request.spec.framework is Framework.MPI:
-                    env["OMPI_MCA_orte_default_hostfile"] = str(hostfile)
-                self._spawn(request, rec, w, env)
-                self.records.save()
-            rec.launched = True
+                env["OMPI_MCA_orte_default_hostfile"] = str(hostfile)
+            self._spawn(request, rec, w, env)
             self.records.save()
+            if self._on_spawn is not None:
+                self._on_spawn(rec.job_id, rec.attempt, w.worker)
+        rec.launched = True
+        self.records.save()
 
     def stop(
         self, job_id: str, grace_period_s: float, *, reason: str = base.StopReason.STOPPED
@@ -167,7 +204,10 @@ class LocalBackend:
             if self._escalate():
                 self.records.save()
             return [
-                self._status(rec, w) for rec in self.records.attempts.values() for w in rec.workers
+                self._status(rec, w)
+                for rec in self.records.attempts.values()
+                for w in rec.workers
+                if rec.launched or w.pid is not None or Path(w.exit_file).exists()
             ]
 
     def close(self) -> None:
@@ -184,6 +224,22 @@ class LocalBackend:
                 if rec.job_id == job_id and not any(records.alive(w) for w in rec.workers):
                     del self.records.attempts[key]
             self.records.save()
+
+    def kept_jobs(self) -> set[str]:
+        """Ids of the jobs this state directory keeps files (logs, exit files) for."""
+        root = self.state_dir / "jobs"
+        return {d.name for d in root.iterdir() if d.is_dir()} if root.is_dir() else set()
+
+    def drop_files(self, job_id: str) -> bool:
+        """Remove a deleted job's files and records, unless one of its workers still
+        runs (then the next call tries again). True when they are gone."""
+        with self._lock:
+            mine = [r for r in self.records.attempts.values() if r.job_id == job_id]
+            if any(records.alive(w) for r in mine for w in r.workers):
+                return False
+        self.forget(job_id)
+        shutil.rmtree(self.state_dir / "jobs" / job_id, ignore_errors=True)
+        return True
 
     def log_files(self, job_id: str) -> list[tuple[int, int, Path]]:
         """(attempt, worker, path) of every worker log of a job, oldest attempt first."""
@@ -255,7 +311,9 @@ class LocalBackend:
         _write_atomic(w.exit_file, "127\n")
 
     def _recover(self) -> None:
-        """After a restart: adopt shims started by an interrupted launch."""
+        """After a restart: adopt shims started by an interrupted launch. The attempt stays
+        unlaunched: its workers never started are not reported, and a repeated `launch`
+        starts them (see the module doc)."""
         pending = [r for r in self.records.attempts.values() if not r.launched]
         if not pending:
             return
@@ -265,7 +323,6 @@ class LocalBackend:
                 pid = found.get(self.records.shim_key(rec.job_id, rec.attempt, w.worker))
                 if w.pid is None and pid is not None:
                     w.pid, w.start_ticks = pid, records.start_ticks(pid)
-            rec.launched = True  # settled: missing workers are reported failed
         self.records.save()
 
     def _reap(self) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.core.model import Node
+from scheduler.model import Node
 from scheduler.spec import parse_cpu_milli, parse_memory_mib
 
 DEFAULT_CLUSTER = resources.files(__package__) / "default-cluster.yaml"

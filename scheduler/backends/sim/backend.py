@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.backends import base
-from scheduler.core.model import Node
-from scheduler.loop.clock import VirtualClock
+from scheduler.clock import VirtualClock
+from scheduler.model import Node
 
 
 @dataclass

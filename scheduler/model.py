@@ -143,6 +143,17 @@ class ReasonCode(StrEnum):
     WAITING_FOR_PREEMPTION = "WaitingForPreemption"
     UNKNOWN_QUEUE = "UnknownQueue"
     LAUNCH_FAILED = "LaunchFailed"  # the cluster refused the launch (set by the loop)
+    JOB_ERROR = "JobError"  # handling this job raised; it waits out a backoff (the loop)
+
+    @property
+    def preemption_may_help(self) -> bool:
+        """Whether stopping other jobs could let a job pending for this reason run: not
+        for a queue that does not exist, a GPU type the cluster lacks, or room held for a
+        reservation (taking it would break the promise the reservation makes)."""
+        return self not in _NO_PREEMPTION
+
+
+_NO_PREEMPTION = frozenset({ReasonCode.UNKNOWN_QUEUE, ReasonCode.GPU_TYPE, ReasonCode.RESERVED})
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,9 @@
 It lists and watches `trainingjobs` and `queues` (group shoal.dev) with the official
 client, hands each object to the pure `scheduler.controller.reconcile` functions, carries
 the outcome out on the store with `scheduler.controller.apply`, and merge-patches the CR's
-status subresource. Written by the install part (issue 6), kept apart from the backend
-proper: it imports `kubernetes`, so it lives here. Run it in the leading replica only.
+status subresource. It runs in the leading replica only: `leader_task` is what the
+kubernetes runtime (`scheduler.backends.kubernetes.runtime`) starts on gaining the Lease,
+handed to it by `shoal serve`, so the backend never imports the controller or the store.
 
 A deleted TrainingJob needs no finalizer: the DELETED event carries the last object, which
 is reconciled as if it had a deletionTimestamp (the store job is cancelled), and the
@@ -24,16 +25,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 import kubernetes
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from scheduler.controller import apply as applying
 from scheduler.controller import crdgen, reconcile
-from scheduler.spec import Phase
-from scheduler.store import errors, jobs, queues, schema
+from scheduler.spec import TRAININGJOB
+from scheduler.store import errors, jobs, queues
 
-log = logging.getLogger("shoal.crds")
+log = logging.getLogger("shoal.controller")
 SessionFactory = Callable[[], AbstractContextManager[Session]]
+QUEUE_RESYNC_S = 30
 
 
 def _without_times(status: dict[str, Any]) -> dict[str, Any]:
@@ -47,9 +48,15 @@ def _without_times(status: dict[str, Any]) -> dict[str, Any]:
 def status_patch(old: dict[str, Any], new: dict[str, Any], now: str) -> dict[str, Any] | None:
     """The status to write, or None when nothing changed (our own patches come back as
     MODIFIED events; writing again would loop). A condition keeps its
-    lastTransitionTime while its status stays the same."""
+    lastTransitionTime while its status stays the same, and carries the status's
+    observedGeneration (metav1.Condition's fields)."""
     # A null in a merge patch deletes the key: comparing with it kept would never settle.
     merged = {**old, **{k: v for k, v in new.items() if v is not None}}
+    generation = merged.get("observedGeneration")
+    if generation is not None:  # metav1.Condition: the generation each one was set from
+        merged["conditions"] = [
+            {**c, "observedGeneration": generation} for c in merged.get("conditions", [])
+        ]
     if _without_times(merged) == _without_times(old):
         return None
     before = {c.get("type"): c for c in old.get("conditions", [])}
@@ -100,6 +107,9 @@ class CrWatcher:
             except errors.NotFound:
                 existing = None
             status = applying.apply(session, reconcile.reconcile_queue(cr, existing))
+            valid = all(c.get("status") == "True" for c in status.get("conditions", []))
+            if not deleted and valid:  # the Allocated/Pending columns, fresh each relist
+                status.update(applying.queue_usage(session, cr["metadata"]["name"]))
         if not deleted and status:
             self._patch_status("queues", cr, status)
 
@@ -123,23 +133,20 @@ class CrWatcher:
         """Cancel live store jobs whose TrainingJob (in this namespace) is not in `items`,
         a full list: it was deleted while no watcher saw the DELETED event. Returns the
         cancelled job ids."""
-        present: set[str] = set()
+        uids, names = set(), set()
         for cr in items:
             meta = cr.get("metadata") or {}
-            present.add(f"cr:{meta.get('uid')}")
-            present.add(f"cr:{meta.get('namespace', self.namespace)}/{meta.get('name')}")
-        live = [p.value for p in (Phase.PENDING, Phase.SCHEDULED, Phase.RUNNING, Phase.PREEMPTED)]
+            uids.add(str(meta.get("uid") or ""))
+            names.add(str(meta.get("name") or ""))
         out = []
         with self.sessions() as session:
-            stmt = select(schema.JobRow.id, schema.JobRow.idempotency_key).where(
-                schema.JobRow.submitter == f"crd:{self.namespace}",
-                schema.JobRow.phase.in_(live),
-                schema.JobRow.cancel_requested.is_(False),
-            )
             gone = [
                 job_id
-                for job_id, key in session.execute(stmt)
-                if key and key.startswith("cr:") and key not in present
+                for job_id, origin in jobs.live_with_origin(
+                    session=session, kind=TRAININGJOB, namespace=self.namespace
+                )
+                # A CR read without a uid is known by its name.
+                if (origin.uid not in uids if origin.uid else origin.name not in names)
             ]
             for job_id in gone:
                 try:
@@ -160,8 +167,10 @@ class CrWatcher:
 
     def _events(self, plural: str, resource_version: str) -> Iterator[dict[str, Any]]:
         watch = kubernetes.watch.Watch()  # type: ignore[no-untyped-call]
+        # Queues relist often (few objects): each relist refreshes their usage columns.
+        timeout = min(self.resync_s, QUEUE_RESYNC_S) if plural == "queues" else self.resync_s
         yield from watch.stream(  # type: ignore[no-untyped-call]
-            self._list, plural, resource_version=resource_version, timeout_seconds=self.resync_s
+            self._list, plural, resource_version=resource_version, timeout_seconds=timeout
         )
 
     def run(self, plural: str, stop: threading.Event) -> None:
@@ -195,3 +204,15 @@ class CrWatcher:
         for t in threads:
             t.start()
         return threads
+
+
+def leader_task(
+    sessions: SessionFactory, *, resync_s: int = 300
+) -> Callable[[Any, str, threading.Event], list[threading.Thread]]:
+    """What the kubernetes runtime runs while it leads: a `CrWatcher` on its API client
+    and jobs namespace, stopped by the event it is given."""
+
+    def start(api_client: Any, namespace: str, stop: threading.Event) -> list[threading.Thread]:
+        return CrWatcher(api_client, sessions, namespace, resync_s=resync_s).start(stop)
+
+    return start

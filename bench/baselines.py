@@ -1,7 +1,9 @@
 """The FGD paper's baseline schedulers, as scorers, for the benchmarks.
 
 Weng et al. (USENIX ATC '23) compare FGD with these; `bench.fgd_inflation` runs them
-on the Alibaba trace. Not offered as product policies. Lower score is better:
+on the Alibaba trace. Not product policies, so they live here, outside the scheduler;
+importing this module registers the seedless ones by name (`policies.register`).
+Lower score is better:
 
 - best-fit: the node with the least weighted free CPU and GPU left after placing;
 - dot-product (Tetris-style alignment, as the paper's simulator scores it): the
@@ -26,14 +28,12 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
-from scheduler.placement import fit
+from scheduler.placement import fit, policies
 from scheduler.placement.fragmentation import TaskType, WorkloadMix
-from scheduler.placement.policies import Result, Scorer, best_fit_take
+from scheduler.placement.policies import Choice, Feasible, Pick, Scorer, best_fit_take
 from scheduler.placement.state import UNIT, ClusterState, Sig, Tag
-
-_Feasible = Sequence[tuple[Sig, list[int], Result]]
 
 
 class BestFit(Scorer):
@@ -43,64 +43,56 @@ class BestFit(Scorer):
         super().__init__()
         self.max_cpu, self.max_gpus = max_cpu, max_gpus
 
-    def evaluate(self, s: Sig, d: fit.Demand) -> Result | None:
-        n = fit.fits(d, s)
-        if n is None:
-            return None
+    def score(self, s: Sig, d: fit.Demand, n: fit.Need) -> Choice:
         gpu_left = (sum(s.shares) - n.gpus * n.share) / UNIT
         score = 0.5 * (s.cpu - d.cpu) / self.max_cpu + 0.5 * gpu_left / self.max_gpus
-        return score, best_fit_take(n, s.shares)
+        return Choice(score, best_fit_take(n, s.shares))
 
 
 class DotProduct(Scorer):
     name = "dot-product"
 
-    def evaluate(self, s: Sig, d: fit.Demand) -> Result | None:
-        n = fit.fits(d, s)
-        if n is None:
-            return None
+    def score(self, s: Sig, d: fit.Demand, n: fit.Need) -> Choice:
         cpu = (s.cpu / s.cap_cpu) * (d.cpu / s.cap_cpu) if s.cap_cpu else 0.0
         if n.gpus == 1:
             options = fit.candidates(n, s.shares)
             v = min(options, key=lambda v: (v * n.share, v))
-            return (cpu + v * n.share / UNIT**2) / 2, v
+            return Choice((cpu + v * n.share / UNIT**2) / 2, v)
         gpus = len(s.shares)
         gpu = (sum(s.shares) / UNIT / gpus) * (n.gpus / gpus) if gpus and n.gpus else 0.0
-        return (cpu + gpu) / 2, -1
+        return Choice((cpu + gpu) / 2)
 
 
 class GpuPacking(Scorer):
     name = "gpu-packing"
 
-    def evaluate(self, s: Sig, d: fit.Demand) -> Result | None:
-        n = fit.fits(d, s)
-        if n is None:
-            return None
+    def score(self, s: Sig, d: fit.Demand, n: fit.Need) -> Choice:
         take = best_fit_take(n, s.shares)
         if n.gpus == 0:
-            return 0.0, -1
+            return Choice(0.0)
         gpus = len(s.shares)
         if all(v == UNIT for v in s.shares):  # idle node: the smallest first
-            return 2 + gpus / 100, take
-        if n.gpus == 1 and take < UNIT:  # a shared GPU: the fullest first
-            return take / UNIT / 2, take
-        return 1 + n.gpus / 100, take  # fully free GPUs on a node in use
+            return Choice(2 + gpus / 100, take)
+        if take is not None and take < UNIT:  # a shared GPU: the fullest first
+            return Choice(take / UNIT / 2, take)
+        return Choice(1 + n.gpus / 100, take)  # fully free GPUs on a node in use
 
 
 class GpuClustering(Scorer):
     name = "gpu-clustering"
 
-    def evaluate(self, s: Sig, d: fit.Demand) -> Result | None:
-        n = fit.fits(d, s)
-        return None if n is None else (0.0, best_fit_take(n, s.shares))
+    by_signature = False
 
-    def pick(self, state: ClusterState, d: fit.Demand, feasible: _Feasible) -> tuple[int, Result]:
+    def score(self, s: Sig, d: fit.Demand, n: fit.Need) -> Choice:
+        return Choice(0.0, best_fit_take(n, s.shares))
+
+    def pick(self, state: ClusterState, d: fit.Demand, feasible: Feasible) -> Pick:
         sig, _, r = feasible[0]
         n = fit.need(d, sig.model, sig.gpu_mem)
         if n is None or n.gpus == 0:  # CPU-only work: first fit
-            return min((ms[0], r) for _, ms, r in feasible)
+            return min((Pick(ms[0], r) for _, ms, r in feasible), key=lambda p: p.node)
         tag = (n.gpus, n.share)
-        best: tuple[float, int, Result] | None = None
+        best: tuple[float, int, Choice] | None = None
         for s, ms, r in feasible:
             packed = sum(s.shares) / UNIT / 100  # in [0, 0.08]: fuller is better
             for i in ms:
@@ -108,7 +100,7 @@ class GpuClustering(Scorer):
                 if best is None or key[:2] < best[:2]:
                     best = key
         assert best is not None
-        return best[1], best[2]
+        return Pick(best[1], best[2])
 
 
 def _tier(tag: Tag, tags: dict[Tag, int]) -> int:
@@ -125,15 +117,16 @@ class RandomFit(Scorer):
         super().__init__()
         self.rng = random.Random(seed)
 
-    def evaluate(self, s: Sig, d: fit.Demand) -> Result | None:
-        n = fit.fits(d, s)
-        return None if n is None else (0.0, best_fit_take(n, s.shares))
+    by_signature = False
 
-    def pick(self, state: ClusterState, d: fit.Demand, feasible: _Feasible) -> tuple[int, Result]:
+    def score(self, s: Sig, d: fit.Demand, n: fit.Need) -> Choice:
+        return Choice(0.0, best_fit_take(n, s.shares))
+
+    def pick(self, state: ClusterState, d: fit.Demand, feasible: Feasible) -> Pick:
         k = self.rng.randrange(sum(len(ms) for _, ms, _ in feasible))
         for _, ms, r in feasible:
             if k < len(ms):
-                return ms[k], r
+                return Pick(ms[k], r)
             k -= len(ms)
         raise AssertionError("unreachable: k is below the total")
 
@@ -166,6 +159,7 @@ class PaperFgd(Scorer):
     fragmentation change, the best GPU by that score, random ties between nodes."""
 
     name = "fgd-paper"
+    by_signature = False
 
     def __init__(self, mix: WorkloadMix, seed: int = 0) -> None:
         super().__init__()
@@ -178,30 +172,32 @@ class PaperFgd(Scorer):
         x = -delta / UNIT
         return int(100 / (1 + math.exp(-x))) if x > -700 else 0
 
-    def evaluate(self, s: Sig, d: fit.Demand) -> Result | None:
-        n = fit.fits(d, s)
-        if n is None:
-            return None
+    def score(self, s: Sig, d: fit.Demand, n: fit.Need) -> Choice:
         frag = self.mix.fragmentation
         before = frag(s.model, s.gpu_mem, s.cpu, s.mem, s.shares)
         cpu, mem = s.cpu - d.cpu, s.mem - d.mem
         if n.gpus != 1:
-            after = frag(s.model, s.gpu_mem, cpu, mem, fit.after(n, s.shares, -1))
-            return -self.points(after - before), -1
-        best: Result | None = None
+            after = frag(s.model, s.gpu_mem, cpu, mem, fit.after(n, s.shares, None))
+            return Choice(-self.points(after - before))
+        best: Choice | None = None
         for v in reversed(fit.candidates(n, s.shares)):
             after = frag(s.model, s.gpu_mem, cpu, mem, fit.after(n, s.shares, v))
-            r = (-self.points(after - before), v)
-            if best is None or r[0] < best[0]:
-                best = r
+            c = Choice(-self.points(after - before), v)
+            if best is None or c.score < best.score:
+                best = c
+        assert best is not None  # fits: some GPU holds the worker
         return best
 
-    def pick(self, state: ClusterState, d: fit.Demand, feasible: _Feasible) -> tuple[int, Result]:
-        top = min(r[0] for _, _, r in feasible)
-        tied = [(ms, r) for _, ms, r in feasible if r[0] == top]
+    def pick(self, state: ClusterState, d: fit.Demand, feasible: Feasible) -> Pick:
+        top = min(r.score for _, _, r in feasible)
+        tied = [(ms, r) for _, ms, r in feasible if r.score == top]
         k = self.rng.randrange(sum(len(ms) for ms, _ in tied))
         for ms, r in tied:
             if k < len(ms):
-                return ms[k], r
+                return Pick(ms[k], r)
             k -= len(ms)
         raise AssertionError("unreachable: k is below the total")
+
+
+for _scorer in (BestFit, DotProduct, GpuPacking, GpuClustering):
+    policies.register(_scorer.name, policies.per_cycle(_scorer))

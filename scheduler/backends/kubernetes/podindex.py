@@ -1,0 +1,147 @@
+"""What the loop reads about pods every cycle, kept up to date from the pod cache's events.
+
+A scan of every cached pod each cycle (pending foreign pods, adopted ones, foreign usage
+per node, worker states) cost O(all pods) per read, several reads a cycle, most of it in
+parsing resource quantities again and again. `PodIndex` is the pod reflector's
+`Listener`: each ADDED/MODIFIED/DELETED event recomputes that one pod's entries with the
+same per-pod rules (`status.foreign_pod`, `inventory.foreign_usage`, `status.adopted`,
+`status.worker_status`), so a read costs O(what it returns).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.backends.base import WorkerStatus
+from scheduler.backends.kubernetes import inventory, shares, status
+from scheduler.model import RunningJob
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+Usage = tuple[int, int, int]  # cpu milli, memory MiB, GPUs
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    uid: str
+    settled: bool  # bound, being deleted or finished: no longer waits for a binding
+    foreign: status.ForeignPod | None = None
+    usage: tuple[str, Usage] | None = None  # (node, what a pod Shoal did not place holds)
+    adopted: RunningJob | None = None
+    worker: tuple[Obj, WorkerStatus] | None = None
+    reservation: Obj | None = None
+
+
+def _entry(pod: Obj, scheduler_name: str) -> _Entry:
+    meta, spec = pod["metadata"], pod.get("spec") or {}
+    settled = bool(
+        spec.get("nodeName")
+        or meta.get("deletionTimestamp")
+        or (pod.get("status") or {}).get("phase") in inventory.TERMINAL
+    )
+    uid = str(meta.get("uid", ""))
+    try:
+        used = inventory.foreign_usage([pod])
+        adopted = status.adopted([pod])
+        return _Entry(
+            uid=uid,
+            settled=settled,
+            foreign=status.foreign_pod(pod, scheduler_name),
+            usage=next(iter(used.items()), None),
+            adopted=adopted[0] if adopted else None,
+            worker=(pod, status.worker_status(pod)) if status.is_worker(pod) else None,
+            reservation=pod if shares.is_reservation(pod) else None,
+        )
+    except Exception as e:  # a malformed pod must not stop the cache; say which
+        log.warning("pod %s/%s not indexed: %s", meta.get("namespace"), meta.get("name"), e)
+        return _Entry(uid=uid, settled=settled)
+
+
+class PodIndex:
+    """Per-pod entries and per-node foreign totals; thread-safe. `on_new_work` is called
+    (under the cache's lock: it must be quick) when a foreign pod starts waiting."""
+
+    def __init__(self, scheduler_name: str, on_new_work: Callable[[], None] | None = None) -> None:
+        self.scheduler_name, self.on_new_work = scheduler_name, on_new_work
+        self._lock = threading.Lock()
+        self._entries: dict[str, _Entry] = {}
+        self._usage: dict[str, Usage] = {}
+
+    # ---- the reflector's Listener ----
+
+    def reset(self, items: Mapping[str, Obj]) -> None:
+        entries = {key: _entry(pod, self.scheduler_name) for key, pod in items.items()}
+        with self._lock:
+            self._entries, self._usage = entries, {}
+            for e in entries.values():
+                self._add_usage(e, 1)
+        if self.on_new_work is not None and any(e.foreign for e in entries.values()):
+            self.on_new_work()
+
+    def update(self, key: str, obj: Obj | None) -> None:
+        new = _entry(obj, self.scheduler_name) if obj is not None else None
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._add_usage(old, -1)
+            if new is not None:
+                self._entries[key] = new
+                self._add_usage(new, 1)
+        if new is not None and new.foreign and not (old and old.foreign) and self.on_new_work:
+            self.on_new_work()
+
+    def _add_usage(self, e: _Entry, sign: int) -> None:
+        if e.usage is None:
+            return
+        node, (c, m, g) = e.usage
+        uc, um, ug = self._usage.get(node, (0, 0, 0))
+        total = (uc + sign * c, um + sign * m, ug + sign * g)
+        if total == (0, 0, 0):
+            self._usage.pop(node, None)
+        else:
+            self._usage[node] = total
+
+    # ---- reads ----
+
+    def usage(self) -> dict[str, Usage]:
+        """node -> what pods Shoal did not place hold there (`inventory.foreign_usage`)."""
+        with self._lock:
+            return dict(self._usage)
+
+    def foreign_pending(self) -> list[tuple[str, status.ForeignPod]]:
+        """(cache key, pod) of every foreign pod waiting for Shoal, by namespace and name."""
+        with self._lock:
+            found = [(k, e.foreign) for k, e in self._entries.items() if e.foreign is not None]
+        return sorted(found, key=lambda kf: (kf[1].namespace, kf[1].name))
+
+    def pending(self, key: str) -> status.ForeignPod | None:
+        with self._lock:
+            e = self._entries.get(key)
+            return e.foreign if e is not None else None
+
+    def adopted(
+        self, unsettled: Mapping[str, str] | None = None
+    ) -> tuple[list[RunningJob], set[str]]:
+        """(adopted foreign pods as running jobs, the keys of `unsettled` (key -> uid)
+        that the cache now shows bound, gone, replaced or finished), read together."""
+        with self._lock:
+            running = [e.adopted for e in self._entries.values() if e.adopted is not None]
+            settled = set()
+            for key, uid in (unsettled or {}).items():
+                e = self._entries.get(key)
+                if e is None or e.uid != uid or e.settled:
+                    settled.add(key)
+        return sorted(running, key=lambda r: r.job.id), settled
+
+    def workers(self) -> list[tuple[Obj, WorkerStatus]]:
+        """(pod, its state from the pod alone) of every worker pod (`status.is_worker`)."""
+        with self._lock:
+            return [e.worker for e in self._entries.values() if e.worker is not None]
+
+    def reservation_pods(self) -> list[Obj]:
+        with self._lock:
+            return [e.reservation for e in self._entries.values() if e.reservation is not None]

@@ -1,0 +1,77 @@
+"""The one snapshot builder: what the core is shown of the store and the cluster at `now`.
+
+The loop builds every cycle's snapshot with `build`; explain, the dashboard and /metrics
+build theirs with `from_store`, which calls the same `build` on the same store rows with
+the policy the loop runs and the time they are asked at, so an account given to a person
+follows the loop's rules. What only the loop knows (attempts still draining, jobs in a
+backoff, foreign pods) it passes in; `from_store` has none of these.
+
+Rules: running jobs hold what they hold (a stopping attempt too, until its workers are
+gone); a job is pending when its phase is Pending, no cancel was asked for, no earlier
+attempt is still draining and no backoff holds it back; foreign pods count only in a
+queue that exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from sqlalchemy.orm import Session
+
+from scheduler import model
+from scheduler.spec import Phase
+from scheduler.store import cycle as store
+
+
+def build(
+    *,
+    nodes: Sequence[model.Node],
+    queues: Sequence[model.Queue],
+    live: Sequence[store.LiveJob],
+    now: float,
+    config: model.Config,
+    stopping: Sequence[model.RunningJob] = (),
+    held_back: Collection[str] = frozenset(),
+    foreign_running: Sequence[model.RunningJob] = (),
+    foreign_pending: Sequence[model.JobRequest] = (),
+) -> model.Snapshot:
+    """The snapshot of `live` jobs on `nodes` at `now`. `stopping`: attempts still
+    draining, which hold their GPUs; `held_back`: ids kept out of this cycle's pending
+    jobs (a draining earlier attempt, a backoff)."""
+    running = [r for lj in live if (r := lj.running()) is not None]
+    running.extend(stopping)
+    held = {r.job.id for r in running}
+    running.extend(f for f in foreign_running if f.job.id not in held)
+    known = {q.name for q in queues}
+    ids = {lj.id for lj in live}
+    pending = tuple(
+        lj.request
+        for lj in live
+        if lj.phase is Phase.PENDING
+        and not lj.cancel_requested
+        and lj.id not in held_back
+    ) + tuple(
+        fp
+        for fp in foreign_pending
+        if fp.queue in known and fp.id not in ids and fp.id not in held_back
+    )
+    return model.Snapshot(
+        nodes=tuple(nodes),
+        queues=tuple(queues),
+        running=tuple(running),
+        pending=pending,
+        now=now,
+        config=config,
+    )
+
+
+def from_store(session: Session, *, config: model.Config, now: float) -> model.Snapshot:
+    """The snapshot the loop would build from the store now (the inventory it last
+    recorded, no draining attempts, no backoffs): for explain, dashboard and metrics."""
+    return build(
+        nodes=store.load_inventory(session=session),
+        queues=store.load_queues(session=session),
+        live=store.live_jobs(session=session),
+        now=now,
+        config=config,
+    )
