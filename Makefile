@@ -17,8 +17,17 @@ serve: setup
 test: setup
 	scripts/test.sh
 
+# The pure layer only (core, placement, the life cycle's decide): no process, thread,
+# server or database; tests/conftest.py marks everything else `integration`. The paths
+# are the pure ones of tests/conftest.py, so only they are collected (imported).
 test-fast: setup
-	$(VENV)/pytest -x -q -m "not slow"
+	$(VENV)/pytest -x -q -m "not integration and not slow" tests/core tests/placement tests/loop/test_decide.py
+
+# The Helm chart: helm lint, every rendering against the Kubernetes schemas, the
+# ServiceMonitor and Grafana dashboard, deploy/shoal.yaml in sync with the chart, and the
+# Dockerfile (hadolint).
+chart-check: setup
+	$(VENV)/pytest -q tests/chart
 
 lint: setup
 	$(VENV)/ruff check . && $(VENV)/ruff format --check . && $(VENV)/lint-imports

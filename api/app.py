@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api import errors, routes
+from api.admission_cache import AdmissionSnapshot, InvalidateOnQueueWrite
 from api.auth import TokenTable
 from api.limits import BodySizeLimit
 from api.metrics import LatencyMiddleware, Metrics
@@ -42,6 +43,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.worker_key = settings.worker_key
     # Fair shares are computed with the policy the loop runs (set by `shoal serve`).
     app.state.metrics = Metrics(database, config=lambda: getattr(app.state, "core_config", None))
+    # Admission reads queues and nodes from a snapshot (api.admission_cache).
+    app.state.admission = AdmissionSnapshot(settings.admission_ttl_s)
     errors.install(app)
     for prefix, router in routes.discover():
         common = {} if prefix == "" else errors.COMMON_RESPONSES
@@ -49,6 +52,8 @@ def create_app(settings: Settings) -> FastAPI:
     # Each add wraps the ones before: the shedder is outermost, so an overloaded server
     # refuses before it parses anything; then the size limit, before anything reads the body.
     app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)
+    queues = f"{routes.API_PREFIX}/queues"
+    app.add_middleware(InvalidateOnQueueWrite, snapshot=app.state.admission, prefix=queues)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(
         LoadShedder,

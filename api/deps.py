@@ -8,8 +8,10 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from api import auth
+from api.admission_cache import AdmissionSnapshot
 from api.errors import fail
 from scheduler import workertoken
 from scheduler.store import tokens as store_tokens
@@ -18,9 +20,16 @@ from scheduler.store.db import Database
 _bearer = HTTPBearer(auto_error=False, description="a token from the API's token file")
 
 
-def get_database(request: Request) -> Database:
+# Dependencies that only read app state are `async def`: FastAPI runs a plain `def` one
+# on the thread pool, a hop per dependency per request (measured in docs/benchmarks.md).
+async def get_database(request: Request) -> Database:
     db: Database = request.app.state.database
     return db
+
+
+async def get_admission(request: Request) -> AdmissionSnapshot:
+    snapshot: AdmissionSnapshot = request.app.state.admission
+    return snapshot
 
 
 def get_session(db: Annotated[Database, Depends(get_database)]) -> Iterator[Session]:
@@ -75,7 +84,21 @@ def _stored(db: Database, token: str) -> auth.Principal | None:
         return auth.Principal(row.user, auth.Role(row.role), frozenset(row.queues))
 
 
-def require_admin(principal: Annotated[auth.Principal, Depends(get_principal)]) -> auth.Principal:
+async def principal_of_request(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    db: Annotated[Database, Depends(get_database)],
+) -> auth.Principal:
+    """`get_principal` on the event loop, except for a stored token (a database read),
+    which goes to the thread pool: a token-file or worker token costs no thread hop."""
+    if credentials is not None and credentials.credentials.startswith(store_tokens.PREFIX):
+        return await run_in_threadpool(get_principal, request, credentials, db)
+    return get_principal(request, credentials, db)
+
+
+async def require_admin(
+    principal: Annotated[auth.Principal, Depends(principal_of_request)],
+) -> auth.Principal:
     if principal.role is not auth.Role.ADMIN:
         raise fail(403, f"role {principal.role} may not change queues; admin only")
     return principal
@@ -83,5 +106,6 @@ def require_admin(principal: Annotated[auth.Principal, Depends(get_principal)]) 
 
 SessionDep = Annotated[Session, Depends(get_session)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
-PrincipalDep = Annotated[auth.Principal, Depends(get_principal)]
+PrincipalDep = Annotated[auth.Principal, Depends(principal_of_request)]
 AdminDep = Annotated[auth.Principal, Depends(require_admin)]
+AdmissionDep = Annotated[AdmissionSnapshot, Depends(get_admission)]

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from scheduler.admission import Problem
 from scheduler.store import errors
@@ -105,8 +106,15 @@ def install(app: FastAPI) -> None:
         return response(422, items)
 
     @app.exception_handler(HTTPException)
-    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: HTTPException) -> Response:
         headers = dict(exc.headers) if exc.headers else None
+        if exc.status_code == 405:
+            # Starlette's Allow names only the first route on the path: name them all.
+            # OPTIONS on a path that exists is answered, not refused (RFC 9110 9.3.7).
+            allow = ", ".join(allowed_methods(request))
+            if request.method == "OPTIONS":
+                return Response(status_code=204, headers={"Allow": allow})
+            headers = {**(headers or {}), "Allow": allow}
         return response(
             exc.status_code, [ErrorItem(loc=[], msg=str(exc.detail), type="http")], headers
         )
@@ -133,6 +141,17 @@ def install(app: FastAPI) -> None:
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", exc_info=exc)
         return response(500, [ErrorItem(loc=[], msg="internal error", type="internal")])
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at the request's path, and OPTIONS: each method is
+    tried against the app's routes as the router would (HEAD is not served: not listed)."""
+    served = []
+    for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+        scope = {**request.scope, "method": method}
+        if any(route.matches(scope)[0] is Match.FULL for route in request.app.routes):
+            served.append(method)
+    return [*served, "OPTIONS"]
 
 
 # Declared on every route so the OpenAPI document lists the statuses the API can return.

@@ -120,6 +120,9 @@ class JobEventPublic(_Model):
 
 class JobEventsPublic(_Model):
     data: list[JobEventPublic]
+    next_cursor: str | None = Field(
+        default=None, description="pass as ?cursor= (with the same order) for the next page"
+    )
 
 
 class GpuShare(_Model):

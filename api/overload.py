@@ -14,7 +14,7 @@ import asyncio
 from collections import deque
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import ErrorItem, response
 
@@ -52,7 +52,9 @@ class LoadShedder:
             ["why"],
             registry=registry,
         )
-        running = Gauge("shoal_api_requests_in_flight", "requests inside the app", registry=registry)
+        running = Gauge(
+            "shoal_api_requests_in_flight", "requests inside the app", registry=registry
+        )
         running.set_function(lambda: self.in_flight)
         waiting = Gauge(
             "shoal_api_requests_waiting", "requests waiting for a slot", registry=registry
@@ -60,11 +62,7 @@ class LoadShedder:
         waiting.set_function(lambda: len(self._waiters))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] != "http"
-            or self.max_in_flight <= 0
-            or scope.get("path") in EXEMPT_PATHS
-        ):
+        if scope["type"] != "http" or self.max_in_flight <= 0 or scope.get("path") in EXEMPT_PATHS:
             await self.app(scope, receive, send)
             return
         why = await self._acquire()
@@ -72,10 +70,24 @@ class LoadShedder:
             self.shed.labels(why).inc()
             await self._refuse(why, scope, receive, send)
             return
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self._release()
+
+        async def send_then_release(message: Message) -> None:
+            await send(message)
+            # Free the slot with the last byte, before the client can send its next request.
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                release()
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, send_then_release)
         finally:
-            self._release()
+            release()
 
     async def _acquire(self) -> str | None:
         """None once the request holds a slot, else why it is shed."""

@@ -20,8 +20,7 @@ from sqlalchemy.orm import Session
 from api import usage
 from scheduler import model as m
 from scheduler.core import accounting, fairshare
-from scheduler.spec import Phase
-from scheduler.store import cycle
+from scheduler.loop import snapshot as snapshots
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,16 +41,14 @@ class QueueStats:
     children: tuple[str, ...]
 
 
-def snapshot(session: Session, config: m.Config | None = None) -> m.Snapshot:
-    """The store as the loop would hand it to the core now."""
-    live = cycle.live_jobs(session=session)
-    return m.Snapshot(
-        nodes=cycle.load_inventory(session=session),
-        queues=cycle.load_queues(session=session),
-        running=tuple(r for j in live if (r := j.running()) is not None),
-        pending=tuple(j.request for j in live if j.phase in (Phase.PENDING, Phase.PREEMPTED)),
-        now=time.time(),
-        config=config or m.Config(),
+def snapshot(
+    session: Session, config: m.Config | None = None, now: float | None = None
+) -> m.Snapshot:
+    """The store as the loop would hand it to the core now: the loop's own builder
+    (`scheduler.loop.snapshot`), with the policy the loop runs (`app.state.core_config`;
+    the default `Config` where none was set) and the wall clock the loop reads."""
+    return snapshots.from_store(
+        session, config=config or m.Config(), now=time.time() if now is None else now
     )
 
 
@@ -85,14 +82,7 @@ def compute(snap: m.Snapshot) -> list[QueueStats]:
     allocated = {name: _r(ledger.of(name)) for name in tree.queues}
     guaranteed = {name: accounting.guaranteed(q, m.TOTAL) for name, q in tree.queues.items()}
     borrowed = {n: _r(max(0.0, allocated[n] - guaranteed[n])) for n in tree.queues}
-    lent: dict[str, float] = {}
-    for siblings in tree.children.values():
-        unused = {n: max(0.0, guaranteed[n] - allocated[n]) for n in siblings}
-        total_unused = sum(unused.values())
-        total_borrowed = sum(borrowed[n] for n in siblings)
-        ratio = min(1.0, total_borrowed / total_unused) if total_unused > m.EPS else 0.0
-        for n in siblings:
-            lent[n] = _r(unused[n] * ratio)
+    lent = _lent(tree, guaranteed, allocated, borrowed)
 
     out: list[QueueStats] = []
 
@@ -123,6 +113,25 @@ def compute(snap: m.Snapshot) -> list[QueueStats]:
     for root in tree.children.get(None, ()):
         visit(root, 0)
     return out
+
+
+def _lent(
+    tree: accounting.QueueTree,
+    guaranteed: dict[str, float],
+    allocated: dict[str, float],
+    borrowed: dict[str, float],
+) -> dict[str, float]:
+    """What each queue lends: its unused guarantee, in proportion to what its siblings
+    borrow (all of it once they borrow as much as the siblings leave unused)."""
+    lent: dict[str, float] = {}
+    for siblings in tree.children.values():
+        unused = {n: max(0.0, guaranteed[n] - allocated[n]) for n in siblings}
+        total_unused = sum(unused.values())
+        total_borrowed = sum(borrowed[n] for n in siblings)
+        ratio = min(1.0, total_borrowed / total_unused) if total_unused > m.EPS else 0.0
+        for n in siblings:
+            lent[n] = _r(unused[n] * ratio)
+    return lent
 
 
 def visible(stats: list[QueueStats], queues: frozenset[str] | None) -> list[QueueStats]:

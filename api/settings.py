@@ -19,10 +19,12 @@ class Settings:
     tokens_yaml: str | None = None  # the same YAML inline (SHOAL_API_TOKENS)
     max_body_bytes: int = 1024 * 1024
     # Load shedding (api.overload): past these a request gets 503 + Retry-After at once.
-    max_in_flight: int = 32  # requests inside the app at once (0: no shedding)
-    max_queued: int = 128  # requests waiting for a slot
+    max_in_flight: int = 8  # requests inside the app at once (0: no shedding)
+    max_queued: int = 512  # requests waiting for a slot (bounds memory; max_wait_s bounds time)
     max_wait_s: float = 0.5  # the longest one waits before it is shed
     retry_after_s: int = 1
+    # How stale admission's snapshot of queues and nodes may be (api.admission_cache).
+    admission_ttl_s: float = 1.0
     # Signs per-job worker tokens (scheduler.workertoken); None: workers get no token.
     worker_key: str | None = None
     # An already opened store (`shoal serve` shares one with the scheduler loop).
@@ -39,5 +41,6 @@ class Settings:
             max_queued=int(os.environ.get("SHOAL_API_MAX_QUEUED", cls.max_queued)),
             max_wait_s=float(os.environ.get("SHOAL_API_MAX_WAIT", cls.max_wait_s)),
             retry_after_s=int(os.environ.get("SHOAL_API_RETRY_AFTER", cls.retry_after_s)),
+            admission_ttl_s=float(os.environ.get("SHOAL_API_ADMISSION_TTL", cls.admission_ttl_s)),
             worker_key=os.environ.get("SHOAL_WORKER_KEY") or None,
         )

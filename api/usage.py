@@ -92,7 +92,8 @@ def rollup(own: Mapping[str, float], parents: Mapping[str, str | None]) -> dict[
 
 
 def compute(session: Session) -> Usage:
-    usage = Usage(cycle.load_inventory(session=session), cycle.live_jobs(session=session))
+    live = cycle.live_jobs(session=session, unreadable=[])  # an unreadable row: left out
+    usage = Usage(cycle.load_inventory(session=session), live)
     usage.parents = {q.name: q.parent for q in cycle.load_queues(session=session)}
     for job in usage.live:
         if job.running() is None:

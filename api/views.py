@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from api import models, usage
 from api.auth import Principal
 from scheduler.spec import STORED, JobSpec, Phase
@@ -35,7 +37,7 @@ def job(row: schema.JobRow) -> models.JobPublic:
         name=row.name,
         queue=row.queue,
         submitter=row.submitter,
-        spec=JobSpec.model_validate(row.spec, context=STORED),
+        spec=_spec(row),
         phase=Phase(row.phase),
         priority=row.priority,
         conditions=[models.Condition.model_validate(c) for c in row.conditions],
@@ -50,6 +52,21 @@ def job(row: schema.JobRow) -> models.JobPublic:
         finished_at=row.finished_at,
         version=row.version,
     )
+
+
+def _spec(row: schema.JobRow) -> JobSpec:
+    """The stored spec. One an older version let in that no longer validates (a number
+    out of today's bounds) is shown without the fields at fault, rather than failing
+    every listing of it (the loop gives the job a `JobError` reason saying why)."""
+    try:
+        return JobSpec.model_validate(row.spec, context=STORED)
+    except ValidationError as exc:
+        bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
+    try:
+        kept = {k: v for k, v in row.spec.items() if k not in bad}
+        return JobSpec.model_validate(kept, context=STORED)
+    except ValidationError:
+        return JobSpec.model_construct(**row.spec)
 
 
 def event(row: schema.JobEventRow) -> models.JobEventPublic:

@@ -106,6 +106,7 @@ async def _open_loop(url: str, token: str, rate: float, duration: float) -> dict
     return {
         "offered": rate,
         "sent": n,
+        "ok": len(ok),
         "achieved": len(ok) / max(wall, duration),
         "p50_ms": _quantile(ok, 0.50),
         "p99_ms": _quantile(ok, 0.99),
@@ -135,7 +136,7 @@ async def _healthz(url: str, duration: float, concurrency: int = 32) -> dict[str
         t0 = loop.time()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = loop.time() - t0
-    return {"healthz_rps": count / wall}
+    return {"healthz_rps": count / wall, "healthz_n": count}
 
 
 def _drive_in_child(*args: str) -> dict[str, Any]:
@@ -161,6 +162,12 @@ def _serve(db_url: str | None, extra_env: dict[str, str]) -> Iterator[tuple[str,
         cmd += ["--database-url", db_url]
     env = {**os.environ, **extra_env}
     env.pop("SHOAL_API_TOKENS_FILE", None)
+    if extra_env.get("BENCH_API_ONLY"):  # the API alone (no scheduler loop): its own cost
+        (state / "admin-token").write_text("bench-admin")
+        env["SHOAL_API_TOKENS"] = "bench-admin: {user: admin, role: admin}"
+        env["SHOAL_DATABASE_URL"] = db_url or f"sqlite:///{state / 'shoal.db'}"
+        cmd = [sys.executable, "-m", "uvicorn", "--factory", "api.app:app_from_env",
+               "--port", str(port), "--log-level", "warning"]  # fmt: skip
     log = (state / "serve.log").open("wb")
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -206,6 +213,12 @@ def _pg_schema(pg: str) -> Iterator[str]:
         admin.dispose()
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) the server has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def bench(
     label: str,
     db_url: str | None,
@@ -221,17 +234,25 @@ def bench(
         r = httpx.post(f"{url}/api/v1/queues", json={"name": "bench"}, headers=auth)
         r.raise_for_status()
         _drive_in_child("healthz", url, "1")  # warm up
+        cpu0 = _cpu_s(pid)
         ceiling = _drive_in_child("healthz", url, "3")
+        cpu1 = _cpu_s(pid)
+        ceiling["healthz_cpu_ms"] = (cpu1 - cpu0) * 1000 / max(ceiling["healthz_n"], 1)
         spy = None
         if py_spy:  # sample the server's threads while it takes submissions (collapsed stacks)
             out = f"{label.lower()}-{rate:.0f}.txt"
+            spy_args = f"record -p {pid} -f raw -o {out} -t -r 100 -d {int(duration)}"
             spy = subprocess.Popen(
-                [py_spy, "record", "-p", str(pid), "-f", "raw", "-o", out, "-t", "-r", "100",
-                 "-d", str(int(duration))],  # fmt: skip
+                [py_spy, *spy_args.split()],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
+        cpu0 = _cpu_s(pid)
         result = _drive_in_child("jobs", url, token, str(rate), str(duration))
+        # Server CPU per request (all threads, the scheduler loop's included): unlike
+        # rates, it barely moves when other processes share the machine's cores.
+        answered = result["ok"] + result["shed"]
+        result["cpu_ms"] = (_cpu_s(pid) - cpu0) * 1000 / max(answered, 1)
         if spy is not None:
             spy.wait(60)
     return {"database": label, **result, **ceiling}
@@ -244,7 +265,8 @@ def _row(r: dict[str, Any]) -> str:
     return (
         f"| {r['database']} | {r['offered']:.0f}/s | {r['achieved']:.0f}/s | "
         f"{r['p50_ms']:.1f} ms | {r['p99_ms']:.1f} ms | {shed} | {errors} | "
-        f"{r['healthz_rps']:.0f}/s | {ratio:.2f} |"
+        f"{r['healthz_rps']:.0f}/s | {ratio:.2f} | {r['cpu_ms']:.2f} ms "
+        f"| {r['healthz_cpu_ms']:.2f} ms |"
     )
 
 
@@ -272,7 +294,8 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     print(
         "| database | offered | achieved | p50 | p99 | shed 429/503 | other errors "
-        "| /healthz | achieved / healthz |\n|---|---|---|---|---|---|---|---|---|",
+        "| /healthz | achieved / healthz | server CPU / submission | server CPU / healthz |"
+        "\n|---|---|---|---|---|---|---|---|---|---|---|",
         flush=True,
     )
     pg = os.environ.get("SHOAL_TEST_PG_URL")

@@ -236,6 +236,8 @@ def _free_port() -> int:
 def profiled_serve() -> None:
     """`shoal serve` (argv as given) with `Loop.run_once` profiled: the child of
     `--profile`. cProfile follows one thread; the loop's cycles run on one thread."""
+    from scheduler.backends.kubernetes.backend import KubernetesBackend
+    from scheduler.backends.kubernetes.podindex import PodIndex
     from scheduler.cli.main import main as shoal_main
     from scheduler.loop.service import Loop
 
@@ -252,14 +254,44 @@ def profiled_serve() -> None:
             prof.disable()
         if report is not None:
             placed = len(report.result.places)
-            cycles.append({"seconds": round(report.seconds, 4), "placed": placed,
+            cycles.append({"t": round(time.monotonic(), 3),
+                           "seconds": round(report.seconds, 4), "placed": placed,
                            **{k: round(v, 4) for k, v in report.steps.items()}})  # fmt: skip
         return report
+
+    # When each foreign pod was first seen waiting, placed (bind_foreign) and bound.
+    marks: dict[str, dict[str, float]] = {}
+    update, bind_foreign, bind = (
+        PodIndex.update,
+        KubernetesBackend.bind_foreign,
+        KubernetesBackend.bind,
+    )
+
+    def mark(key: str, what: str) -> None:
+        marks.setdefault(key, {}).setdefault(what, time.monotonic())
+
+    def on_update(self: PodIndex, key: str, obj: Any) -> None:
+        update(self, key, obj)
+        if self.pending(key) is not None:
+            mark(key, "seen")
+
+    def on_bind_foreign(self: KubernetesBackend, job_id: str, placement: Any) -> None:
+        mark(job_id.removeprefix("pod:"), "placed")
+        bind_foreign(self, job_id, placement)
+
+    def on_bind(self: KubernetesBackend, pod: Any, placement: Any) -> bool:
+        done = bind(self, pod, placement)
+        mark(f"{pod.namespace}/{pod.name}", "bound")
+        return done
 
     def dump() -> None:
         prof.dump_stats(out)
         Path(out + ".cycles.json").write_text(json.dumps(cycles))
+        Path(out + ".pods.json").write_text(json.dumps(marks))
 
+    PodIndex.update = on_update  # type: ignore[method-assign]
+    KubernetesBackend.bind_foreign = on_bind_foreign  # type: ignore[method-assign]
+    KubernetesBackend.bind = on_bind  # type: ignore[method-assign]
     Loop.run_once = run_once  # type: ignore[method-assign]
     atexit.register(dump)
     sys.argv = ["shoal", *sys.argv[1:]]
@@ -369,6 +401,7 @@ def single_gpu_pods(
     time.sleep(1)
     counter: Iterator[int] = iter(range(n))
     lock = threading.Lock()
+    created: dict[str, float] = {}
 
     def creator() -> None:
         with httpx.Client(base_url=cluster.server, verify=cluster.ssl, timeout=60) as c:
@@ -395,6 +428,7 @@ def single_gpu_pods(
                     },
                     client=c,
                 )  # fmt: skip
+                created[f"p{i:05d}"] = time.monotonic()
 
     t0 = time.monotonic()
     threads = [threading.Thread(target=creator) for _ in range(8)]
@@ -409,11 +443,17 @@ def single_gpu_pods(
     watch.stop.set()
     with watch.lock:
         times = sorted(watch.bound.values())
+        waits = sorted(t - created[k] for k, t in watch.bound.items() if k in created)
+        seen = {
+            f"{NS}/{k}": {"created": created.get(k), "watched": t} for k, t in watch.bound.items()
+        }
         per_node: dict[str, int] = {}
         for p in watch.pods.values():
             node = p["spec"].get("nodeName")
             if node:
                 per_node[node] = per_node.get(node, 0) + 1  # one GPU each
+    if os.environ.get("SHOAL_BENCH_PODS"):  # per-pod create and bind times, for a profile
+        Path(os.environ["SHOAL_BENCH_PODS"]).write_text(json.dumps(seen))
     done = len(times)
     span = (times[-1] - t0) if times else float("nan")
     return {
@@ -422,6 +462,9 @@ def single_gpu_pods(
         "create_s": round(created_s, 1),
         "last_bind_s": round(span, 1),
         "pods_bound_per_s": round(done / span, 1) if times else 0.0,
+        # Seconds from a pod's create to its bind: median and 99th percentile.
+        "wait_p50_s": round(waits[len(waits) // 2], 2) if waits else None,
+        "wait_p99_s": round(waits[int(len(waits) * 0.99)], 2) if waits else None,
         # Nodes holding more single-GPU pods than they have GPUs (must be 0).
         "overallocated_nodes": sum(1 for n in per_node.values() if n > gpus),
     }

@@ -22,7 +22,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
 from fastapi.templating import Jinja2Templates
 
-from api import deps, queuestats, usage, views
+from api import deps, queuestats, redact, usage, views
 from api.auth import Principal, Role
 from api.errors import ApiError
 from api.routes import explain as explain_route
@@ -231,7 +231,7 @@ def jobs_page(request: Request, queue: str = "", phase: str = "") -> Response:
             limit=200,
             cursor=None,
         )
-        rows = [views.job(r) for r in page.items]
+        rows = redact.jobs(session, principal, [views.job(r) for r in page.items])
         stats = queuestats.compute(queuestats.snapshot(session))
     names = [s.name for s in queuestats.visible(stats, principal.visible_queues)]
     return _page(
@@ -257,13 +257,17 @@ def job_page(request: Request, job_id: str) -> Response:
             row = jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
         except errors.NotFound:
             return _not_found(request, principal, f"job {job_id}")
-        job = views.job(row)
-        events = [
-            views.event(e)
-            for e in jobs.list_events(
-                session=session, job_id=job_id, queues=principal.visible_queues
-            )
-        ]
+        job = redact.jobs(session, principal, [views.job(row)])[0]
+        events = redact.events(
+            session,
+            principal,
+            [
+                views.event(e)
+                for e in jobs.list_events(
+                    session=session, job_id=job_id, queues=principal.visible_queues
+                )
+            ],
+        )
         try:
             explanation = explain_route.explain_job(request, session, principal, job_id)
         except Exception:  # the page still shows the job when its account cannot be made

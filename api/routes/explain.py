@@ -2,7 +2,13 @@
 a snapshot built from the store the way the loop builds it (inventory, queues, live jobs,
 the wall clock now) with the policy the loop runs (`app.state.core_config`, set by
 `shoal serve` from its policy file and flags; the default `Config` otherwise). Keys are
-camelCase, as everywhere else in the API."""
+camelCase, as everywhere else in the API.
+
+The store does not see the victims of a preemption that are still stopping (they are
+Pending again, their workers not yet gone), so on it the job would look placeable. While
+the loop's last word for the job is that it waits for them, the account says so
+("preempting", "awaiting preemption of ...") rather than "placed". Other teams' jobs it
+names are hidden from a reader who cannot see them (`api.redact`)."""
 
 from __future__ import annotations
 
@@ -10,13 +16,16 @@ import dataclasses
 from typing import Any
 
 from fastapi import APIRouter, Path, Request
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from api import queuestats
+from api import queuestats, redact
 from api.deps import PrincipalDep, SessionDep
 from api.models import _Model
 from scheduler import model
 from scheduler.core import explain as core_explain
-from scheduler.store import jobs
+from scheduler.spec import Phase
+from scheduler.store import jobs, schema
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -66,10 +75,58 @@ def explain_job(
     job_id: str = Path(min_length=1, max_length=32),
 ) -> ExplanationPublic:
     """Fair-share arithmetic, place in the order, decision and the best candidate nodes."""
-    jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
+    row = jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
     config: model.Config = getattr(request.app.state, "core_config", None) or model.Config()
     found = dataclasses.asdict(core_explain.explain(queuestats.snapshot(session, config), job_id))
     # A parent's line sums its whole subtree: a member sees only the queues it may see,
     # so another team's usage cannot be read off its parent.
     found["fair_share"] = [line for line in found["fair_share"] if principal.sees(line["queue"])]
+    if found["decision"] == "placed" and _awaits_preemption(row):
+        found.update(
+            decision="preempting",
+            reason=_awaiting(session, row),
+            placements=[],
+            candidates=[],
+        )
+    reason = found["reason"]
+    ids = {p["job_id"] for p in found["preempts"]}
+    if reason is not None:
+        ids |= redact.referenced(reason["details"]) | redact.referenced_in(reason["message"])
+    hidden = redact.Hidden(session, principal, ids)
+    if hidden:
+        found["preempts"] = [
+            {**p, "job_id": hidden.id(p["job_id"]), "reason": hidden.text(p["reason"])}
+            for p in found["preempts"]
+        ]
+        if reason is not None:
+            found["reason"] = {
+                **reason,
+                "message": hidden.text(reason["message"]),
+                "details": hidden.details(reason["details"]),
+            }
     return ExplanationPublic.model_validate({**found, "policy": str(config.policy)})
+
+
+def _awaits_preemption(row: schema.JobRow) -> bool:
+    return (
+        row.phase == Phase.PENDING.value
+        and row.pending_code == model.ReasonCode.WAITING_FOR_PREEMPTION.value
+    )
+
+
+def _awaiting(session: Session, row: schema.JobRow) -> dict[str, Any]:
+    """The loop's stored reason, led by the jobs the job waits for."""
+    details = dict(row.pending_details or {})
+    ids = sorted(redact.referenced(details))
+    names = {
+        r.id: f"{r.name} ({r.id})" if r.name and r.name != r.id else r.id
+        for r in session.execute(
+            select(schema.JobRow.id, schema.JobRow.name).where(schema.JobRow.id.in_(ids))
+        )
+    }
+    waits = ", ".join(names.get(i, i) for i in ids) or "the jobs preempted for it"
+    return {
+        "code": row.pending_code,
+        "message": f"awaiting preemption of {waits}: {row.pending_message or ''}".rstrip(": "),
+        "details": details,
+    }

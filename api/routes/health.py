@@ -1,4 +1,5 @@
-"""Liveness, readiness (the database answers) and Prometheus metrics."""
+"""Liveness (the scheduler loop cycles), readiness (the database answers) and Prometheus
+metrics."""
 
 from __future__ import annotations
 
@@ -14,9 +15,20 @@ PREFIX = ""
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", response_model=models.Health)
-def healthz() -> models.Health:
-    """The process serves requests (no dependencies checked)."""
+@router.get(
+    "/healthz",
+    response_model=models.Health,
+    responses={503: {"model": models.Health, "description": "the scheduler loop is wedged"}},
+)
+def healthz(request: Request, response: Response) -> models.Health:
+    """Alive: the process serves requests and, where it runs one (`shoal serve`), its
+    scheduler loop still cycles (its thread is alive and no cycle has run past the stall
+    limit). A database outage is not a liveness failure (`/readyz` reports that)."""
+    check = getattr(request.app.state, "loop_health", None)
+    problem = check() if check is not None else None
+    if problem:
+        response.status_code = 503
+        return models.Health(status=problem)
     return models.Health(status="ok")
 
 

@@ -9,17 +9,16 @@ Every query is restricted to the caller's visible queues, so another team's job 
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, Path, Query, Response, status
 
-from api import models, views
+from api import models, redact, views
 from api.auth import Role
-from api.deps import PrincipalDep, SessionDep
+from api.deps import AdmissionDep, PrincipalDep, SessionDep
 from api.errors import admission_error, fail
-from scheduler import admission
 from scheduler.spec import Phase
-from scheduler.store import cycle, jobs, retention
+from scheduler.store import jobs, retention
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 JobId = Path(min_length=1, max_length=32)
@@ -35,6 +34,7 @@ def submit_job(
     body: models.JobCreate,
     session: SessionDep,
     principal: PrincipalDep,
+    snapshot: AdmissionDep,
     response: Response,
     idempotency_key: Annotated[
         str | None,
@@ -46,8 +46,7 @@ def submit_job(
     if principal.role in (Role.VIEWER, Role.WORKER):
         raise fail(403, f"role {principal.role} is read-only")
     # Queues the caller may not submit to are reported as unknown (no existence leak).
-    known = {q.name: q for q in cycle.load_queues(session=session) if principal.may_submit(q.name)}
-    problems = admission.check_job(body, queues=known, nodes=cycle.load_inventory(session=session))
+    problems = snapshot.check_job(session, body, may_submit=principal.may_submit)
     if problems:
         raise admission_error(problems)
     row, created = jobs.submit_job(
@@ -78,13 +77,15 @@ def list_jobs(
         limit=limit,
         cursor=cursor,
     )
-    return models.JobsPublic(data=[views.job(r) for r in page.items], next_cursor=page.next_cursor)
+    items = redact.jobs(session, principal, [views.job(r) for r in page.items])
+    return models.JobsPublic(data=items, next_cursor=page.next_cursor)
 
 
 @router.get("/{job_id}", response_model=models.JobPublic)
 def get_job(session: SessionDep, principal: PrincipalDep, job_id: str = JobId) -> models.JobPublic:
     """One job with its placements and pending reason."""
-    return views.job(jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues))
+    row = jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
+    return redact.jobs(session, principal, [views.job(row)])[0]
 
 
 @router.post("/{job_id}/cancel", response_model=models.JobPublic)
@@ -95,7 +96,8 @@ def cancel_job(
     row = jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
     if not principal.may_submit(row.queue):
         raise fail(403, f"role {principal.role} may not cancel jobs")
-    return views.job(jobs.cancel_job(session=session, job_id=job_id, by=principal.user))
+    row = jobs.cancel_job(session=session, job_id=job_id, by=principal.user)
+    return redact.jobs(session, principal, [views.job(row)])[0]
 
 
 @router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
@@ -110,8 +112,21 @@ def delete_job(session: SessionDep, principal: PrincipalDep, job_id: str = JobId
 
 @router.get("/{job_id}/events", response_model=models.JobEventsPublic)
 def job_events(
-    session: SessionDep, principal: PrincipalDep, job_id: str = JobId
+    session: SessionDep,
+    principal: PrincipalDep,
+    job_id: str = JobId,
+    limit: Annotated[int, Query(ge=1, le=jobs.MAX_PAGE)] = jobs.MAX_PAGE,
+    cursor: Annotated[str | None, Query(max_length=64)] = None,
+    order: Annotated[Literal["asc", "desc"], Query(description="asc: oldest first")] = "asc",
 ) -> models.JobEventsPublic:
-    """The job's history, oldest first."""
-    rows = jobs.list_events(session=session, job_id=job_id, queues=principal.visible_queues)
-    return models.JobEventsPublic(data=[views.event(r) for r in rows])
+    """The job's history, a page at a time (oldest first by default)."""
+    page = jobs.events_page(
+        session=session,
+        job_id=job_id,
+        queues=principal.visible_queues,
+        limit=limit,
+        cursor=cursor,
+        newest_first=order == "desc",
+    )
+    items = redact.events(session, principal, [views.event(r) for r in page.items])
+    return models.JobEventsPublic(data=items, next_cursor=page.next_cursor)

@@ -5,28 +5,37 @@ with `log_files(job_id) -> [(attempt, worker, path)]`; `shoal serve` gives the l
 backend). Without one the endpoint answers 501. Reads are by byte offset per worker, so
 `shoal logs -f` polls for what is new. Progress is what the worker launcher posts
 (heartbeat, step, loss); worker 0's progress is kept as a `Progress` event, at most one
-every two seconds per job, so `shoal job` can show the latest loss.
+every two seconds per job (a `final` report once per attempt skips the wait), so `shoal
+job` can show the latest loss. Bounded: a report holds at most 32 flat values in 4 KiB,
+and only a job's newest 50 Progress events are kept.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path as FilePath
 from typing import Any, Protocol
 
 from fastapi import APIRouter, Path, Query, Request, Response, status
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from api import models
 from api.auth import Role
 from api.deps import PrincipalDep, SessionDep
-from api.errors import fail
+from api.errors import ErrorBody, fail
 from scheduler.store import cycle, jobs
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 JobId = Path(min_length=1, max_length=32)
 MAX_CHUNK = 256 * 1024
 PROGRESS_EVERY_S = 2.0
+PROGRESS_KEEP = 50  # Progress events kept per job (older ones are deleted)
+PROGRESS_MAX_KEYS = 32
+PROGRESS_MAX_BYTES = 4096
+PROGRESS_MAX_KEY = 64
+# Jobs whose last report time is remembered (the throttle); the oldest are forgotten.
+PROGRESS_REMEMBER = 10_000
 
 
 class LogSource(Protocol):
@@ -48,13 +57,35 @@ class LogsPublic(models._Model):
 
 
 class ProgressReport(models._Model):
-    attempt: int = Field(ge=0)
-    worker: int = Field(ge=0)
-    progress: dict[str, Any] = Field(default_factory=dict)
-    final: bool = False  # the worker's command has ended: always kept
+    attempt: int = Field(ge=0, le=2**31 - 1)
+    worker: int = Field(ge=0, le=4095)
+    progress: dict[str, Any] = Field(
+        default_factory=dict,
+        description=f"at most {PROGRESS_MAX_KEYS} flat values (number, bool, string, null), "
+        f"{PROGRESS_MAX_BYTES} bytes as JSON",
+    )
+    final: bool = False  # the worker's command has ended: kept once per attempt
+
+    @field_validator("progress")
+    @classmethod
+    def _bounded(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if len(v) > PROGRESS_MAX_KEYS:
+            raise ValueError(f"at most {PROGRESS_MAX_KEYS} values")
+        for key, value in v.items():
+            if len(key) > PROGRESS_MAX_KEY:
+                raise ValueError(f"key {key[:20]!r}... is over {PROGRESS_MAX_KEY} characters")
+            if value is not None and not isinstance(value, bool | int | float | str):
+                raise ValueError(f"{key[:20]!r} must be a number, bool, string or null")
+        if len(json.dumps(v)) > PROGRESS_MAX_BYTES:
+            raise ValueError(f"over {PROGRESS_MAX_BYTES} bytes as JSON")
+        return v
 
 
-@router.get("/{job_id}/logs", response_model=LogsPublic)
+@router.get(
+    "/{job_id}/logs",
+    response_model=LogsPublic,
+    responses={501: {"model": ErrorBody, "description": "this backend keeps no logs here"}},
+)
 def job_logs(
     request: Request,
     session: SessionDep,
@@ -95,6 +126,11 @@ def job_logs(
     return LogsPublic(job_id=job_id, attempt=attempt, chunks=chunks)
 
 
+def _forget_oldest(memory: dict[Any, Any]) -> None:
+    while len(memory) > PROGRESS_REMEMBER:
+        del memory[next(iter(memory))]
+
+
 @router.post("/{job_id}/progress", status_code=status.HTTP_204_NO_CONTENT)
 def report_progress(
     body: ProgressReport,
@@ -116,10 +152,20 @@ def report_progress(
     last: dict[str, float] | None = getattr(request.app.state, "progress_seen", None)
     if last is None:
         last = request.app.state.progress_seen = {}
+    finals: dict[tuple[str, int], None] | None = getattr(request.app.state, "progress_final", None)
+    if finals is None:
+        finals = request.app.state.progress_final = {}
     now = time.monotonic()
-    due = body.final or now - last.get(job_id, 0.0) >= PROGRESS_EVERY_S
+    # A final report skips the throttle once per attempt; repeats of it do not.
+    final = body.final and (job_id, body.attempt) not in finals
+    due = final or now - last.get(job_id, 0.0) >= PROGRESS_EVERY_S
     if body.worker == 0 and body.progress and due:
+        last.pop(job_id, None)  # re-inserted last: the dicts forget the oldest first
         last[job_id] = now
+        if final:
+            finals[(job_id, body.attempt)] = None
+        _forget_oldest(last)
+        _forget_oldest(finals)
         step, loss = body.progress.get("step"), body.progress.get("loss")
         cycle.append_event(
             session=session,
@@ -128,4 +174,5 @@ def report_progress(
             message=f"step {step}" + (f" loss {loss}" if loss is not None else ""),
             data={"attempt": body.attempt, **body.progress},
         )
+        jobs.prune_events(session=session, job_id=job_id, kind="Progress", keep=PROGRESS_KEEP)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -131,7 +131,8 @@ def show_job(api: Api, name: str) -> None:
                 f"{p['fraction']:g}",
             )
         out.print(t)
-    events = api.get(f"/jobs/{j['id']}/events")["data"]
+    # The newest page (the history is paginated), shown oldest first.
+    events = api.get(f"/jobs/{j['id']}/events?order=desc&limit=200")["data"][::-1]
     t = Table(title="events", box=None, header_style="bold")
     for col in ("AGE", "KIND", "REASON", "MESSAGE"):
         t.add_column(col)

@@ -283,6 +283,12 @@ def simulate(
         float, typer.Option(help="multiply submit times (<1: more load)")
     ] = 1.0,
     series: Annotated[Path | None, typer.Option(help="write the utilisation series CSV")] = None,
+    plot: Annotated[
+        Path | None, typer.Option(help="write a PNG: utilisation, queues, wait times")
+    ] = None,
+    every_tick: Annotated[
+        bool, typer.Option(help="run every idle tick (slow; same decisions)")
+    ] = False,
 ) -> None:
     """Replay a job trace in virtual time through the same loop and core."""
     from scheduler.cli import simulate as sim
@@ -300,6 +306,8 @@ def simulate(
         arrival_scale=arrival_scale,
         max_duration_s=max_duration,
         series_out=series,
+        plot_out=plot,
+        every_tick=every_tick,
     )
 
 

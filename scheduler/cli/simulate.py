@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import statistics
+import time
 from pathlib import Path
 
 import yaml
@@ -51,6 +52,8 @@ def run(
     arrival_scale: float,
     max_duration_s: float,
     series_out: Path | None,
+    plot_out: Path | None = None,
+    every_tick: bool = False,
 ) -> None:
     jobs = trace.load(trace_file, limit=limit, max_duration_s=max_duration_s)
     if alibaba_node_file is not None:
@@ -76,6 +79,7 @@ def run(
         transient=True,
     ) as bar:
         task = bar.add_task("replay", total=len(jobs))
+        wall = time.perf_counter()
         rep = replay.simulate(
             jobs,
             nodes,
@@ -84,10 +88,14 @@ def run(
             tick_s=tick_s,
             arrival_scale=arrival_scale,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
+            every_tick=every_tick,
         )
+        wall = time.perf_counter() - wall
     span = rep.end - rep.start
+    skipped = f" (+{rep.skipped_ticks} idle ticks skipped)" if rep.skipped_ticks else ""
     out.print(
-        f"virtual time {span / 3600:.1f} h in {rep.cycles} cycles; placed {rep.placed}, "
+        f"virtual time {span / 3600:.1f} h in {rep.cycles} cycles{skipped}, {wall:.1f} s; "
+        f"placed {rep.placed}, "
         f"finished {rep.finished}, never placed {rep.never_placed}"
         + (
             f"; {rep.dropped_gpu_types} GPU-type constraints dropped (no such model here)"
@@ -118,6 +126,8 @@ def run(
     q = Table(title="per queue", box=None, header_style="bold")
     for col in (
         "QUEUE",
+        "GUAR",
+        "HELD",  # time-weighted mean GPUs
         "PLACED",
         "MEAN WAIT (s)",
         "P95 WAIT (s)",
@@ -125,11 +135,15 @@ def run(
         "GUARANTEE VIOLATION (s)",
     ):
         q.add_column(col)
-    for name in sorted(set(rep.delays) | set(rep.preemptions) | set(rep.violation_s)):
+    held = rep.mean_usage()
+    names = set(rep.delays) | set(rep.preemptions) | set(rep.violation_s) | set(rep.guaranteed)
+    for name in sorted(names):
         d = sorted(rep.delays.get(name, []))
         p95 = d[min(len(d) - 1, int(0.95 * len(d)))] if d else 0.0
         q.add_row(
             name,
+            f"{rep.guaranteed.get(name, 0.0):g}",
+            f"{held.get(name, 0.0):.2f}",
             str(len(d)),
             f"{statistics.fmean(d):.0f}" if d else "-",
             f"{p95:.0f}",
@@ -144,3 +158,8 @@ def run(
             for ts, u in rep.utilisation:
                 w.writerow([f"{ts - rep.start:.1f}", f"{u:.4f}"])
         out.print(f"utilisation series written to {series_out}")
+    if plot_out is not None:
+        from scheduler.sim import plot
+
+        plot.write(rep, plot_out, title=f"{trace_file.name}: {len(jobs)} jobs, {len(nodes)} nodes")
+        out.print(f"plot written to {plot_out}")

@@ -83,12 +83,21 @@ def apply(session: Session, outcome: reconcile.Outcome) -> dict[str, Any]:
 def queue_usage(session: Session, name: str) -> dict[str, Any]:
     """What a Queue's status shows of its jobs now (the `Allocated` and `Pending` printer
     columns): GPUs held by its placed jobs, jobs waiting (Preempted ones included: they
-    wait again), jobs running."""
+    wait again), jobs running. A parent counts its whole subtree, as the dashboard does."""
     holding = (Phase.SCHEDULED.value, Phase.RUNNING.value)
     waiting = (Phase.PENDING.value, Phase.PREEMPTED.value)
+    children: dict[str | None, list[str]] = {}
+    for child, parent in session.execute(select(schema.QueueRow.name, schema.QueueRow.parent)):
+        children.setdefault(parent, []).append(child)
+    subtree, todo = set(), [name]
+    while todo:
+        q = todo.pop()
+        if q not in subtree:
+            subtree.add(q)
+            todo.extend(children.get(q, ()))
     rows = session.execute(
         select(schema.JobRow.phase, schema.JobRow.placements).where(
-            schema.JobRow.queue == name, schema.JobRow.phase.in_(holding + waiting)
+            schema.JobRow.queue.in_(sorted(subtree)), schema.JobRow.phase.in_(holding + waiting)
         )
     ).all()
     allocated = sum(

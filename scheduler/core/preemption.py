@@ -153,33 +153,46 @@ def _why(ctx: context.Context, victim: m.RunningJob, job: m.JobRequest) -> str:
     )
 
 
+def _candidates(
+    ctx: context.Context,
+) -> tuple[list[m.RunningJob], list[m.RunningJob], list[m.RunningJob]]:
+    """(stopping jobs, whose room is promised; victims; young jobs, which would be
+    victims but for the minimum runtime and tell a waiting job when), each in victim
+    order."""
+    snap = ctx.snapshot
+    stopping = sorted((r for r in snap.running if r.stopping), key=_key)
+    eligible = [
+        r for r in snap.running if context.preemptible(ctx, r) and r.job.queue in ctx.tree.queues
+    ]
+    old = snap.config.min_runtime_s
+    victims = sorted((r for r in eligible if snap.now - r.started_at >= old), key=_key)
+    young = sorted((r for r in eligible if snap.now - r.started_at < old), key=_key)
+    return stopping, victims, young
+
+
+def _usable(
+    ctx: context.Context,
+    job: m.JobRequest,
+    runs: Sequence[m.RunningJob],
+    gone: set[str],
+    allowed: frozenset[str] | None,
+    reclaim: bool,
+) -> list[m.RunningJob]:
+    """The jobs among `runs` whose room `job` may take: not already taken, holding what
+    it can use, and allowed to it (reclaim or priority)."""
+    return [
+        r
+        for r in runs
+        if r.job.id not in gone and _helps(ctx, r, allowed) and _may_take(job, r, reclaim)
+    ]
+
+
 def preempt(
     ctx: context.Context, failed: Sequence[tuple[m.JobRequest, m.PendingReason]]
 ) -> tuple[list[m.Preempt], dict[str, m.PendingReason]]:
     """Preemptions for the jobs that did not fit, and their new pending reasons."""
     snap = ctx.snapshot
-    stopping = sorted((r for r in snap.running if r.stopping), key=_key)
-    victims = sorted(
-        (
-            r
-            for r in snap.running
-            if context.preemptible(ctx, r)
-            and snap.now - r.started_at >= snap.config.min_runtime_s
-            and r.job.queue in ctx.tree.queues
-        ),
-        key=_key,
-    )
-    # Would be victims but for the minimum runtime: they tell a waiting job when.
-    young = sorted(
-        (
-            r
-            for r in snap.running
-            if context.preemptible(ctx, r)
-            and snap.now - r.started_at < snap.config.min_runtime_s
-            and r.job.queue in ctx.tree.queues
-        ),
-        key=_key,
-    )
+    stopping, victims, young = _candidates(ctx)
     gone: set[str] = set()
     out: list[m.Preempt] = []
     waiting: dict[str, m.PendingReason] = {}
@@ -193,25 +206,9 @@ def preempt(
         reclaim = ctx.est.total(job) <= room + m.EPS
         # A stopping job's room is promised only to a job that could have chosen it as
         # a victim: a borrower must not claim the room reclaimed for a guarantee.
-        promised = [
-            r
-            for r in stopping
-            if r.job.id not in gone and _helps(ctx, r, allowed) and _may_take(job, r, reclaim)
-        ]
-        pool: list[m.RunningJob] = []
-        if snap.config.preemption:
-            pool = [
-                r
-                for r in victims
-                if r.job.id not in gone and _helps(ctx, r, allowed) and _may_take(job, r, reclaim)
-            ]
-        later: list[m.RunningJob] = []
-        if snap.config.preemption:
-            later = [
-                r
-                for r in young
-                if r.job.id not in gone and _helps(ctx, r, allowed) and _may_take(job, r, reclaim)
-            ]
+        promised = _usable(ctx, job, stopping, gone, allowed, reclaim)
+        pool = _usable(ctx, job, victims, gone, allowed, reclaim) if snap.config.preemption else []
+        later = _usable(ctx, job, young, gone, allowed, reclaim) if snap.config.preemption else []
         if not pool and not promised and not later:
             continue
         tries += 1

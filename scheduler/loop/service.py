@@ -21,6 +21,15 @@ the cycle goes on for the others. A core failure is traced to the pending job th
 causes it by bisection (`_schedule`); a failure with no pending job to blame (a running
 job's data) still fails the cycle, since leaving a running job out would free GPUs it
 holds.
+
+Failover: a new leader adopts what runs by seeing it (the Kubernetes backend lists every
+replica's pods). A backend whose workers other replicas cannot see (`local`:
+`replicas_see_workers = False`) records its `instance` in each `Launched` event, and a job
+launched by another instance is left alone, reported once (`WorkersElsewhere`), never
+relaunched; `shoal serve --backend local` refuses to start beside a leading replica. The
+old leader is fenced: before a launch or stop the cycle renews its lease (once a third of
+it has passed), and refuses them (`LeaseLapsed`) once another holds it, or 2/3 of it has
+passed unrenewed.
 """
 
 from __future__ import annotations
@@ -39,9 +48,9 @@ from scheduler.backends import base
 from scheduler.clock import Clock, WallClock, as_datetime
 from scheduler.core import cycle
 from scheduler.loop import apply, reconcile
+from scheduler.loop import snapshot as snapshots
 from scheduler.loop.backoff import Backoff
 from scheduler.loop.workerenv import WorkerEnv
-from scheduler.spec import Phase
 from scheduler.store import cycle as store
 from scheduler.store import errors, retention
 from scheduler.store.db import Database
@@ -49,9 +58,10 @@ from scheduler.store.db import Database
 log = logging.getLogger(__name__)
 
 ScheduleFn = Callable[[model.Snapshot], model.CycleResult]
-# A cycle launches and stops only within this part of the lease after taking it (client-go's
-# renew deadline is 2/3 of the lease): a replica that stalls past it writes nothing more
-# to the cluster, so it cannot race the one that took the lease over.
+# A cycle launches and stops only within this part of the lease after it last renewed it
+# (client-go's renew deadline is 2/3 of the lease), renewing it on the way once a third
+# has passed: a replica that stalls and finds its lease taken writes nothing more to the
+# cluster, so it cannot race the one that took over.
 RENEW_FRACTION = 2 / 3
 
 
@@ -62,11 +72,21 @@ class LeaseLapsed(base.BackendError):
 
 
 class _Fenced:
-    """The cycle's backend: `launch` and `stop` refused (`LeaseLapsed`, transient: the
-    launch is kept and finished by whoever leads next) after `deadline` (monotonic)."""
+    """The cycle's backend: before each `launch` and `stop`, the lease taken at `taken`
+    (monotonic) is renewed once a third of `ttl_s` has passed; once a renewal finds it
+    another's, or 2/3 of it passed with no renewal, they are refused (`LeaseLapsed`,
+    transient: the launch is kept, and finished by whoever leads next)."""
 
-    def __init__(self, backend: base.ClusterBackend, deadline: float) -> None:
-        self._backend, self._deadline = backend, deadline
+    def __init__(
+        self,
+        backend: base.ClusterBackend,
+        *,
+        taken: float,
+        ttl_s: float,
+        renew: Callable[[], bool],
+    ) -> None:
+        self._backend, self._renewed, self._ttl, self._renew = backend, taken, ttl_s, renew
+        self._lost = False
         # What the loop reads of a backend besides the protocol (see reconcile.facts).
         self.replicas_see_workers = getattr(backend, "replicas_see_workers", True)
         instance = getattr(backend, "instance", None)
@@ -74,8 +94,17 @@ class _Fenced:
             self.instance = instance
 
     def _check(self, what: str) -> None:
-        if time.monotonic() >= self._deadline:
-            raise LeaseLapsed(f"{what} not sent: this replica's scheduling lease may have lapsed")
+        now = time.monotonic()
+        if not self._lost and now - self._renewed > self._ttl / 3:
+            try:
+                if self._renew():
+                    self._renewed = now
+                else:
+                    self._lost = True
+            except Exception as exc:  # the database away: the deadline below decides
+                log.warning("could not renew the scheduling lease: %s", exc)
+        if self._lost or time.monotonic() >= self._renewed + self._ttl * RENEW_FRACTION:
+            raise LeaseLapsed(f"{what} not sent: this replica's scheduling lease has lapsed")
 
     def nodes(self) -> Sequence[model.Node]:
         return self._backend.nodes()
@@ -157,6 +186,8 @@ class Loop:
         # that backend's instance): reported once, never relaunched.
         self.elsewhere: dict[str, str] = {}
         self.cycles = 0
+        # When run_forever last began a cycle (monotonic): how /healthz tells a wedged loop.
+        self.heartbeat = time.monotonic()
         # Whether the last cycle held the lease (and, when elected, the Lease): leader status.
         self.leading = False
         # Called with every completed cycle's report (the API's metrics); must not raise.
@@ -169,6 +200,7 @@ class Loop:
         """Cycle until `stop` is set; errors (a database restart) are logged, not fatal."""
         while not stop.is_set():
             self._wake.clear()
+            self.heartbeat = time.monotonic()  # /healthz: a cycle that never ends is a wedge
             try:
                 self.run_once()
             except Exception:
@@ -204,7 +236,14 @@ class Loop:
             if not lease:
                 return None
             # Fenced: no launch or stop once the lease may be another replica's.
-            backend = _Fenced(self.backend, taken + self.config.lease_ttl_s * RENEW_FRACTION)
+            backend = _Fenced(
+                self.backend,
+                taken=taken,
+                ttl_s=self.config.lease_ttl_s,
+                renew=lambda: store.acquire_lease(
+                    session=session, holder=self.config.holder, ttl_s=self.config.lease_ttl_s
+                ),
+            )
             mark("lease")
             # 2. observe
             nodes = tuple(self.backend.nodes())
@@ -255,9 +294,9 @@ class Loop:
             self.backoff.keep_only(set(by_id) | {r.id for r in f_pending})
             self.retries.keep_only(set(by_id))
             self.faulty.keep_only(keep | {u.id for u in unreadable})
+            self._report_elsewhere(session, done.elsewhere, now)
             # The workers of a job that cannot be read are neither stopped nor given away:
             # their GPUs stay reserved (as draining) until the job is fixed or cancelled.
-            self._report_elsewhere(session, done.elsewhere, now)
             draining = reconcile.orphans(
                 backend, by_id, attempts, done, session, keep={u.id for u in unreadable}
             )
@@ -450,9 +489,9 @@ class Loop:
         foreign_pending: tuple[model.JobRequest, ...] = (),
     ) -> model.Snapshot:
         by_id = {lj.id: lj for lj in live}
-        running = [r for lj in live if (r := lj.running()) is not None]
-        held = {r.job.id for r in running}
+        held = {lj.id for lj in live if lj.running() is not None}
         busy: set[str] = set()
+        stopping: list[model.RunningJob] = []
         remnants = self._remnants = {}
         for job_id, attempt in draining:
             busy.add(job_id)
@@ -477,7 +516,7 @@ class Loop:
                 or w.still_running
                 or (w.state is base.WorkerState.PENDING and w.node)
             )
-            running.append(
+            stopping.append(
                 model.RunningJob(
                     request if rid == job_id else _renamed(request, rid),
                     placements,
@@ -488,7 +527,6 @@ class Loop:
             held.add(rid)
         queues = store.load_queues(session=session)
         known = {q.name for q in queues}
-        running.extend(f for f in foreign_running if f.job.id not in held)
         for fp in foreign_pending:
             if fp.queue not in known:
                 log.debug("foreign pod %s: unknown queue %r, not scheduled", fp.id, fp.queue)
@@ -500,25 +538,17 @@ class Loop:
             or self.retries.active(k, now)
             or self.faulty.active(k, now)
         }
-        pending = tuple(
-            lj.request
-            for lj in live
-            if lj.phase is Phase.PENDING
-            and not lj.cancel_requested
-            and lj.id not in busy
-            and lj.id not in wait
-        ) + tuple(
-            fp
-            for fp in foreign_pending
-            if fp.queue in known and fp.id not in by_id and fp.id not in wait
-        )
-        return model.Snapshot(
+        return snapshots.build(
             nodes=nodes,
             queues=queues,
-            running=tuple(running),
-            pending=pending,
+            live=live,
             now=now,
             config=self.config.core,
+            stopping=stopping,
+            draining=busy,
+            held_back=wait,
+            foreign_running=foreign_running,
+            foreign_pending=foreign_pending,
         )
 
 

@@ -31,13 +31,14 @@ def build(
     now: float,
     config: model.Config,
     stopping: Sequence[model.RunningJob] = (),
+    draining: Collection[str] = frozenset(),
     held_back: Collection[str] = frozenset(),
     foreign_running: Sequence[model.RunningJob] = (),
     foreign_pending: Sequence[model.JobRequest] = (),
 ) -> model.Snapshot:
     """The snapshot of `live` jobs on `nodes` at `now`. `stopping`: attempts still
-    draining, which hold their GPUs; `held_back`: ids kept out of this cycle's pending
-    jobs (a draining earlier attempt, a backoff)."""
+    draining, which hold their GPUs; `draining`: the ids of their jobs, not pending
+    until those are gone; `held_back`: ids a backoff keeps out of this cycle."""
     running = [r for lj in live if (r := lj.running()) is not None]
     running.extend(stopping)
     held = {r.job.id for r in running}
@@ -49,6 +50,7 @@ def build(
         for lj in live
         if lj.phase is Phase.PENDING
         and not lj.cancel_requested
+        and lj.id not in draining
         and lj.id not in held_back
     ) + tuple(
         fp
@@ -71,7 +73,8 @@ def from_store(session: Session, *, config: model.Config, now: float) -> model.S
     return build(
         nodes=store.load_inventory(session=session),
         queues=store.load_queues(session=session),
-        live=store.live_jobs(session=session),
+        # A row that cannot be read is left out (the loop makes it that job's reason).
+        live=store.live_jobs(session=session, unreadable=[]),
         now=now,
         config=config,
     )

@@ -10,9 +10,11 @@ enough free GPU share in total but no single GPU or node holding one worker's pa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from scheduler import model as m
 from scheduler.placement import fit
-from scheduler.placement.state import UNIT, ClusterState
+from scheduler.placement.state import UNIT, ClusterState, Sig
 
 R = m.ReasonCode
 
@@ -33,63 +35,21 @@ def _ask(job: m.JobRequest) -> str:
     return f"{job.gpu:g} GPUs on one node" if job.gpu > 1 else "1 GPU"
 
 
+_Allowed = list[tuple[Sig, fit.Need, int]]  # node class, the worker's need there, node count
+
+
 def explain(state: ClusterState, job: m.JobRequest) -> m.PendingReason:
     d = fit.Demand.of(job)
     workers = max(job.workers, 1)
-    models = sorted({n.gpu_model for n in state.nodes if n.gpu_count})
     sigs = [(s, fit.need(d, s.model, s.gpu_mem), len(ms)) for s, ms in state.classes.items()]
     allowed = [(s, n, k) for s, n, k in sigs if n is not None]
     base = {"workers": workers, "gpu": job.gpu, "cpu_milli": d.cpu, "memory_mib": d.mem}
     if not allowed:
-        if d.types and not set(d.types) & set(models):
-            return m.PendingReason(
-                R.GPU_TYPE,
-                f"needs GPU type {' or '.join(d.types)}; the cluster has "
-                f"{', '.join(models) or 'no GPUs'}",
-                {**base, "gpu_types": list(d.types), "cluster_models": models},
-            )
-        largest = max((n.gpu_memory_mib for n in state.nodes), default=0)
-        return m.PendingReason(
-            R.NO_NODE,
-            f"needs {job.gpu_memory_mib} MiB of GPU memory per worker; the largest GPU "
-            f"of an allowed type has {largest} MiB",
-            {**base, "gpu_memory_mib": job.gpu_memory_mib, "largest_gpu_memory_mib": largest},
-        )
+        return _runs_nowhere(state, job, d, base)
     gpu_ok = [(s, n, k) for s, n, k in allowed if fit.gpu_fits(n, s.shares)]
-    whole = next((n.gpus for _, n, _ in allowed if n.gpus > 1), 0)
     free_total = sum(sum(s.shares) * k for s, _, k in allowed) / UNIT
     if not gpu_ok:
-        if whole:
-            block = max(sum(1 for v in s.shares if v >= UNIT) for s, _, _ in allowed)
-            most = max(len(s.shares) for s, _, _ in allowed)
-            if most < whole:
-                return m.PendingReason(
-                    R.NO_NODE,
-                    f"needs {whole} GPUs on one node; the largest node of an allowed type "
-                    f"has {most}",
-                    {**base, "largest_node_gpus": most, "largest_free_block": block},
-                )
-            code = R.FRAGMENTATION if free_total >= whole else R.NO_NODE
-            tail = f" ({free_total:g} GPUs free in total, spread over nodes)"
-            return m.PendingReason(
-                code,
-                f"needs {whole} GPUs on one node; the largest free block is {block}"
-                + (tail if code is R.FRAGMENTATION else ""),
-                {**base, "largest_free_block": block, "free_gpus_total": free_total},
-            )
-        most_free = max((s.shares[0] for s, _, _ in allowed if s.shares), default=0) / UNIT
-        share = max(n.share for _, n, _ in allowed) / UNIT
-        code = R.FRAGMENTATION if free_total >= share else R.NO_NODE
-        return m.PendingReason(
-            code,
-            f"needs {_ask(job)}; the most free GPU has {most_free:g} free"
-            + (
-                f" ({free_total:g} GPUs free in total, in pieces)"
-                if code is R.FRAGMENTATION
-                else ""
-            ),
-            {**base, "most_free_gpu": most_free, "free_gpus_total": free_total},
-        )
+        return _no_gpus(job, allowed, free_total, base)
     full = [s for s, _, _ in gpu_ok if s.cpu >= d.cpu and s.mem >= d.mem]
     if not full:
         cpu = max(s.cpu for s, _, _ in gpu_ok)
@@ -116,4 +76,58 @@ def explain(state: ClusterState, job: m.JobRequest) -> m.PendingReason:
             "largest_node_workers": largest,
             "free_gpus_total": free_total,
         },
+    )
+
+
+def _runs_nowhere(
+    state: ClusterState, job: m.JobRequest, d: fit.Demand, base: Mapping[str, object]
+) -> m.PendingReason:
+    """No node class can ever hold one worker: its GPU type, or its GPU memory."""
+    models = sorted({n.gpu_model for n in state.nodes if n.gpu_count})
+    if d.types and not set(d.types) & set(models):
+        return m.PendingReason(
+            R.GPU_TYPE,
+            f"needs GPU type {' or '.join(d.types)}; the cluster has "
+            f"{', '.join(models) or 'no GPUs'}",
+            {**base, "gpu_types": list(d.types), "cluster_models": models},
+        )
+    largest = max((n.gpu_memory_mib for n in state.nodes), default=0)
+    return m.PendingReason(
+        R.NO_NODE,
+        f"needs {job.gpu_memory_mib} MiB of GPU memory per worker; the largest GPU "
+        f"of an allowed type has {largest} MiB",
+        {**base, "gpu_memory_mib": job.gpu_memory_mib, "largest_gpu_memory_mib": largest},
+    )
+
+
+def _no_gpus(
+    job: m.JobRequest, allowed: _Allowed, free_total: float, base: Mapping[str, object]
+) -> m.PendingReason:
+    """No node has the free GPUs one worker needs now: too few, or in pieces."""
+    whole = next((n.gpus for _, n, _ in allowed if n.gpus > 1), 0)
+    if whole:
+        block = max(sum(1 for v in s.shares if v >= UNIT) for s, _, _ in allowed)
+        most = max(len(s.shares) for s, _, _ in allowed)
+        if most < whole:
+            return m.PendingReason(
+                R.NO_NODE,
+                f"needs {whole} GPUs on one node; the largest node of an allowed type has {most}",
+                {**base, "largest_node_gpus": most, "largest_free_block": block},
+            )
+        code = R.FRAGMENTATION if free_total >= whole else R.NO_NODE
+        tail = f" ({free_total:g} GPUs free in total, spread over nodes)"
+        return m.PendingReason(
+            code,
+            f"needs {whole} GPUs on one node; the largest free block is {block}"
+            + (tail if code is R.FRAGMENTATION else ""),
+            {**base, "largest_free_block": block, "free_gpus_total": free_total},
+        )
+    most_free = max((s.shares[0] for s, _, _ in allowed if s.shares), default=0) / UNIT
+    share = max(n.share for _, n, _ in allowed) / UNIT
+    code = R.FRAGMENTATION if free_total >= share else R.NO_NODE
+    pieces = f" ({free_total:g} GPUs free in total, in pieces)" if code is R.FRAGMENTATION else ""
+    return m.PendingReason(
+        code,
+        f"needs {_ask(job)}; the most free GPU has {most_free:g} free{pieces}",
+        {**base, "most_free_gpu": most_free, "free_gpus_total": free_total},
     )

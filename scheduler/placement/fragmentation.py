@@ -97,6 +97,10 @@ class WorkloadMix:
         self._per_gpu: dict[tuple[str, int], tuple[float, float]] = {}
         # Weight of the stranded share in `score` (0: the paper's FGD exactly).
         self.stranding = 1.0
+        # What `score` multiplies F_n(M) by: the weights' sum before they were
+        # normalised, for a mix weighted by scarcity (`on`), so that weighting a few
+        # scarce types up does not shrink every other type against the stranded share.
+        self.scale = 1.0
         # Per-policy score caches keyed by demand (see policies.Fgd); kept here so
         # that they live exactly as long as the mix they depend on.
         self.score_cache: dict[fit.Demand, dict[object, object]] = {}
@@ -130,6 +134,7 @@ class WorkloadMix:
                 return self
             got = WorkloadMix(scaled)
             got.stranding = self.stranding
+            got.scale = self.scale * sum(scaled.values())
             got.popularity = self.popularity
             self._on[supply] = got
         return got
@@ -160,7 +165,7 @@ class WorkloadMix:
 
     def score(self, model: str, gpu_mem: int, cpu: int, mem: int, shares: tuple[int, ...]) -> float:
         """What `fgd` minimises the growth of: F_n(M) plus the stranded share."""
-        frag = self.fragmentation(model, gpu_mem, cpu, mem, shares)
+        frag = self.scale * self.fragmentation(model, gpu_mem, cpu, mem, shares)
         if not self.stranding:
             return frag
         return frag + self.stranding * self.stranded(model, gpu_mem, cpu, mem, shares)

@@ -138,8 +138,9 @@ class Fgd(Scorer):
         mix = self.mix
         cpu, mem = s.cpu - d.cpu, s.mem - d.mem
         shares = fit.after(n, s.shares, take)
-        frag = mix.fragmentation(s.model, s.gpu_mem, cpu, mem, shares) - mix.fragmentation(
-            s.model, s.gpu_mem, s.cpu, s.mem, s.shares
+        frag = mix.scale * (
+            mix.fragmentation(s.model, s.gpu_mem, cpu, mem, shares)
+            - mix.fragmentation(s.model, s.gpu_mem, s.cpu, s.mem, s.shares)
         )
         if not mix.stranding:
             return frag, 0.0

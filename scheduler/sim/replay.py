@@ -2,13 +2,14 @@
 store (a throw-away SQLite file), with the sim backend instead of a cluster.
 
 The clock jumps from event to event: the next arrival, the next worker end, and while
-jobs wait, a tick (so minimum runtimes and reservations can expire). A tick after a
-quiet cycle (nothing placed, preempted or reconciled) changes nothing until time
-itself flips a rule (`scheduler.loop.timing.next_change`: a minimum runtime ends, a job
-starts to starve, a backoff or a maxRuntime runs out), so the fast path (the default)
-jumps over those ticks to the first one at or after that instant, and does not read
-the store back after a quiet cycle; `every_tick=True` runs every tick as before. Both
-make the same decisions at the same virtual times.
+jobs wait, a tick (so minimum runtimes and reservations can expire). After a cycle whose
+core decided nothing (nothing placed or preempted), the ticks that follow see the very
+same snapshot, so they decide nothing either until time itself flips a rule
+(`scheduler.loop.timing.next_change`: a minimum runtime ends, a job starts to starve, a
+backoff or a maxRuntime runs out). The fast path (the default) jumps over those ticks to
+the first one at or after that instant, and reads the store back only after a cycle that
+changed something; `every_tick=True` runs every tick as before. Both make the same
+decisions at the same virtual times (tests/loop/test_sim_fast.py).
 
 Measured: utilisation over time (GPUs held / GPUs in the cluster, time-weighted) and
 per queue, queueing delay per queue (submit to first launch), preemptions, and
@@ -107,20 +108,22 @@ def _spec(j: TraceJob, models: set[str]) -> tuple[JobSpec, bool]:
     )
 
 
+def _decided_nothing(report: CycleReport | None) -> bool:
+    """Whether the core's decisions changed nothing: the store and the backend after the
+    cycle are what its snapshot showed (reconcile runs before the snapshot, so what it
+    changed is in there), and so a cycle at a later time sees the same snapshot."""
+    if report is None:
+        return False
+    r, a = report.result, report.applied
+    return not (r.places or r.preempts or a.placed or a.preempted or a.launch_failed)
+
+
 def _quiet(report: CycleReport | None) -> bool:
     """Whether the cycle left the store and the backend as it found them (reasons aside)."""
     if report is None:
         return False
-    r, a, done = report.result, report.applied, report.reconciled
-    return not (
-        r.places
-        or r.preempts
-        or a.placed
-        or a.preempted
-        or a.launch_failed
-        or done.changed()
-        or done.orphans_stopped
-    )
+    done = report.reconciled
+    return _decided_nothing(report) and not (done.changed() or done.orphans_stopped)
 
 
 def simulate(
@@ -192,9 +195,8 @@ def simulate(
             rep.cycles += 1
             if report is not None:
                 _record(rep, report, t, submitted, first_start)
-            quiet = _quiet(report)
             # A quiet cycle changed no job: what the store held before it, it holds now.
-            if every_tick or arrived or not quiet:
+            if every_tick or arrived or not _quiet(report):
                 with db.session() as s:
                     live = store.live_jobs(session=s)
             held: dict[str, float] = defaultdict(float)
@@ -214,7 +216,7 @@ def simulate(
                 nxt or any(lj.phase in (Phase.SCHEDULED, Phase.RUNNING) for lj in live)
             ):
                 tick = t + tick_s
-                if not every_tick and quiet and report is not None:
+                if not every_tick and report is not None and _decided_nothing(report):
                     tick = _skip(rep, report, loop, t, tick_s, min(events, default=None))
                 nxt.append(tick)
             if any(lj.phase is Phase.SCHEDULED for lj in live):
@@ -243,10 +245,11 @@ def _skip(
     tick_s: float,
     event: float | None,
 ) -> float:
-    """The tick after a quiet cycle at `t` that may act: the first at or after the next
-    time-dependent change, stepping as the slow path does (t + tick + tick ..., the same
-    floats). Ticks passed over would repeat this cycle exactly: their invariant reports
-    are counted as if they had run."""
+    """After a cycle at `t` that decided nothing, the first tick that may decide
+    something: the first at or after the next time-dependent change, stepping as the
+    slow path does (t + tick + tick ..., the same floats). Ticks passed over would
+    repeat this cycle's decisions exactly: their invariant reports are counted as if
+    they had run."""
     assert report.snapshot is not None
     change = timing.next_change(report.snapshot, (loop.backoff, loop.retries))
     tick = t + tick_s

@@ -322,7 +322,7 @@ def database_now(*, session: Session) -> datetime:
         return datetime.fromisoformat(str(raw)).replace(tzinfo=UTC)
     if session.get_bind().dialect.name == "postgresql":
         # clock_timestamp(), not now(): now() is frozen at the start of the transaction.
-        at = session.execute(select(func.clock_timestamp())).scalar_one()
+        at: datetime = session.execute(select(func.clock_timestamp())).scalar_one()
     else:
         at = session.execute(select(func.current_timestamp())).scalar_one()
     return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)

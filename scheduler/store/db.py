@@ -32,10 +32,24 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+# Connections kept open: about as many as the API lets run at once (api.overload) plus
+# the loop's. SQLAlchemy's default (5, and 10 more opened and closed again per use) made
+# a loaded server reconnect, and rerun the pragmas, on most requests.
+POOL_SIZE = 16
+POOL_OVERFLOW = 16
+
+
 def make_engine(url: str, **kwargs: Any) -> Engine:
     """An engine for `url` with Shoal's connection settings (no migration)."""
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    if (
+        "poolclass" not in kwargs
+        and ":memory:" not in url
+        and url not in ("sqlite://", "sqlite:///")
+    ):
+        kwargs.setdefault("pool_size", POOL_SIZE)
+        kwargs.setdefault("max_overflow", POOL_OVERFLOW)
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False}, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)

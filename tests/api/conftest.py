@@ -3,15 +3,13 @@ per role, two queues and a small inventory (2 nodes x 8 H100-80GB, 1 node x 4 A1
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, text
+from support import pg
 
 from api.app import create_app
 from api.settings import Settings
@@ -62,25 +60,10 @@ def client(app: FastAPI) -> Iterator[TestClient]:
 @pytest.fixture
 def pg_app() -> Iterator[FastAPI]:
     """The same app on PostgreSQL (a schema of its own); skips without SHOAL_TEST_PG_URL."""
-    url = os.environ.get("SHOAL_TEST_PG_URL")
-    if not url:
-        if os.environ.get("SHOAL_REQUIRE_PG"):
-            pytest.fail("SHOAL_REQUIRE_PG is set but SHOAL_TEST_PG_URL is not")
-        pytest.skip('no PostgreSQL: set SHOAL_TEST_PG_URL (eval "$(scripts/postgres.sh start)")')
-    name = f"api_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE SCHEMA "{name}"'))
-    except Exception as exc:
-        pytest.fail(f"SHOAL_TEST_PG_URL={url} is set but unusable: {exc}")
-    sep = "&" if "?" in url else "?"
-    app = build_app(f"{url}{sep}options=-csearch_path%3D{name}")
-    yield app
-    app.state.database.close()
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP SCHEMA "{name}" CASCADE'))
-    admin.dispose()
+    with pg.schema_url("api") as url:
+        app = build_app(url)
+        yield app
+        app.state.database.close()
 
 
 def job_body(**kw: object) -> dict[str, object]:

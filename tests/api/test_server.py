@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import httpx
 import pytest
 import uvicorn
 from conftest import ADMIN, NLP, VISION, build_app, job_body
+from support.wait import eventually
 
 
 def _free_port() -> int:
@@ -27,10 +27,7 @@ def base_url(tmp_path: Path) -> Iterator[str]:
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
+    eventually(lambda: server.started, what="uvicorn to start")
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(10)

@@ -232,3 +232,27 @@ def test_replicas_get_a_disruption_budget_and_spread(render: Render) -> None:
         term[0]["podAffinityTerm"]["labelSelector"]["matchLabels"]
         == (pdb["spec"]["selector"]["matchLabels"])
     )
+
+
+def test_reservation_pods_get_a_namespace_of_their_own(render: Render) -> None:
+    docs = render()
+    ns = by_kind(docs, "Namespace", "shoal-reservations")
+    assert ns["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    opts = json.loads(by_kind(docs, "ConfigMap", "shoal-policy")["data"]["kube-options.json"])
+    assert opts["reserveNamespace"] == "shoal-reservations"
+    for kind in ("ServiceAccount", "Role", "RoleBinding"):
+        assert by_kind(docs, kind, "shoal-reserve")["metadata"]["namespace"] == (
+            "shoal-reservations"
+        )
+    assert by_kind(docs, "RoleBinding", "shoal-reserve")["subjects"][0]["namespace"] == (
+        "shoal-reservations"
+    )
+    role = by_kind(docs, "Role", "shoal-reservations")
+    assert role["metadata"]["namespace"] == "shoal-reservations"
+    assert _rules(docs, "Role", "shoal-reservations") == {("", "pods"): {"create", "delete"}}
+    # Named empty: the jobs namespace, as before, and no second Role.
+    docs = render("reservations.namespace.name=")
+    opts = json.loads(by_kind(docs, "ConfigMap", "shoal-policy")["data"]["kube-options.json"])
+    assert opts["reserveNamespace"] == "shoal-jobs"
+    assert by_kind(docs, "Role", "shoal-reserve")["metadata"]["namespace"] == "shoal-jobs"
+    assert not [d for d in docs if d["metadata"]["name"] == "shoal-reservations"]

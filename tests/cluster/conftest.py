@@ -20,7 +20,6 @@ import os
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 import kubernetes
 import pytest
 import yaml
+from support.wait import eventually
 
 from scheduler.backends.kubernetes.runtime import KubeRuntime, from_settings
 from scheduler.cli import settings
@@ -39,6 +39,7 @@ from scheduler.store.db import Database, open_database
 ROOT = Path(__file__).parents[2]
 SCRIPT = ROOT / "scripts" / "controlplane.sh"
 JOBS_NS = "shoal-jobs"
+RESERVATIONS_NS = "shoal-reservations"  # the chart's reservations.namespace
 RELEASE_NS = "shoal-system"
 RELEASE = "shoal"
 KWOK_LABEL = "type=kwok"
@@ -49,19 +50,6 @@ Obj = dict[str, Any]
 def tool(name: str) -> str | None:
     local = ROOT / ".tools" / "bin" / name
     return str(local) if local.exists() else shutil.which(name)
-
-
-def eventually(check: Callable[[], Any], timeout: float = 60.0, every: float = 0.2) -> Any:
-    """Poll `check` until it returns something truthy (and return it). Generous by
-    default: CI's machine is loaded and the control plane shares it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s (last: {got!r})")
-        time.sleep(every)
 
 
 @dataclass
@@ -174,7 +162,7 @@ class ControlPlane:
         for kind in ("trainingjobs", "resourcequotas"):
             self.kubectl("delete", kind, "--all", "-n", JOBS_NS, "--wait=false", check=False)
         self.kubectl("delete", "queues", "--all", "--wait=false", check=False)
-        for ns in (JOBS_NS, "default"):
+        for ns in (JOBS_NS, RESERVATIONS_NS, "default"):
             self.kubectl(
                 "delete", "pods", "--all", "-n", ns, "--grace-period=0", "--force", check=False
             )
@@ -390,7 +378,9 @@ def shoal_env(chart: Chart, tmp_path: Path) -> dict[str, str]:
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     (tmp_path / "sc.json").write_text(json.dumps(sc))
+    (tmp_path / "kube-options.json").write_text(json.dumps({"reserveNamespace": RESERVATIONS_NS}))
     return {
+        "SHOAL_KUBE_OPTIONS_FILE": str(tmp_path / "kube-options.json"),
         "KUBECONFIG": str(chart.kubeconfig),
         "SHOAL_POLICY_FILE": str(policy),
         "SHOAL_WORKER_SECURITY_CONTEXT_FILE": str(tmp_path / "sc.json"),

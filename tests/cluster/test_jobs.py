@@ -118,15 +118,14 @@ def test_a_trainingjob_runs_to_success_and_its_status_follows(
         assert {"reason", "message", "lastTransitionTime"} <= set(cond), cond
         assert cond["observedGeneration"] == 1, cond
     # The Queue's Allocated/Pending columns follow (queues relist every 30 s).
-    eventually(
-        lambda: cluster.custom.get_cluster_custom_object(
+
+    def allocated() -> object:
+        got: Obj = cluster.custom.get_cluster_custom_object(
             "shoal.dev", "v1alpha1", "queues", "vision"
         )
-        .get("status", {})
-        .get("allocated")
-        == 2,
-        timeout=120,
-    )
+        return (got.get("status") or {}).get("allocated")
+
+    eventually(lambda: allocated() == 2, timeout=120)
     for p in pods:
         cluster.finish(p)
     eventually(lambda: phase_of(shoal, job_id) is Phase.SUCCEEDED, timeout=60)

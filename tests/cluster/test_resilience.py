@@ -12,7 +12,14 @@ import pytest
 
 from scheduler.spec import Phase
 
-from .conftest import JOBS_NS, ControlPlane, Shoal, eventually, token_kubeconfig
+from .conftest import (
+    JOBS_NS,
+    RESERVATIONS_NS,
+    ControlPlane,
+    Shoal,
+    eventually,
+    token_kubeconfig,
+)
 from .test_jobs import Obj, phase_of, queue, running, trainingjob
 
 pytestmark = pytest.mark.cluster
@@ -35,7 +42,7 @@ def test_fractional_workers_share_a_reserved_gpu(
     res = "shoal-gpu-kw-f1-g0"
 
     def reservation() -> dict[str, object] | None:
-        got = [p for p in cluster.pods() if p["metadata"]["name"] == res]
+        got = [p for p in cluster.pods(RESERVATIONS_NS) if p["metadata"]["name"] == res]
         return got[0] if got and got[0]["status"].get("phase") == "Running" else None
 
     pod = eventually(reservation, timeout=90)
@@ -45,12 +52,14 @@ def test_fractional_workers_share_a_reserved_gpu(
     assert not any(p["spec"].get("nodeName") for p in cluster.job_pods(a) + cluster.job_pods(b))
     # kwok cannot run `shoal reserve`: the test plays it, patching its own pod's UUID
     # annotation as the reserver does, with the reserver's ServiceAccount (its Role).
-    kc = token_kubeconfig(cluster, "shoal-reserve", JOBS_NS, tmp_path / "reserve.kubeconfig")
+    kc = token_kubeconfig(
+        cluster, "shoal-reserve", RESERVATIONS_NS, tmp_path / "reserve.kubeconfig"
+    )
     reserver = kubernetes.client.CoreV1Api(
         kubernetes.config.new_client_from_config(config_file=str(kc))  # type: ignore[no-untyped-call]
     )
     reserver.patch_namespaced_pod(
-        res, JOBS_NS, {"metadata": {"annotations": {"shoal.dev/gpu-uuid": UUID}}}
+        res, RESERVATIONS_NS, {"metadata": {"annotations": {"shoal.dev/gpu-uuid": UUID}}}
     )
     for job_id in (a, b):
         (worker,) = running(cluster, job_id, 1)

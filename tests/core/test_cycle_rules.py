@@ -7,11 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pytest
+from support.builders import job, node, nodes, on, queue, snapshot
 
 from scheduler import model as m
 from scheduler.core import cycle
-
-from .builders import job, node, nodes, on, queue, snapshot
 
 R = m.ReasonCode
 OLD = 0.0  # started long before now=1000, past min_runtime

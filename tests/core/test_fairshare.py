@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from support.builders import queue
 
 from scheduler import model as m
 from scheduler.core import accounting, fairshare
-
-from .builders import queue
 
 
 @pytest.mark.parametrize(

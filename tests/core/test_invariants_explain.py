@@ -6,11 +6,10 @@ import dataclasses
 import json
 
 import pytest
+from support.builders import job, node, nodes, on, queue, snapshot
 
 from scheduler import model as m
 from scheduler.core import cycle, explain, invariants
-
-from .builders import job, node, nodes, on, queue, snapshot
 
 
 def wp(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from support.builders import job, nodes, on, queue, snapshot
+
 from scheduler import model as m
 from scheduler.core import cycle
-
-from .builders import job, nodes, on, queue, snapshot
 
 
 def test_preemption_messages_carry_job_names() -> None:

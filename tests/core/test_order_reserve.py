@@ -5,11 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from support.builders import job, nodes, on, queue, snapshot
 
 from scheduler import model as m
 from scheduler.core import cycle
-
-from .builders import job, nodes, on, queue, snapshot
 
 R = m.ReasonCode
 

@@ -7,12 +7,12 @@ import dataclasses
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.builders import advance
 
 from scheduler import model as m
 from scheduler.core import context, cycle, invariants
 
 from . import strategies
-from .builders import advance
 
 SAFETY = {
     "gpu-overcommit",

@@ -9,11 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from support.builders import advance, job, node, on, queue, snapshot
 
 from scheduler import model as m
 from scheduler.core import cycle
-
-from .builders import advance, job, node, on, queue, snapshot
 
 STEP = 120.0  # seconds between cycles: past min_runtime, so re-placed jobs are victims
 

@@ -254,6 +254,7 @@ def test_a_trainingjob_gets_the_rest_apis_admission_check(database: Database) ->
 
 def _status_validator(crd: dict[str, Any]) -> Any:
     import jsonschema
+
     from .schemas import _to_draft4
 
     root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
@@ -317,3 +318,16 @@ def test_a_queue_status_shows_its_allocated_gpus_and_pending_jobs(database: Data
             "pending": 2,
             "running": 0,
         }
+        # A parent shows its subtree (as the dashboard does).
+        applying.apply(session, reconcile.reconcile_queue({"metadata": {"name": "dept"}}, None))
+        child = {"metadata": {"name": "vision"}, "spec": {"parent": "dept", "guaranteed": 4}}
+        from scheduler.store import queues as store_queues
+
+        applying.apply(
+            session,
+            reconcile.reconcile_queue(
+                child, store_queues.spec_of(store_queues.get_queue(session=session, name="vision"))
+            ),
+        )
+        assert applying.queue_usage(session, "dept")["allocated"] == 1.0
+        assert applying.queue_usage(session, "dept")["pending"] == 2

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support import serve, wait
 
 ROOT = Path(__file__).parents[2]
 TOKENS = """
@@ -30,17 +28,10 @@ WAIT_S = 120.0  # generous: the machine may be busy
 
 
 def eventually(check: Callable[[], Any], timeout: float = WAIT_S, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-            if last:
-                return last
-        except (AssertionError, httpx.HTTPError) as e:
-            last = e
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what or check}: last {last!r}")
+    """`support.wait.eventually`, with an HTTP error counting as "not yet"."""
+    return wait.eventually(
+        check, timeout, every=0.25, what=what, retry_on=(AssertionError, httpx.HTTPError)
+    )
 
 
 @dataclass
@@ -84,71 +75,23 @@ class Live:
         return str(self.admin.get(f"/api/v1/jobs/{self.jobs[name]}").json()["phase"])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     tmp = tmp_path_factory.mktemp("dashboard")
-    port, state = _free_port(), tmp / "state"
-    url = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "SHOAL_STATE_DIR": str(state),
-        "SHOAL_API_TOKENS": TOKENS,
-        "PYTHONPATH": str(ROOT),
-    }
-    env.pop("SHOAL_TOKEN", None)
-    log = open(tmp / "serve.log", "w")  # noqa: SIM115 (closed below)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "scheduler.cli.main",
-            "serve",
-            "--port",
-            str(port),
-            "--min-runtime",
-            "0",
-            "--interval",
-            "0.5",
-        ],
-        env=env,
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-
-        def up() -> bool:
-            assert proc.poll() is None, (tmp / "serve.log").read_text()
-            return (state / "admin-token").exists() and httpx.get(f"{url}/healthz").is_success
-
-        eventually(up, what="shoal serve to answer")
-        token = (state / "admin-token").read_text().strip()
-        with httpx.Client(
-            base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60
-        ) as admin:
-            for q in (
-                {"name": "research", "guaranteed": 8},
-                {"name": "team-a", "parent": "research", "guaranteed": 4},
-                {"name": "team-b", "parent": "research", "guaranteed": 2, "limit": 6},
-            ):
-                r = admin.post("/api/v1/queues", json=q)
-                assert r.status_code == 201, r.text
-            yield Live(url, state, admin)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
-        from scheduler.backends.local import LocalBackend
-
-        backend = LocalBackend(state)
-        backend.kill_all()
-        backend.close()
+    with (
+        serve.serving(tmp, {"SHOAL_API_TOKENS": TOKENS}) as s,
+        httpx.Client(
+            base_url=s.url, headers={"Authorization": f"Bearer {s.token}"}, timeout=60
+        ) as admin,
+    ):
+        for q in (
+            {"name": "research", "guaranteed": 8},
+            {"name": "team-a", "parent": "research", "guaranteed": 4},
+            {"name": "team-b", "parent": "research", "guaranteed": 2, "limit": 6},
+        ):
+            r = admin.post("/api/v1/queues", json=q)
+            assert r.status_code == 201, r.text
+        yield Live(s.url, s.state, admin)
 
 
 def _chromium() -> str | None:

@@ -3,11 +3,11 @@ pointed at it through the real `kubernetes` client, and builders of cluster obje
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from support.wait import eventually  # noqa: F401  (the tests import it from here)
 
 from scheduler.backends.base import LaunchRequest
 from scheduler.backends.kubernetes import KubeConfig, KubernetesBackend, api_client
@@ -49,25 +49,13 @@ def make_backend(config: KubeConfig) -> Iterator[Callable[..., KubernetesBackend
 
     def make(**overrides: Any) -> KubernetesBackend:
         cfg = KubeConfig(**{**{f: getattr(config, f) for f in config.__slots__}, **overrides})
-        b = KubernetesBackend(cfg, client=api_client(cfg), sync_timeout_s=5)
+        b = KubernetesBackend(cfg, client=api_client(cfg), sync_timeout_s=60)
         made.append(b)
         return b
 
     yield make
     for b in made:
         b.close()
-
-
-def eventually(check: Callable[[], Any], timeout: float = 5.0, every: float = 0.05) -> Any:
-    """Poll `check` until it returns something truthy (and return it)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s (last: {got!r})")
-        time.sleep(every)
 
 
 def node(

@@ -31,8 +31,11 @@ def test_launch_rides_out_a_burst_of_500s(cluster: FakeKube, make_backend: Make)
 
 
 def test_launch_rides_out_timeouts(cluster: FakeKube, make_backend: Make) -> None:
-    b = make_backend()
-    cluster.inject(2, stall_s=1.5, path="/binding")  # past the 1 s request timeout
+    # Two binds stall past the client's timeout. Timeout and retry deadline are generous
+    # so that on a loaded machine an ordinary slow answer is retried too; passing depends
+    # on the retries, never on the server answering within a short timeout.
+    b = make_backend(request_timeout_s=3.0, retry_deadline_s=60.0)
+    cluster.inject(2, stall_s=4.0, path="/binding")  # past the 3 s request timeout
     b.launch(job("slow", workers=1))
     pod = cluster.get("pods", "slow-a0-w0", NS)
     assert pod is not None and pod["spec"]["nodeName"] == "n1"

@@ -28,7 +28,11 @@ def test_reservations_live_in_their_own_namespace(kube: FakeKube, make_backend: 
     env = {"POD_NAME": RES, "POD_NAMESPACE": RES_NS, "NVIDIA_VISIBLE_DEVICES": UUID}
     assert reserve.main({**env, "SHOAL_KUBE_HOST": kube.url}, wait=False) == 0
     for w in ("a-a0-w0", "b-a0-w0"):
-        eventually(lambda w=w: kube.obj("pods", w, NS)["spec"].get("nodeName") == "n1")
+
+        def bound(w: str = w) -> bool:
+            return bool(kube.obj("pods", w, NS)["spec"].get("nodeName") == "n1")
+
+        eventually(bound)
         assert kube.obj("pods", w, NS)["metadata"]["annotations"]["shoal.dev/gpu-uuid"] == UUID
     assert eventually(b.nodes)[0].gpu_count == 8  # the reservation is not a foreign pod
     b.stop("a", 0)

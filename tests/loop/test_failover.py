@@ -13,14 +13,12 @@ On SQLite and, with SHOAL_TEST_PG_URL, on PostgreSQL (a schema per test).
 
 from __future__ import annotations
 
-import os
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
+from support import pg
 
 from scheduler import model, store
 from scheduler.backends.local import LocalBackend, records
@@ -41,24 +39,12 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
         yield database
         database.close()
         return
-    base = os.environ.get("SHOAL_TEST_PG_URL")
-    if not base:
-        if os.environ.get("SHOAL_REQUIRE_PG"):
-            pytest.fail("SHOAL_REQUIRE_PG is set but SHOAL_TEST_PG_URL is not")
-        pytest.skip('no PostgreSQL: set SHOAL_TEST_PG_URL (eval "$(scripts/postgres.sh start)")')
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{name}"'))
-    sep = "&" if "?" in base else "?"
-    database = store.open_database(f"{base}{sep}options=-csearch_path%3D{name}")
-    try:
-        yield database
-    finally:
-        database.close()
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP SCHEMA "{name}" CASCADE'))
-        admin.dispose()
+    with pg.schema_url() as url:
+        database = store.open_database(url)
+        try:
+            yield database
+        finally:
+            database.close()
 
 
 class Later:
@@ -169,14 +155,16 @@ def test_a_new_leader_never_relaunches_workers_it_cannot_see(db: Database, tmp_p
         second.close()
 
 
-def test_a_leader_stalled_past_its_renew_deadline_launches_nothing(
-    db: Database, tmp_path: Path
-) -> None:
+def test_a_leader_stalled_past_its_lease_launches_nothing(db: Database, tmp_path: Path) -> None:
     job = _submit(db, seconds=0.5)
     backend = LocalBackend(tmp_path / "state")
 
     def stalled(snapshot: model.Snapshot) -> model.CycleResult:
-        time.sleep(TTL)  # a long pause (GC, a swapped-out process) in the middle of a cycle
+        # A long pause (GC, a swapped-out process) in the middle of r1's cycle, during
+        # which its lease runs out and r2 takes it.
+        time.sleep(TTL * 1.2)
+        with db.session() as s:
+            assert store.acquire_lease(session=s, holder="r2", ttl_s=60)
         return cycle.schedule(snapshot)
 
     try:
@@ -186,12 +174,33 @@ def test_a_leader_stalled_past_its_renew_deadline_launches_nothing(
         assert _phase(db, job) is Phase.SCHEDULED
         assert not backend.records.attempts
         with db.session() as s:
-            retry = [e for e in store.list_events(session=s, job_id=job) if e.kind == "LaunchRetry"]
-        assert retry and "lease may have lapsed" in retry[-1].message
-        new = _leader(db, backend, "r2", clock=Later(60))
-        _take_over(new)
+            events = store.list_events(session=s, job_id=job)
+        retry = [e for e in events if e.kind == "LaunchRetry"]
+        assert retry and "lease has lapsed" in retry[-1].message
+        assert old.run_once() is None  # r1 no longer leads
+        new = Loop(db, backend, clock=Later(60), config=LoopConfig(holder="r2", lease_ttl_s=60))
         _cycle_until(new, db, job, Phase.SUCCEEDED)  # r2 finished the launch: once
         assert set(_launch_counts(backend).values()) == {1}
+    finally:
+        backend.kill_all()
+        backend.close()
+
+
+def test_a_leader_renews_its_lease_through_a_long_cycle(db: Database, tmp_path: Path) -> None:
+    """A cycle longer than the renew deadline, with no one else about, still launches:
+    it renews its lease before the launch instead of giving up."""
+    job = _submit(db, seconds=0.5)
+    backend = LocalBackend(tmp_path / "state")
+
+    def slow(snapshot: model.Snapshot) -> model.CycleResult:
+        time.sleep(TTL * 0.8)  # past 2/3 of the lease, not past all of it
+        return cycle.schedule(snapshot)
+
+    try:
+        loop = _leader(db, backend, "r1", schedule=slow)
+        report = loop.run_once()
+        assert report is not None and report.applied.placed == [job]
+        assert len(backend.records.attempts) == 1
     finally:
         backend.kill_all()
         backend.close()

@@ -6,8 +6,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
+from typer.testing import CliRunner
+
 from scheduler import model
 from scheduler.backends.local import cluster
+from scheduler.cli.main import app
 from scheduler.sim import replay, trace
 
 
@@ -64,3 +68,20 @@ def test_a_replay_is_repeatable(tmp_path: Path) -> None:
     one = replay.simulate(jobs, cluster.load_nodes())
     two = replay.simulate(jobs, cluster.load_nodes())
     assert one.decisions == two.decisions and one.decisions
+
+
+def test_simulate_prints_a_summary_and_writes_the_plot(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    jobs = tmp_path / "t.yaml"
+    jobs.write_text(
+        "jobs:\n"
+        + "".join(
+            f"  - {{name: j{i}, queue: {'ab'[i % 2]}, submit: {i * 20}, duration: 900, gpu: 1}}\n"
+            for i in range(12)
+        )
+    )
+    png = tmp_path / "out.png"
+    result = CliRunner().invoke(app, ["simulate", str(jobs), "--plot", str(png)])
+    assert result.exit_code == 0, result.output
+    assert "idle ticks skipped" in result.output and "HELD" in result.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

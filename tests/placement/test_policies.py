@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 import pytest
+from support.builders import a100, request, running, state
 
 from bench import baselines
 from scheduler import model as m
 from scheduler import placement
-from scheduler.placement import TaskType, WorkloadMix
+from scheduler.placement import TaskType, WorkloadMix, policies
+from scheduler.placement.fragmentation import Supply
 from scheduler.placement.state import UNIT
-
-from .builders import job, node, running, state
 
 ONE_GPU = WorkloadMix({TaskType(gpu=1.0): 1.0})
 THREE_QUARTERS = WorkloadMix({TaskType(gpu=0.75): 1.0})
-OTHER = job("o", gpu=0.5)
+OTHER = request("o", gpu=0.5)
 
 # b comes first so that a choice of `a` is never the lowest-index tie-break.
-B_IDLE_A_HALF = ([node("b"), node("a")], [running(OTHER, ("a", (0,), 0.5))])
-A_QUARTER = ([node("a", gpus=2)], [running(OTHER, ("a", (0,), 0.25))])
+B_IDLE_A_HALF = ([a100("b"), a100("a")], [running(OTHER, ("a", (0,), 0.5))])
+A_QUARTER = ([a100("a", gpus=2)], [running(OTHER, ("a", (0,), 0.25))])
 CPU_AND_GPU: tuple[list[m.Node], list[m.RunningJob]] = (
-    [node("g"), node("c", gpus=0, model="")],
+    [a100("g"), a100("c", gpus=0, model="")],
     [],
 )
 
@@ -28,38 +28,38 @@ CPU_AND_GPU: tuple[list[m.Node], list[m.RunningJob]] = (
 @pytest.mark.parametrize(
     ("nodes", "runs", "j", "policy", "mix", "expected"),
     [
-        pytest.param(*B_IDLE_A_HALF, job(gpu=0.5), "binpack", None, ("a", (0,)), id="binpack"),
-        pytest.param(*B_IDLE_A_HALF, job(gpu=0.5), "spread", None, ("b", (0,)), id="spread"),
+        pytest.param(*B_IDLE_A_HALF, request(gpu=0.5), "binpack", None, ("a", (0,)), id="binpack"),
+        pytest.param(*B_IDLE_A_HALF, request(gpu=0.5), "spread", None, ("b", (0,)), id="spread"),
         pytest.param(
             *B_IDLE_A_HALF,
-            job(gpu=0.5),
+            request(gpu=0.5),
             "fgd",
             ONE_GPU,
             ("a", (0,)),
             id="fgd fills the half GPU a whole-GPU task could not use",
         ),
-        pytest.param(*A_QUARTER, job(gpu=0.25), "binpack", None, ("a", (0,)), id="binpack gpu"),
+        pytest.param(*A_QUARTER, request(gpu=0.25), "binpack", None, ("a", (0,)), id="binpack gpu"),
         pytest.param(
             *A_QUARTER,
-            job(gpu=0.25),
+            request(gpu=0.25),
             "fgd",
             THREE_QUARTERS,
             ("a", (1,)),
             id="fgd keeps 0.75 free on GPU 0 for 0.75 tasks",
         ),
-        pytest.param(*A_QUARTER, job(gpu=0.25), "spread", None, ("a", (1,)), id="spread gpu"),
+        pytest.param(*A_QUARTER, request(gpu=0.25), "spread", None, ("a", (1,)), id="spread gpu"),
         pytest.param(
             *CPU_AND_GPU,
-            job(gpu=0),
+            request(gpu=0),
             "binpack",
             None,
             ("c", ()),
             id="CPU-only work keeps off GPU nodes",
         ),
         pytest.param(
-            [node("x"), node("y")],
+            [a100("x"), a100("y")],
             [],
-            job(gpu=1),
+            request(gpu=1),
             "fgd",
             ONE_GPU,
             ("x", (0,)),
@@ -83,31 +83,38 @@ def test_policy_picks(
 def test_fgd_uses_the_state_mix_when_none_is_given() -> None:
     s = state(*A_QUARTER)
     s.mix = THREE_QUARTERS
-    got = placement.place_gang(s, job(gpu=0.25), "fgd")
+    got = placement.place_gang(s, request(gpu=0.25), "fgd")
     assert isinstance(got, tuple) and got[0].gpus == (1,)
 
 
-PACK = [node("idle8", gpus=8), node("idle2", gpus=2), node("used"), node("shared")]
+PACK = [a100("idle8", gpus=8), a100("idle2", gpus=2), a100("used"), a100("shared")]
 PACK_RUNS = [
-    running(job("u", gpu=1), ("used", (0,), 1.0)),
-    running(job("s", gpu=0.5), ("shared", (2,), 0.5)),
+    running(request("u", gpu=1), ("used", (0,), 1.0)),
+    running(request("s", gpu=0.5), ("shared", (2,), 0.5)),
 ]
 
 
 @pytest.mark.parametrize(
     ("scorer", "j", "expected"),
     [
-        pytest.param(baselines.GpuPacking(), job(gpu=0.5), ("shared", (2,)), id="packing shared"),
-        pytest.param(baselines.GpuPacking(), job(gpu=1), ("used", (1,)), id="packing used node"),
         pytest.param(
-            baselines.BestFit(), job(gpu=0.5), ("idle2", (0,)), id="best-fit: least left over"
-        ),
-        pytest.param(baselines.DotProduct(), job(gpu=0.5), ("shared", (2,)), id="dot-product"),
-        pytest.param(
-            baselines.GpuClustering(), job(gpu=0.5), ("shared", (2,)), id="clustering same shape"
+            baselines.GpuPacking(), request(gpu=0.5), ("shared", (2,)), id="packing shared"
         ),
         pytest.param(
-            baselines.GpuClustering(), job(gpu=2), ("idle2", (0, 1)), id="clustering idle node"
+            baselines.GpuPacking(), request(gpu=1), ("used", (1,)), id="packing used node"
+        ),
+        pytest.param(
+            baselines.BestFit(), request(gpu=0.5), ("idle2", (0,)), id="best-fit: least left over"
+        ),
+        pytest.param(baselines.DotProduct(), request(gpu=0.5), ("shared", (2,)), id="dot-product"),
+        pytest.param(
+            baselines.GpuClustering(),
+            request(gpu=0.5),
+            ("shared", (2,)),
+            id="clustering same shape",
+        ),
+        pytest.param(
+            baselines.GpuClustering(), request(gpu=2), ("idle2", (0, 1)), id="clustering idle node"
         ),
     ],
 )
@@ -120,18 +127,18 @@ def test_baseline_choice(
 
 
 def test_gpu_packing_takes_the_smallest_idle_node() -> None:
-    got = placement.place_gang(state(PACK[:2]), job(gpu=1), baselines.GpuPacking())
+    got = placement.place_gang(state(PACK[:2]), request(gpu=1), baselines.GpuPacking())
     assert isinstance(got, tuple) and got[0].node == "idle2"
 
 
 def test_random_fit_is_seeded() -> None:
-    nodes = [node(f"n{i}") for i in range(20)]
+    nodes = [a100(f"n{i}") for i in range(20)]
 
     def picks(seed: int) -> list[str]:
         scorer = baselines.RandomFit(seed)
         out = []
         for _ in range(10):
-            got = placement.place_gang(state(nodes), job(gpu=1), scorer)
+            got = placement.place_gang(state(nodes), request(gpu=1), scorer)
             assert isinstance(got, tuple)
             out.append(got[0].node)
         return out
@@ -145,20 +152,20 @@ def test_fgd_leaves_cpu_for_the_gpus_of_a_node() -> None:
     # per GPU), `rich` keeps plenty. F_n(M) alone cannot tell them apart (every task of
     # the mix still fits either); the stranded share can.
     mix = WorkloadMix({TaskType(8000, 1024, 1.0): 1.0})
-    nodes = [node("small", gpus=4, cpu=42_000), node("rich", gpus=4, cpu=96_000)]
-    got = placement.place_gang(state(nodes), job(cpu=32_000), "fgd", mix)
+    nodes = [a100("small", gpus=4, cpu=42_000), a100("rich", gpus=4, cpu=96_000)]
+    got = placement.place_gang(state(nodes), request(cpu=32_000), "fgd", mix)
     assert isinstance(got, tuple) and got[0].node == "rich"
     paper = WorkloadMix(mix.weights)
     paper.stranding = 0.0  # the paper's F_n(M) alone: a tie, broken towards the smaller node
-    got = placement.place_gang(state(nodes), job(cpu=32_000), "fgd", paper)
+    got = placement.place_gang(state(nodes), request(cpu=32_000), "fgd", paper)
     assert isinstance(got, tuple) and got[0].node == "small"
 
 
 def test_fgd_ties_go_to_the_smallest_node_keeping_large_ones_whole() -> None:
     mix = WorkloadMix({TaskType(1000, 1024, 1.0): 1.0})
     mix.stranding = 0.0
-    nodes = [node("big", gpus=8, cpu=128_000), node("small", gpus=8, cpu=64_000)]
-    got = placement.place_gang(state(nodes), job(gpu=1), "fgd", mix)
+    nodes = [a100("big", gpus=8, cpu=128_000), a100("small", gpus=8, cpu=64_000)]
+    got = placement.place_gang(state(nodes), request(gpu=1), "fgd", mix)
     assert isinstance(got, tuple) and got[0].node == "small"
 
 
@@ -173,9 +180,38 @@ def test_paper_fgd_points_follow_the_simulators_sigmoid() -> None:
 def test_explain_choice_names_the_node_place_gang_takes_and_its_numbers() -> None:
     mix = WorkloadMix({TaskType(1000, 1024, 1.0): 0.5, TaskType(1000, 1024, 0.5): 0.5})
     s = state(*B_IDLE_A_HALF)
-    want = placement.place_gang(s, job(gpu=0.5), "fgd", mix)
-    got = placement.explain_choice(s, job(gpu=0.5), "fgd", mix)
+    want = placement.place_gang(s, request(gpu=0.5), "fgd", mix)
+    got = placement.explain_choice(s, request(gpu=0.5), "fgd", mix)
     assert isinstance(want, tuple) and got[0].node == want[0].node == "a"
     assert got[0].reason.startswith("chosen: fragmentation grows -0.250 GPU on a GPU with 0.5 free")
     assert got[1].reason.startswith("rank 2: fragmentation grows")
-    assert placement.explain_choice(s, job(gpu=0.5), "binpack")[0].reason.startswith("chosen")
+    assert placement.explain_choice(s, request(gpu=0.5), "binpack")[0].reason.startswith("chosen")
+
+
+def test_fgd_keeps_a_rare_gpu_model_for_the_tasks_that_can_only_run_there() -> None:
+    # Three nodes of model C, one of model R; a third of the constrained demand asks
+    # for R but R has a quarter of the GPUs. An unconstrained task should not take R.
+    # Weighted by popularity alone (the paper), C-constrained types see all of r's free
+    # share as a fragment already, so filling r looks cheapest.
+    mix = WorkloadMix(
+        {
+            TaskType(gpu=1.0): 0.4,
+            TaskType(gpu=1.0, gpu_types=("C",)): 0.4,
+            TaskType(gpu=1.0, gpu_types=("R",)): 0.2,
+        }
+    )
+    nodes = [a100("r", model="R")] + [a100(f"c{k}", model="C") for k in range(3)]
+    got = placement.place_gang(state(nodes), request(gpu=1), "fgd", mix)
+    assert isinstance(got, tuple) and got[0].node.startswith("c")
+    unweighted = placement.place_gang(state(nodes), request(gpu=1), policies.Fgd(mix))
+    assert isinstance(unweighted, tuple) and unweighted[0].node == "r"
+
+
+def test_a_task_type_no_node_can_host_weighs_nothing() -> None:
+    nodes = [a100("a", gpus=2), a100("b", gpus=4)]
+    supply = Supply(nodes)
+    assert supply.scarcity(TaskType(gpu=4.0)) == 6 / 4
+    assert supply.scarcity(TaskType(gpu=8.0)) == 0.0
+    assert supply.scarcity(TaskType(cpu_milli=1000)) == 1.0
+    mix = WorkloadMix({TaskType(gpu=8.0): 0.5, TaskType(gpu=1.0): 0.5}).on(supply)
+    assert mix.weights == {TaskType(gpu=1.0): 1.0}

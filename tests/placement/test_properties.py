@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.builders import observe, state
 
 from scheduler import model as m
 from scheduler import placement
@@ -14,7 +15,6 @@ from scheduler.placement import TaskType, WorkloadMix, fit
 from scheduler.placement.state import UNIT, units
 
 from . import strategies as sts
-from .builders import snapshot, state
 
 POLICIES = st.sampled_from(["binpack", "spread", "fgd"])
 
@@ -24,9 +24,9 @@ def _run(nodes: list[m.Node], jobs: tuple[m.JobRequest, ...], policy: str) -> li
     s.mix = WorkloadMix.from_jobs(jobs)
     out: list[object] = []
     for j in jobs:
-        before = snapshot(s)
+        before = observe(s)
         got = placement.place_gang(s, j, policy)
-        assert snapshot(s) == before  # place_gang never mutates
+        assert observe(s) == before  # place_gang never mutates
         out.append(got)
         if isinstance(got, tuple):
             assert len(got) == j.workers
@@ -61,7 +61,7 @@ def test_rollback_and_release_restore(
     nodes: list[m.Node], jobs: tuple[m.JobRequest, ...], policy: str, data: st.DataObject
 ) -> None:
     s = state(nodes)
-    start = snapshot(s)
+    start = observe(s)
     mark = s.checkpoint()
     placed = []
     for j in jobs:
@@ -69,15 +69,15 @@ def test_rollback_and_release_restore(
         if isinstance(got, tuple):
             s.allocate(j.id, got)
             placed.append(j.id)
-    middle = snapshot(s)
+    middle = observe(s)
     inner = s.checkpoint()
     for job_id in data.draw(st.permutations(placed)):
         s.release(job_id)
-    assert snapshot(s) == start  # releasing everything gives back everything
+    assert observe(s) == start  # releasing everything gives back everything
     s.rollback(inner)
-    assert snapshot(s) == middle
+    assert observe(s) == middle
     s.rollback(mark)
-    assert snapshot(s) == start
+    assert observe(s) == start
 
 
 def _reference(weights: dict[TaskType, float], node: m.Node, cpu: int, mem: int,

@@ -87,6 +87,11 @@ class KubernetesBackend:
             if self.config.bind_workers > 0
             else None
         )
+        # Their "Scheduled" Events go out on a thread of their own: a bind never queues
+        # behind a best-effort write.
+        self._eventer = (
+            ThreadPoolExecutor(1, thread_name_prefix="shoal-events") if self._binder else None
+        )
         self._flight: dict[str, tuple[status.ForeignPod, WorkerPlacement]] = {}
         self._bind_failed: dict[str, Exception] = {}  # job id -> its binding's failure
         self._flight_lock = threading.Lock()
@@ -118,8 +123,9 @@ class KubernetesBackend:
         self.kube.closed.set()
         self.node_cache.stop()
         self.pod_cache.stop()
-        if self._binder is not None:
-            self._binder.shutdown(wait=False, cancel_futures=True)
+        for pool in (self._binder, self._eventer):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
 
     def errors(self) -> dict[str, str]:
         """What is failing now (empty when healthy): caches and the reconcile step."""
@@ -145,15 +151,22 @@ class KubernetesBackend:
             ok = inventory.unschedulable_reason(n, self.config.tolerations) is None
             memo[name] = (n, u, inventory.to_node(n, u) if ok else None)
         self._node_memo = memo
-        return sorted((m[2] for m in memo.values() if m[2] is not None), key=lambda n: n.name)
+        no_gpu = self.reservations.excluded()  # a reservation found no GPU there
+        return sorted(
+            (m[2] for m in memo.values() if m[2] is not None and m[2].name not in no_gpu),
+            key=lambda n: n.name,
+        )
 
     def excluded_nodes(self) -> dict[str, str]:
-        """node -> why Shoal does not offer it (cordoned, a taint, NotReady)."""
+        """node -> why Shoal does not offer it (cordoned, a taint, NotReady, shared
+        devices it cannot count, a GPU that does not reach its containers)."""
         out = {}
+        no_gpu = self.reservations.excluded()
         for n in self.node_cache.items():
-            reason = inventory.unschedulable_reason(n, self.config.tolerations)
+            name = n["metadata"]["name"]
+            reason = inventory.unschedulable_reason(n, self.config.tolerations) or no_gpu.get(name)
             if reason:
-                out[n["metadata"]["name"]] = reason
+                out[name] = reason
         return out
 
     def launch(self, request: base.LaunchRequest) -> None:
@@ -231,9 +244,17 @@ class KubernetesBackend:
         broken = self.reservations.problems(self.index.reservation_pods())
         now = dt.datetime.now(dt.UTC)
         out = []
+        # A bound, unfinished pod's node_failure depends on its node alone: once per node.
+        by_node: dict[str, str | None] = {}
         for p, w in self.index.workers():
             if w.state is not base.WorkerState.FAILED:
-                lost = status.node_failure(p, nodes, now, self.config.node_lost_s)
+                on = (p.get("spec") or {}).get("nodeName") or ""
+                if on not in by_node or not inventory.holds_resources(p):
+                    lost = status.node_failure(p, nodes, now, self.config.node_lost_s)
+                    if inventory.holds_resources(p):
+                        by_node[on] = lost
+                else:
+                    lost = by_node[on]
                 if lost is None:
                     lost = broken.get(names.labels_of(p).get(names.RESERVATION, ""))
                 if lost is None and not (p.get("spec") or {}).get("nodeName"):
@@ -282,11 +303,11 @@ class KubernetesBackend:
             self._bound.add(pod.uid)
             if bound:
                 ref = {"metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}}
-                self.events.emit(
-                    ref,
-                    "Scheduled",
-                    f"Successfully assigned {pod.namespace}/{pod.name} to {placement.node}",
-                )
+                why = f"Successfully assigned {pod.namespace}/{pod.name} to {placement.node}"
+                if self._eventer is None:
+                    self.events.emit(ref, "Scheduled", why)
+                elif not self._closed.is_set():
+                    self._eventer.submit(self.events.emit, ref, "Scheduled", why)
             return True
         patch: Obj = {"metadata": {"annotations": ann}}
         with self._lock:

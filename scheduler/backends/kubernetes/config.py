@@ -56,6 +56,10 @@ class KubeConfig:
     # A reservation that reports no GPU UUID this long after it was bound (image pull
     # failing, no GPU, a crash loop) is replaced and its shares are failed (re-placed).
     reservation_uuid_timeout_s: float = 180.0
+    # A node where a reservation pod found no GPU (exit 3: the device plugin's GPU does
+    # not reach containers as configured) is excluded, with that reason, this long; then
+    # tried again.
+    sharing_retry_s: float = 600.0
     # Namespaces whose foreign pods (schedulerName: shoal, made by others) Shoal adopts:
     # None: all (the chart's rbac.foreignPods=true); else only these, where its RBAC lets
     # it patch and bind pods (rbac.foreignPods=false: the jobs namespace).
@@ -77,7 +81,7 @@ class KubeConfig:
     burst: int = 400
     # Foreign pods' bindings run on this many threads (one call each, off the loop's
     # thread); 0: bind on the caller's thread, one after another.
-    bind_workers: int = 8
+    bind_workers: int = 16
     retry_deadline_s: float = 30.0  # give up a call after retrying this long
     retry_max_delay_s: float = 5.0
     watch_timeout_s: int = 300  # server-side timeout of one watch request

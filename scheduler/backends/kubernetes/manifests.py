@@ -251,6 +251,8 @@ def reservation_pod(node: str, gpu: int, config: KubeConfig) -> Obj:
                     "limits": {"memory": mem, GPU: "1"},
                 },
                 "securityContext": dict(config.security_context),
+                # Why it found no GPU reaches its status (shares.py excludes the node).
+                "terminationMessagePolicy": "FallbackToLogsOnError",
             }
         ],
     }

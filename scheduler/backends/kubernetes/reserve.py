@@ -17,7 +17,10 @@ Where the UUID comes from, first that works:
      volume-mounts or CDI);
   3. NVIDIA_VISIBLE_DEVICES, only when it is itself one UUID (the envvar strategy).
 Only `GPU-…` or `MIG-…` is accepted: a path (volume-mounts), an index, `all`, or
-nothing (CDI sets no variable) is refused with exit code 1 and a message saying why.
+nothing (CDI sets no variable) is refused with exit code 3 (`NO_GPU_EXIT`) and a message
+saying why, written to the termination log too: Shoal reads it from the pod's status and
+excludes the node, with that reason, since the GPU the device plugin allocated does not
+reach containers there as configured. Other failures exit with 1.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ GPU_UUID_ANNOTATION = "shoal.dev/gpu-uuid"  # = names.GPU_UUID (not imported: st
 UUID_RE = re.compile(r"^(GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*$")
 PROC_GPUS = "/proc/driver/nvidia/gpus"
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+NO_GPU_EXIT = 3  # the container saw no single GPU: Shoal excludes the node (shares.py)
+TERMINATION_LOG = "/dev/termination-log"  # the kubelet's default terminationMessagePath
 
 
 class NoGpu(RuntimeError):
@@ -186,6 +191,13 @@ def main(environ: Mapping[str, str] | None = None, wait: bool = True) -> int:
         signal.signal(signal.SIGINT, on_term)
     try:
         uuid = read_gpu_uuid(env)
+    except NoGpu as e:
+        log.error("%s", e)
+        path = env.get("SHOAL_TERMINATION_LOG", TERMINATION_LOG)
+        with contextlib.suppress(OSError), open(path, "w") as f:  # no such file outside a pod
+            f.write(str(e)[:4000])  # the kubelet keeps at most 4096 bytes
+        return NO_GPU_EXIT
+    try:
         announce(env, namespace, pod, uuid)
     except (NoGpu, OSError, urllib.error.URLError) as e:
         log.error("%s", e)

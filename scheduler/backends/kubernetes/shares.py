@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from typing import Any
 
-from scheduler.backends.kubernetes import events, inventory, manifests, names
+from scheduler.backends.kubernetes import events, inventory, manifests, names, reserve
 from scheduler.backends.kubernetes.api import ApiError, Kube, Unavailable
 from scheduler.backends.kubernetes.config import KubeConfig
 
@@ -36,9 +37,28 @@ def is_reservation(pod: Obj) -> bool:
     )
 
 
+def no_gpu_message(pod: Obj) -> str | None:
+    """What the reserver said when it found no GPU (exit `reserve.NO_GPU_EXIT`, now or in
+    its last run: it restarts), or None."""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        for state in (cs.get("state") or {}, cs.get("lastState") or {}):
+            done = state.get("terminated") or {}
+            if done.get("exitCode") == reserve.NO_GPU_EXIT:
+                return str(done.get("message") or "").strip() or "no GPU UUID found"
+    return None
+
+
 class Reservations:
     def __init__(self, kube: Kube, config: KubeConfig, recorder: events.Recorder) -> None:
         self.kube, self.config, self.events = kube, config, recorder
+        # node -> (why sharing cannot work there, until when (monotonic) it is excluded)
+        self._no_gpu: dict[str, tuple[str, float]] = {}
+
+    def excluded(self) -> dict[str, str]:
+        """Nodes where a reservation found no GPU, and why (until `sharing_retry_s`)."""
+        now = time.monotonic()
+        self._no_gpu = {n: v for n, v in self._no_gpu.items() if v[1] > now}
+        return {n: why for n, (why, _) in self._no_gpu.items()}
 
     def ensure(self, node: str, gpu: int) -> Obj:
         """The reservation pod for (node, gpu), created and bound if need be."""
@@ -73,14 +93,28 @@ class Reservations:
         (the GPU is no longer held), or it reported no GPU UUID within
         `reservation_uuid_timeout_s` (image pull failing, no GPU, crash loop). Their shares
         are then failed workers (retried without using up backoffLimit); the reservation
-        goes with its last share and the next placement makes a new one."""
+        goes with its last share and the next placement makes a new one. One that found
+        no GPU at all (`reserve.NO_GPU_EXIT`) also excludes its node (`excluded`)."""
         out = {}
         timeout = self.config.reservation_uuid_timeout_s
         for pod in pods:
             if not is_reservation(pod) or pod["metadata"].get("deletionTimestamp"):
                 continue
             name, st = pod["metadata"]["name"], pod.get("status") or {}
-            if st.get("phase") in inventory.TERMINAL:
+            no_gpu = no_gpu_message(pod)
+            if no_gpu is not None:
+                node = names.annotations_of(pod).get(names.NODE) or pod["spec"].get("nodeName")
+                if node and node not in self._no_gpu:
+                    log.warning("node %s: GPU reservation %s found no GPU: %s", node, name, no_gpu)
+                    self._no_gpu[node] = (
+                        f"GPU reservation {name} found no GPU ({no_gpu}): the device "
+                        "plugin's GPU does not reach containers here (check the runtime, "
+                        "reservations.runtimeClassName); tried again after "
+                        f"{self.config.sharing_retry_s:.0f}s",
+                        time.monotonic() + self.config.sharing_retry_s,
+                    )
+                out[name] = f"GPU reservation {name} found no GPU: {no_gpu}"
+            elif st.get("phase") in inventory.TERMINAL:
                 why = ": ".join(x for x in (st.get("reason"), st.get("message")) if x)
                 out[name] = f"GPU reservation {name} {str(st.get('phase')).lower()}" + (
                     f" ({why})" if why else ""

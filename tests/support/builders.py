@@ -1,13 +1,22 @@
-"""Small fluent builders for core test scenarios (in the style of Kueue's
-`MakeClusterQueue("cq").ResourceGroup(...).Obj()`), and `advance` to carry a cycle's
-decisions into the next snapshot."""
+"""The one set of test builders, for the core and the placement tests alike.
+
+Small fluent builders for core scenarios (in the style of Kueue's
+`MakeClusterQueue("cq").ResourceGroup(...).Obj()`): `queue`, `job`, `node`/`nodes`,
+`on` (a running job), `snapshot`, and `advance` to carry a cycle's decisions into the
+next snapshot. Flat one-line builders for placement: `a100` (a node), `request` (a job
+request), `running`, `state`, and `observe` (everything observable about a state).
+
+Two node presets, each named for what it is: `node` is an 8-GPU H100-80GB node (64
+cores, 500 GiB), `a100` a 4-GPU A100-40GB node (64 cores, 256 GiB).
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from scheduler import model as m
+from scheduler import placement
 
 
 def node(
@@ -149,4 +158,57 @@ def snapshot(
 ) -> m.Snapshot:
     return m.Snapshot(
         tuple(nodes_), tuple(queues), tuple(running), tuple(pending), now, config or m.Config()
+    )
+
+
+# -- placement ---------------------------------------------------------------------
+
+
+def a100(
+    name: str,
+    gpus: int = 4,
+    model: str = "A100",
+    cpu: int = 64_000,
+    mem: int = 262_144,
+    gpu_mem: int = 40_960,
+) -> m.Node:
+    return m.Node(name, cpu, mem, gpus, model, gpu_mem)
+
+
+def request(
+    id: str = "j",
+    gpu: float = 0.0,
+    workers: int = 1,
+    cpu: int = 1000,
+    mem: int = 1024,
+    types: Sequence[str] = (),
+    gpu_mem: int | None = None,
+) -> m.JobRequest:
+    return m.JobRequest(
+        id, "q", workers=workers, gpu=gpu, gpu_memory_mib=gpu_mem, cpu_milli=cpu,
+        memory_mib=mem, gpu_types=tuple(types),
+    )  # fmt: skip
+
+
+def running(j: m.JobRequest, *where: tuple[str, tuple[int, ...], float]) -> m.RunningJob:
+    """A running job with one placement per `(node, gpus, fraction)`."""
+    return m.RunningJob(
+        j, tuple(m.WorkerPlacement(k, n, g, f) for k, (n, g, f) in enumerate(where))
+    )
+
+
+def state(nodes: Sequence[m.Node], runs: Sequence[m.RunningJob] = ()) -> placement.ClusterState:
+    return placement.ClusterState.build(nodes, tuple(runs))
+
+
+def observe(s: placement.ClusterState) -> tuple[object, ...]:
+    """Everything observable about a state, to compare before and after."""
+    return (
+        tuple(
+            (n.name, s.free_cpu(n.name), s.free_memory(n.name), s.gpu_free(n.name)) for n in s.nodes
+        ),
+        tuple(sorted(s.jobs)),
+        tuple(sorted((sig, tuple(ms)) for sig, ms in s.classes.items())),
+        tuple(sorted(s.open)),
+        tuple(tuple(sorted(t.items())) for t in s.tags),
     )

@@ -1,0 +1,106 @@
+"""The queues and the inventory that admission checks a submission against, read from the
+store at most once per `ttl_s` instead of twice per request.
+
+Profiled under load (docs/benchmarks.md, "REST API throughput"), reading every queue and
+every node on each submission was a fifth of the route's time. A cached snapshot can be
+stale in two ways, and neither may change an answer:
+
+- it refuses what fresh data would admit (a queue or node added since): every refusal is
+  checked again on data read now, and only a refusal that stands is returned;
+- it admits what fresh data would refuse (a queue deleted, a limit lowered since): the
+  store refuses an unknown queue itself, and a job over a new limit waits with a pending
+  reason, as it would had it been submitted a moment before the change.
+
+Writes through this process (`invalidate`) drop the snapshot at once; writes by another
+replica are seen within `ttl_s`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from sqlalchemy.orm import Session
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from scheduler import admission
+from scheduler.model import Node, Queue
+from scheduler.spec import JobSpec
+from scheduler.store import cycle
+
+DEFAULT_TTL_S = 1.0
+
+
+class AdmissionSnapshot:
+    def __init__(
+        self, ttl_s: float = DEFAULT_TTL_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._data: tuple[float, tuple[Queue, ...], tuple[Node, ...]] | None = None
+        self._generation = 0  # bumped by invalidate: a read begun before it is not kept
+
+    def invalidate(self) -> None:
+        with self._lock:
+            self._data = None
+            self._generation += 1
+
+    def _load(self, session: Session) -> tuple[tuple[Queue, ...], tuple[Node, ...]]:
+        generation = self._generation
+        queues = cycle.load_queues(session=session)
+        nodes = cycle.load_inventory(session=session)
+        with self._lock:
+            if generation == self._generation:
+                self._data = (self._clock(), queues, nodes)
+        return queues, nodes
+
+    def _cached(self, session: Session) -> tuple[tuple[Queue, ...], tuple[Node, ...]]:
+        data = self._data
+        if data is not None and self._clock() - data[0] < self.ttl_s:
+            return data[1], data[2]
+        return self._load(session)
+
+    def check_job(
+        self, session: Session, spec: JobSpec, *, may_submit: Callable[[str], bool]
+    ) -> list[admission.Problem]:
+        """`admission.check_job` against the queues the caller may submit to (the others
+        are reported as unknown: no existence leak) and the nodes last reported."""
+
+        def check(queues: tuple[Queue, ...], nodes: tuple[Node, ...]) -> list[admission.Problem]:
+            known: Mapping[str, Queue] = {q.name: q for q in queues if may_submit(q.name)}
+            return admission.check_job(spec, queues=known, nodes=nodes)
+
+        problems = check(*self._cached(session))
+        if problems:  # never refuse on stale data
+            problems = check(*self._load(session))
+        return problems
+
+
+class InvalidateOnQueueWrite:
+    """ASGI middleware: a queue created, changed or deleted through this API drops the
+    snapshot, so this replica's next submission sees it at once."""
+
+    def __init__(self, app: ASGIApp, snapshot: AdmissionSnapshot, prefix: str) -> None:
+        self.app, self.snapshot, self.prefix = app, snapshot, prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope.get("method") in ("GET", "HEAD", "OPTIONS")
+            or not str(scope.get("path", "")).startswith(self.prefix)
+        ):
+            await self.app(scope, receive, send)
+            return
+
+        async def invalidate_then_send(message: Message) -> None:
+            # Before the client hears of the write, so its next submission sees it.
+            if message["type"] == "http.response.start":
+                self.snapshot.invalidate()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, invalidate_then_send)
+        finally:
+            self.snapshot.invalidate()

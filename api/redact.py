@@ -1,0 +1,150 @@
+"""What a reader learns of other teams' jobs through reasons and explanations: nothing.
+
+A pending reason names the jobs its job waits for (the victims of a preemption, the jobs
+still stopping, a reservation's holder), and so do explain's preemptions and a victim's
+"Preempted (for X)". To a reader who cannot see such a job's queue (a job that is 404 for
+them), it is "a job in another queue": its name and id leave the message, and its id the
+details. An id the store does not know (a foreign pod) is hidden too. Admins see all.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from api import models
+from api.auth import Principal
+from scheduler.store import schema
+
+HIDDEN = "a job in another queue"
+HIDDEN_ID = "hidden"
+# Details keys that hold job ids (see scheduler/core/reasons.py).
+_REFS = ("victims", "stopping", "reserved_for")
+_FOR = re.compile(r"\(for ([A-Za-z0-9~-]+)\)")
+
+
+def _base(job_id: str) -> str:
+    return job_id.split("~")[0]  # a stopping attempt is named `id~attempt`
+
+
+def referenced(details: Mapping[str, Any]) -> set[str]:
+    out: set[str] = set()
+    for key in _REFS:
+        value = details.get(key)
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str) and v:
+                out.add(_base(v))
+    return out
+
+
+def referenced_in(text: str) -> set[str]:
+    """Ids a message names as "(for X)": the job a preemption made room for."""
+    return {_base(m) for m in _FOR.findall(text)}
+
+
+class Hidden:
+    """The referenced jobs one reader may not see: id -> (label, queue)."""
+
+    def __init__(self, session: Session, principal: Principal, ids: Iterable[str]) -> None:
+        self.jobs: dict[str, tuple[str, str | None]] = {}
+        wanted = set(ids)
+        if principal.visible_queues is None or not wanted:
+            return
+        rows = session.execute(
+            select(schema.JobRow.id, schema.JobRow.name, schema.JobRow.queue).where(
+                schema.JobRow.id.in_(sorted(wanted))
+            )
+        )
+        known = {r.id: (r.name, r.queue) for r in rows}
+        for job_id in wanted:
+            name, queue = known.get(job_id, ("", None))
+            if queue is not None and principal.sees(queue):
+                continue
+            label = f"{name} ({job_id})" if name and name != job_id else job_id
+            self.jobs[job_id] = (label, queue)
+
+    def __bool__(self) -> bool:
+        return bool(self.jobs)
+
+    def text(self, message: str) -> str:
+        for job_id, (label, queue) in self.jobs.items():
+            if queue is not None:
+                message = message.replace(f"job {label} in queue {queue}", HIDDEN)
+                message = message.replace(f"{label} in queue {queue}", HIDDEN)
+            message = re.sub(rf"{re.escape(job_id)}(~\d+)?", HIDDEN, message.replace(label, HIDDEN))
+        return message.replace(f"job {HIDDEN}", HIDDEN)
+
+    def id(self, value: object) -> object:
+        if isinstance(value, str) and _base(value) in self.jobs:
+            return HIDDEN_ID
+        return value
+
+    def details(self, details: Mapping[str, Any]) -> dict[str, Any]:
+        out = dict(details)
+        for key in _REFS:
+            value = out.get(key)
+            if isinstance(value, list):
+                out[key] = [self.id(v) for v in value]
+            elif value is not None:
+                out[key] = self.id(value)
+        return out
+
+
+def reason(
+    hidden: Hidden, r: models.PendingReasonPublic | None
+) -> models.PendingReasonPublic | None:
+    if r is None or not hidden:
+        return r
+    return models.PendingReasonPublic(
+        code=r.code, message=hidden.text(r.message), details=hidden.details(r.details)
+    )
+
+
+def jobs(
+    session: Session, principal: Principal, items: list[models.JobPublic]
+) -> list[models.JobPublic]:
+    """`items` with every other team's job they name hidden (one query for the page)."""
+    if principal.visible_queues is None:
+        return items
+    ids: set[str] = set()
+    for j in items:
+        if j.pending_reason is not None:
+            ids |= referenced(j.pending_reason.details) | referenced_in(j.pending_reason.message)
+        for c in j.conditions:
+            ids |= referenced_in(c.message)
+    hidden = Hidden(session, principal, ids)
+    if not hidden:
+        return items
+    return [
+        j.model_copy(
+            update={
+                "pending_reason": reason(hidden, j.pending_reason),
+                "conditions": [
+                    c.model_copy(update={"message": hidden.text(c.message)}) for c in j.conditions
+                ],
+            }
+        )
+        for j in items
+    ]
+
+
+def events(
+    session: Session, principal: Principal, items: list[models.JobEventPublic]
+) -> list[models.JobEventPublic]:
+    """A job's history with the other teams' jobs it names hidden ("Preempted (for X)")."""
+    if principal.visible_queues is None:
+        return items
+    ids: set[str] = set()
+    for e in items:
+        ids |= referenced_in(e.message) | referenced(e.data)
+    hidden = Hidden(session, principal, ids)
+    if not hidden:
+        return items
+    return [
+        e.model_copy(update={"message": hidden.text(e.message), "data": hidden.details(e.data)})
+        for e in items
+    ]

@@ -1,0 +1,128 @@
+"""Issue 15, fault 8: reasons and explain never name another team's job to a reader who
+cannot see it (a job that is 404 for them), and explain says "awaiting preemption of X"
+rather than "placed" while the job waits for its victims to stop."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from conftest import ADMIN, NLP, VISION, job_body
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from scheduler import model, store
+from scheduler.model import WorkerPlacement
+from scheduler.spec import Phase
+
+API = "/api/v1"
+
+
+def _submit(client: TestClient, headers: dict[str, str], **kw: object) -> str:
+    r = client.post(f"{API}/jobs", json=job_body(**kw), headers=headers)
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+def _run(app: FastAPI, job_id: str, node: str, gpus: tuple[int, ...]) -> None:
+    """Place and start a job in the store as the loop would (an hour ago)."""
+    at = datetime.now(UTC) - timedelta(hours=1)
+    with app.state.database.session() as s:
+        row = store.get_job(session=s, job_id=job_id)
+        placements = [WorkerPlacement(0, node, gpus, 1.0)]
+        v = store.record_placement(
+            session=s,
+            job_id=job_id,
+            expected_version=row.version,
+            placements=placements,
+            attempt=1,
+            now=at,
+        )
+        store.set_phase(session=s, job_id=job_id, expected_version=v, phase=Phase.RUNNING, now=at)
+
+
+def _waiting_for(app: FastAPI, job_id: str, victim: str, label: str) -> None:
+    """The reason the loop stores while the victims of a preemption still stop."""
+    reason = model.PendingReason(
+        model.ReasonCode.WAITING_FOR_PREEMPTION,
+        f"preempting {label} (8 GPUs); the job is placed once they have stopped",
+        {"victims": [victim], "victim_gpus": 8, "stopping": []},
+    )
+    with app.state.database.session() as s:
+        store.set_pending_reason(session=s, job_id=job_id, reason=reason)
+
+
+def test_a_pending_reason_hides_another_teams_job(app: FastAPI, client: TestClient) -> None:
+    theirs = _submit(client, NLP, queue="nlp", name="secret-nlp", gpu=8)
+    mine = _submit(client, VISION, name="mine", gpu=8)
+    _waiting_for(app, mine, theirs, f"secret-nlp ({theirs})")
+    for url in (f"{API}/jobs/{mine}", f"{API}/jobs?queue=vision"):
+        seen = client.get(url, headers=VISION).text
+        assert theirs not in seen and "secret-nlp" not in seen, seen
+        assert "a job in another queue" in seen
+        full = client.get(url, headers=ADMIN).text
+        assert theirs in full and "secret-nlp" in full
+    body = client.get(f"{API}/jobs/{mine}", headers=VISION).json()
+    assert body["pendingReason"]["details"]["victims"] == ["hidden"]
+    assert client.get(f"{API}/jobs/{theirs}", headers=VISION).status_code == 404
+
+
+def test_explain_says_awaiting_preemption_not_placed(app: FastAPI, client: TestClient) -> None:
+    # The victim is Pending again in the store (its workers still stop, which only the
+    # loop sees), so on the store alone the job would fit at once.
+    theirs = _submit(client, NLP, queue="nlp", name="secret-nlp", gpu=8)
+    mine = _submit(client, VISION, name="mine", gpu=8)
+    _waiting_for(app, mine, theirs, f"secret-nlp ({theirs})")
+    full = client.get(f"{API}/jobs/{mine}/explain", headers=ADMIN).json()
+    assert full["decision"] == "preempting", full
+    assert full["placements"] == []
+    assert full["reason"]["message"].startswith(f"awaiting preemption of secret-nlp ({theirs})")
+    seen = client.get(f"{API}/jobs/{mine}/explain", headers=VISION).json()
+    assert seen["decision"] == "preempting"
+    assert seen["reason"]["message"].startswith("awaiting preemption of a job in another queue")
+    assert theirs not in json.dumps(seen) and "secret-nlp" not in json.dumps(seen)
+
+
+def test_explain_of_a_reclaim_hides_the_victims(app: FastAPI, client: TestClient) -> None:
+    # nlp (guarantee 4) borrows all 16 H100s; vision (guarantee 8) reclaims 8 of them.
+    victims = []
+    for i, node in enumerate(("h1", "h2")):
+        jid = _submit(client, NLP, queue="nlp", name=f"nlp-{i}", gpu=8, gpuType=["H100-80GB"])
+        _run(app, jid, node, tuple(range(8)))
+        victims.append(jid)
+    mine = _submit(client, VISION, name="mine", gpu=8, gpuType=["H100-80GB"])
+    full = client.get(f"{API}/jobs/{mine}/explain", headers=ADMIN).json()
+    assert full["decision"] in ("preempting", "pending"), full
+    named = json.dumps(full)
+    assert any(v in named for v in victims), full  # the admin is told which job goes
+    seen = json.dumps(client.get(f"{API}/jobs/{mine}/explain", headers=VISION).json())
+    for i, v in enumerate(victims):
+        assert v not in seen and f"nlp-{i}" not in seen, seen
+
+
+def test_a_victim_is_not_told_which_other_teams_job_preempted_it(
+    app: FastAPI, client: TestClient
+) -> None:
+    victim = _submit(client, NLP, queue="nlp", name="theirs", gpu=8)
+    _run(app, victim, "h1", tuple(range(8)))
+    mine = _submit(client, VISION, name="vision-secret", gpu=8)
+    # What the loop writes for a reclaim (scheduler/loop/apply.py: reason, then "(for X)").
+    message = (
+        f"reclaimed for job vision-secret ({mine}): queue vision is below its guarantee "
+        f"(for {mine})"
+    )
+    with app.state.database.session() as s:
+        row = store.get_job(session=s, job_id=victim)
+        store.set_phase(
+            session=s,
+            job_id=victim,
+            expected_version=row.version,
+            phase=Phase.PREEMPTED,
+            reason="Preempted",
+            message=message,
+        )
+    for url in (f"{API}/jobs/{victim}", f"{API}/jobs/{victim}/events"):
+        seen = client.get(url, headers=NLP).text
+        assert mine not in seen and "vision-secret" not in seen, seen
+        assert "reclaimed for a job in another queue" in seen, seen
+        assert mine in client.get(url, headers=ADMIN).text
