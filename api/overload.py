@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api.errors import ErrorItem, response
 
 EXEMPT_PATHS = frozenset({"/healthz", "/readyz"})
+DRAIN_BYTES = 64 * 1024  # a refused request's body read up to this (a job spec is ~1 KiB)
 
 
 class LoadShedder:
@@ -124,6 +125,16 @@ class LoadShedder:
         self.in_flight -= 1
 
     async def _refuse(self, why: str, scope: Scope, receive: Receive, send: Send) -> None:
+        # Read a small body first: answering before it is read makes the server close the
+        # keep-alive connection, and the client's reconnect costs more than the refusal.
+        seen = 0
+        more = True
+        while more and seen <= DRAIN_BYTES:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            seen += len(message.get("body", b""))
+            more = bool(message.get("more_body", False))
         msg = (
             f"server overloaded ({self.max_in_flight} requests running, "
             f"{len(self._waiters)} waiting); retry after {self.retry_after_s} s"

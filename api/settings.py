@@ -19,7 +19,7 @@ class Settings:
     tokens_yaml: str | None = None  # the same YAML inline (SHOAL_API_TOKENS)
     max_body_bytes: int = 1024 * 1024
     # Load shedding (api.overload): past these a request gets 503 + Retry-After at once.
-    max_in_flight: int = 8  # requests inside the app at once (0: no shedding)
+    max_in_flight: int = 64  # requests inside the app at once (0: no shedding)
     max_queued: int = 512  # requests waiting for a slot (bounds memory; max_wait_s bounds time)
     max_wait_s: float = 0.5  # the longest one waits before it is shed
     retry_after_s: int = 1

@@ -31,7 +31,8 @@ from collections import Counter
 from collections.abc import Iterable
 
 from scheduler.placement import fit, policies
-from scheduler.placement.fragmentation import TaskType, WorkloadMix
+from scheduler.placement.fit import Demand
+from scheduler.placement.fragmentation import WorkloadMix
 from scheduler.placement.policies import Choice, Feasible, Pick, Scorer, best_fit_take
 from scheduler.placement.state import UNIT, ClusterState, Sig, Tag
 
@@ -45,7 +46,7 @@ class BestFit(Scorer):
 
     def score(self, s: Sig, d: fit.Demand, n: fit.Need) -> Choice:
         gpu_left = (sum(s.shares) - n.gpus * n.share) / UNIT
-        score = 0.5 * (s.cpu - d.cpu) / self.max_cpu + 0.5 * gpu_left / self.max_gpus
+        score = 0.5 * (s.cpu - d.cpu_milli) / self.max_cpu + 0.5 * gpu_left / self.max_gpus
         return Choice(score, best_fit_take(n, s.shares))
 
 
@@ -53,7 +54,7 @@ class DotProduct(Scorer):
     name = "dot-product"
 
     def score(self, s: Sig, d: fit.Demand, n: fit.Need) -> Choice:
-        cpu = (s.cpu / s.cap_cpu) * (d.cpu / s.cap_cpu) if s.cap_cpu else 0.0
+        cpu = (s.cpu / s.cap_cpu) * (d.cpu_milli / s.cap_cpu) if s.cap_cpu else 0.0
         if n.gpus == 1:
             options = fit.candidates(n, s.shares)
             v = min(options, key=lambda v: (v * n.share, v))
@@ -131,14 +132,14 @@ class RandomFit(Scorer):
         raise AssertionError("unreachable: k is below the total")
 
 
-def typical_mix(tasks: Iterable[TaskType], threshold: float = 0.95) -> WorkloadMix:
+def typical_mix(tasks: Iterable[Demand], threshold: float = 0.95) -> WorkloadMix:
     """The reference simulator's target workload: task types without memory (its pod
     resource is CPU, per-GPU share, GPU count and GPU type), the most popular first
     until they cover `threshold` of the tasks (its podPopularityThreshold 95)."""
-    counts = Counter(TaskType(t.cpu_milli, 0, t.gpu, None, t.gpu_types) for t in tasks)
+    counts = Counter(Demand(t.cpu_milli, 0, t.gpu, None, t.gpu_types) for t in tasks)
     total = sum(counts.values())
     ranked = sorted(counts.items(), key=lambda kv: (kv[1], _order(kv[0])), reverse=True)
-    kept: dict[TaskType, float] = {}
+    kept: dict[Demand, float] = {}
     covered = 0
     for t, c in ranked:
         if covered >= threshold * total:
@@ -148,7 +149,7 @@ def typical_mix(tasks: Iterable[TaskType], threshold: float = 0.95) -> WorkloadM
     return WorkloadMix(kept)
 
 
-def _order(t: TaskType) -> tuple[int, int, int, str]:
+def _order(t: Demand) -> tuple[int, int, int, str]:
     whole = t.gpu >= 1
     return (t.cpu_milli, 1000 if whole else round(t.gpu * 1000),
             round(t.gpu) if whole else (1 if t.gpu > 0 else 0), "|".join(t.gpu_types))  # fmt: skip
@@ -175,7 +176,7 @@ class PaperFgd(Scorer):
     def score(self, s: Sig, d: fit.Demand, n: fit.Need) -> Choice:
         frag = self.mix.fragmentation
         before = frag(s.model, s.gpu_mem, s.cpu, s.mem, s.shares)
-        cpu, mem = s.cpu - d.cpu, s.mem - d.mem
+        cpu, mem = s.cpu - d.cpu_milli, s.mem - d.memory_mib
         if n.gpus != 1:
             after = frag(s.model, s.gpu_mem, cpu, mem, fit.after(n, s.shares, None))
             return Choice(-self.points(after - before))

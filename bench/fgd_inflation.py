@@ -19,11 +19,12 @@ Two protocols (`--protocol`):
 
 A task that does not fit is dropped (no departures). Pod lists (`--lists`): the default
 one and variants built from it (`bench.variants`: sharing-heavy, multi-GPU-heavy,
-GPU-type-constrained). Policies: Shoal's (`fgd` with the pod list's mix, `fgd-learned`
-= the product default with no mix given, `fgd-exact` = `fgd` without the stranded-share
-term, as it was before issue 12, `binpack`, `spread`), `fgd-paper` (the reference's FGD
-scorer re-implemented: integer sigmoid score, seeded random ties between nodes, the pod
-list's mix) and the paper's baselines. Writes `inflation.md`,
+GPU-type-constrained). Policies: Shoal's (`fgd` with the pod list's mix weighted by
+scarcity on the cluster, as the product weighs it, `fgd-learned` = the product default
+with no mix given, `fgd-exact` = the pod list's mix by popularity alone and without the
+stranded-share term, as `fgd` was before issue 12, `binpack`, `spread`), `fgd-paper`
+(the reference's FGD scorer re-implemented: integer sigmoid score, seeded random ties
+between nodes, the pod list's mix) and the paper's baselines. Writes `inflation.md`,
 `inflation.csv` and `fgd-inflation.png` under `--out`.
 """
 

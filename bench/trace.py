@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scheduler import model as m
-from scheduler.placement import TaskType, WorkloadMix
+from scheduler.placement import Demand, WorkloadMix
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared/data/alibaba-gpu-2023"
 NODES_CSV = "openb_node_list_gpu_node.csv"
@@ -24,7 +24,7 @@ class Pod:
     """One task of the pod list, as a worker request."""
 
     name: str
-    task: TaskType
+    task: Demand
 
     @property
     def gpus(self) -> float:
@@ -55,7 +55,7 @@ def load_pods(data: Path) -> list[Pod]:
             # gpu_milli is the per-GPU share of a sharing task (num_gpu == 1).
             gpu = milli / 1000 if count == 1 and milli < 1000 else float(count)
             types = tuple(t for t in r["gpu_spec"].split("|") if t)
-            task = TaskType(int(r["cpu_milli"]), int(r["memory_mib"]), gpu, None, types)
+            task = Demand(int(r["cpu_milli"]), int(r["memory_mib"]), gpu, None, types)
             pods.append(Pod(r["name"], task))
     return pods
 

@@ -26,7 +26,6 @@ import random
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
 
 from bench.trace import Pod
 from scheduler import model as m
@@ -98,6 +97,6 @@ def _constrain(
             models = sorted(k for k in gpus if largest[k] >= p.gpus)
             model = rng.choices(models, [gpus[k] for k in models])[0]
             types = ("V100M16", "V100M32") if model.startswith("V100") else (model,)
-            p = Pod(p.name, replace(p.task, gpu_types=types))
+            p = Pod(p.name, p.task._replace(gpu_types=types))
         out.append(p)
     return out

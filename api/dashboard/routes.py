@@ -232,7 +232,8 @@ def jobs_page(request: Request, queue: str = "", phase: str = "") -> Response:
             cursor=None,
         )
         rows = redact.jobs(session, principal, [views.job(r) for r in page.items])
-        stats = queuestats.compute(queuestats.snapshot(session))
+        config = getattr(request.app.state, "core_config", None)
+        stats = queuestats.compute(queuestats.snapshot(session, config))
     names = [s.name for s in queuestats.visible(stats, principal.visible_queues)]
     return _page(
         request,

@@ -6,8 +6,8 @@ fragmentation measure are described in docs/design/0002-placement.md.
 """
 
 from scheduler.placement.diagnose import NodeFit, diagnose, explain_choice
-from scheduler.placement.fit import worker_gpu_share
-from scheduler.placement.fragmentation import TaskType, WorkloadMix
+from scheduler.placement.fit import Demand, worker_gpu_share
+from scheduler.placement.fragmentation import WorkloadMix
 from scheduler.placement.gang import place_gang
 from scheduler.placement.policies import Scorer
 from scheduler.placement.state import ClusterState, Hold
@@ -15,10 +15,10 @@ from scheduler.placement.undo import UndoLog
 
 __all__ = [
     "ClusterState",
+    "Demand",
     "Hold",
     "NodeFit",
     "Scorer",
-    "TaskType",
     "UndoLog",
     "WorkloadMix",
     "diagnose",

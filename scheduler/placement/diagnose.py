@@ -28,9 +28,9 @@ def _why(d: fit.Demand, s: Sig, workers: int) -> tuple[int, str, int]:
     """(distance, reason, workers that fit): 0 fits, 1 short of room, 2 never fits."""
     n = fit.need(d, s.model, s.gpu_mem)
     if n is None:
-        if d.types and s.model not in d.types:
-            return 2, f"GPU type {s.model or 'none'} is not one of {', '.join(d.types)}", 0
-        return 2, f"its GPUs have {s.gpu_mem} MiB; the job asks {d.gpu_mem} MiB", 0
+        if d.gpu_types and s.model not in d.gpu_types:
+            return 2, f"GPU type {s.model or 'none'} is not one of {', '.join(d.gpu_types)}", 0
+        return 2, f"its GPUs have {s.gpu_mem} MiB; the job asks {d.gpu_memory_mib} MiB", 0
     if not fit.gpu_fits(n, s.shares):
         block = sum(1 for v in s.shares if v >= UNIT)
         if n.share >= UNIT:
@@ -38,10 +38,10 @@ def _why(d: fit.Demand, s: Sig, workers: int) -> tuple[int, str, int]:
             return 1, f"needs {n.gpus} free GPU{plural}; {block} of {len(s.shares)} are free", 0
         top = s.shares[0] / UNIT if s.shares else 0.0
         return 1, f"needs {n.share / UNIT:g} of one GPU; the most free GPU has {top:g}", 0
-    if d.cpu > s.cpu:
-        return 1, f"needs {d.cpu}m CPU; {s.cpu}m free", 0
-    if d.mem > s.mem:
-        return 1, f"needs {d.mem} MiB memory; {s.mem} MiB free", 0
+    if d.cpu_milli > s.cpu:
+        return 1, f"needs {d.cpu_milli}m CPU; {s.cpu}m free", 0
+    if d.memory_mib > s.mem:
+        return 1, f"needs {d.memory_mib} MiB memory; {s.mem} MiB free", 0
     k = fit.capacity(d, s, workers)
     if workers > 1:
         return 0, f"fits {k} of {workers} workers", k
@@ -78,7 +78,7 @@ def explain_choice(
     rank. Pure: it does not change the state (the learner may note the job)."""
     scorer = policies.resolve(policy, state, job, mix)
     d = fit.Demand.of(job)
-    pool = state.open if d.gpu > 0 or d.gpu_mem else state.classes
+    pool = state.open if d.gpu > 0 or d.gpu_memory_mib else state.classes
     ranked = []
     for s, members in pool.items():
         n = fit.fits(d, s)

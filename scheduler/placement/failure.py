@@ -43,22 +43,27 @@ def explain(state: ClusterState, job: m.JobRequest) -> m.PendingReason:
     workers = max(job.workers, 1)
     sigs = [(s, fit.need(d, s.model, s.gpu_mem), len(ms)) for s, ms in state.classes.items()]
     allowed = [(s, n, k) for s, n, k in sigs if n is not None]
-    base = {"workers": workers, "gpu": job.gpu, "cpu_milli": d.cpu, "memory_mib": d.mem}
+    base = {
+        "workers": workers,
+        "gpu": job.gpu,
+        "cpu_milli": d.cpu_milli,
+        "memory_mib": d.memory_mib,
+    }
     if not allowed:
         return _runs_nowhere(state, job, d, base)
     gpu_ok = [(s, n, k) for s, n, k in allowed if fit.gpu_fits(n, s.shares)]
     free_total = sum(sum(s.shares) * k for s, _, k in allowed) / UNIT
     if not gpu_ok:
         return _no_gpus(job, allowed, free_total, base)
-    full = [s for s, _, _ in gpu_ok if s.cpu >= d.cpu and s.mem >= d.mem]
+    full = [s for s, _, _ in gpu_ok if s.cpu >= d.cpu_milli and s.mem >= d.memory_mib]
     if not full:
         cpu = max(s.cpu for s, _, _ in gpu_ok)
         mem = max(s.mem for s, _, _ in gpu_ok)
         where = "on a node where its GPUs fit" if job.gpu or job.gpu_memory_mib else ""
         return m.PendingReason(
             R.NO_NODE,
-            f"needs {d.cpu}m CPU and {_gib(d.mem)} memory per worker {where}; the most "
-            f"free such node has {cpu}m CPU and {_gib(mem)} memory".replace("  ", " "),
+            f"needs {d.cpu_milli}m CPU and {_gib(d.memory_mib)} memory per worker {where}; "
+            f"the most free such node has {cpu}m CPU and {_gib(mem)} memory".replace("  ", " "),
             {**base, "most_free_cpu_milli": cpu, "most_free_memory_mib": mem},
         )
     caps = [(fit.capacity(d, s, workers), k) for s, _, k in allowed]
@@ -84,12 +89,12 @@ def _runs_nowhere(
 ) -> m.PendingReason:
     """No node class can ever hold one worker: its GPU type, or its GPU memory."""
     models = sorted({n.gpu_model for n in state.nodes if n.gpu_count})
-    if d.types and not set(d.types) & set(models):
+    if d.gpu_types and not set(d.gpu_types) & set(models):
         return m.PendingReason(
             R.GPU_TYPE,
-            f"needs GPU type {' or '.join(d.types)}; the cluster has "
+            f"needs GPU type {' or '.join(d.gpu_types)}; the cluster has "
             f"{', '.join(models) or 'no GPUs'}",
-            {**base, "gpu_types": list(d.types), "cluster_models": models},
+            {**base, "gpu_types": list(d.gpu_types), "cluster_models": models},
         )
     largest = max((n.gpu_memory_mib for n in state.nodes), default=0)
     return m.PendingReason(

@@ -21,13 +21,14 @@ from scheduler.placement.shares import UNIT, Sig, units
 
 
 class Demand(NamedTuple):
-    """One worker's request, hashable, as the policies' caches key it."""
+    """What one worker asks for, hashable: what placement fits and scores, the policies'
+    caches key, and one task type of a workload mix (`fragmentation.WorkloadMix`)."""
 
-    cpu: int
-    mem: int
-    gpu: float
-    gpu_mem: int | None
-    types: tuple[str, ...]
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    gpu: float = 0.0
+    gpu_memory_mib: int | None = None
+    gpu_types: tuple[str, ...] = ()
 
     @staticmethod
     def of(job: m.JobRequest) -> Demand:
@@ -61,10 +62,10 @@ def gpu_share(gpu: float, gpu_memory_mib: int | None, gpu_mem: int) -> float | N
 
 def need(d: Demand, model: str, gpu_mem: int) -> Need | None:
     """The GPUs one worker takes on a node of this model, or None if it never can."""
-    if d.types and model not in d.types:
+    if d.gpu_types and model not in d.gpu_types:
         return None
-    if d.gpu_mem:
-        share = gpu_share(d.gpu, d.gpu_mem, gpu_mem)
+    if d.gpu_memory_mib:
+        share = gpu_share(d.gpu, d.gpu_memory_mib, gpu_mem)
         return None if share is None else Need(1, units(share))
     if d.gpu <= 0:
         return NO_GPU
@@ -92,7 +93,7 @@ def gpu_fits(n: Need, shares: tuple[int, ...]) -> bool:
 def fits(d: Demand, s: Sig) -> Need | None:
     """The worker's need if one worker fits a node in state `s` now, else None."""
     n = need(d, s.model, s.gpu_mem)
-    if n is None or d.cpu > s.cpu or d.mem > s.mem or not gpu_fits(n, s.shares):
+    if n is None or d.cpu_milli > s.cpu or d.memory_mib > s.mem or not gpu_fits(n, s.shares):
         return None
     return n
 
@@ -131,10 +132,10 @@ def capacity(d: Demand, s: Sig, limit: int) -> int:
     if n is None:
         return 0
     k = limit
-    if d.cpu > 0:
-        k = min(k, s.cpu // d.cpu)
-    if d.mem > 0:
-        k = min(k, s.mem // d.mem)
+    if d.cpu_milli > 0:
+        k = min(k, s.cpu // d.cpu_milli)
+    if d.memory_mib > 0:
+        k = min(k, s.mem // d.memory_mib)
     if n.gpus == 1:
         k = min(k, sum(v // n.share for v in s.shares))
     elif n.gpus > 1:

@@ -28,6 +28,12 @@ keeps too little CPU (or memory) for the tasks that would fill its free GPUs. `s
 adds that lookahead, the *stranded* share: S_n = max(0, free - min(cpu / c, mem / r)),
 with c and r the CPU and memory per GPU of the mix's GPU tasks that can run on the
 node's model (popularity-weighted). `fgd` minimises the growth of F_n(M) + S_n.
+
+Also beyond the paper: the product's `fgd` weighs each task type by its popularity
+times its scarcity (`WorkloadMix.on`, `Supply`): the cluster's GPUs over the GPUs of
+the nodes that could host it. With popularity alone, the nodes of a rare GPU model
+(or the few nodes big enough for the largest tasks) look already fragmented to every
+type that cannot run there, so FGD fills them first with tasks that could run anywhere.
 """
 
 from __future__ import annotations
@@ -36,35 +42,12 @@ import bisect
 import operator
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from scheduler import model as m
 from scheduler.placement import fit
 from scheduler.placement.undo import UndoLog
 
 _MEMO_LIMIT = 500_000  # entries before the memo is dropped (long-lived services)
-
-
-@dataclass(frozen=True, slots=True)
-class TaskType:
-    """One kind of task in a workload: what one worker asks for."""
-
-    cpu_milli: int = 0
-    memory_mib: int = 0
-    gpu: float = 0.0
-    gpu_memory_mib: int | None = None
-    gpu_types: tuple[str, ...] = ()
-
-    @staticmethod
-    def of(job: m.JobRequest) -> TaskType:
-        return TaskType(
-            job.cpu_milli, job.memory_mib, job.gpu, job.gpu_memory_mib, tuple(job.gpu_types)
-        )
-
-    def demand(self) -> fit.Demand:
-        return fit.Demand(
-            self.cpu_milli, self.memory_mib, self.gpu, self.gpu_memory_mib, self.gpu_types
-        )
 
 
 class _Shape:
@@ -79,11 +62,11 @@ class WorkloadMix:
     """Task types with their popularity (normalised to sum 1); the target workload
     of `fgd`. Identity-hashed: one mix object, one memo."""
 
-    def __init__(self, weights: Mapping[TaskType, float]) -> None:
+    def __init__(self, weights: Mapping[fit.Demand, float]) -> None:
         total = sum(w for w in weights.values() if w > 0)
         if total <= 0:
             raise ValueError("a workload mix needs at least one task type of positive weight")
-        self.weights: dict[TaskType, float] = {t: w / total for t, w in weights.items() if w > 0}
+        self.weights: dict[fit.Demand, float] = {t: w / total for t, w in weights.items() if w > 0}
         self.cpu_levels = sorted({t.cpu_milli for t in self.weights})
         self.mem_levels = sorted({t.memory_mib for t in self.weights})
         self._level = {
@@ -106,15 +89,15 @@ class WorkloadMix:
         self.score_cache: dict[fit.Demand, dict[object, object]] = {}
         # Popularity the stranded share averages CPU and memory per GPU over (a mix
         # weighted by scarcity, `on`, keeps the popularity of the mix it came from).
-        self.popularity: Mapping[TaskType, float] = self.weights
+        self.popularity: Mapping[fit.Demand, float] = self.weights
         self._on: dict[Supply, WorkloadMix] = {}
 
     @staticmethod
     def from_jobs(jobs: Iterable[m.JobRequest]) -> WorkloadMix:
         """The mix of the given jobs' workers (each worker counts once)."""
-        weights: dict[TaskType, float] = defaultdict(float)
+        weights: dict[fit.Demand, float] = defaultdict(float)
         for job in jobs:
-            weights[TaskType.of(job)] += max(job.workers, 1)
+            weights[fit.Demand.of(job)] += max(job.workers, 1)
         return WorkloadMix(weights)
 
     def on(self, supply: Supply) -> WorkloadMix:
@@ -191,7 +174,7 @@ class WorkloadMix:
         """(milli-CPU, MiB) per share unit of the GPU task types that run on the model."""
         gpus = cpu = mem = 0.0
         for t, p in self.popularity.items():
-            n = fit.need(t.demand(), model, gpu_mem)
+            n = fit.need(t, model, gpu_mem)
             if n is None or n.gpus == 0:
                 continue
             gpus += p * n.gpus * n.share
@@ -206,7 +189,7 @@ class WorkloadMix:
         if got is None:
             by_need: dict[fit.Need, _Shape] = {}
             for t, p in self.weights.items():
-                n = fit.need(t.demand(), model, gpu_mem)
+                n = fit.need(t, model, gpu_mem)
                 if n is None or n.gpus == 0:
                     continue
                 shape = by_need.setdefault(n, _Shape(n))
@@ -240,7 +223,7 @@ class Supply:
             shapes[(n.gpu_model, n.gpu_memory_mib, n.gpu_count, n.cpu_milli, n.memory_mib)] += 1
         self._key = tuple(sorted(shapes.items()))
         self._hash = hash(self._key)
-        self._memo: dict[TaskType, float] = {}
+        self._memo: dict[fit.Demand, float] = {}
         self.total = sum(k[2] * c for k, c in self._key)
 
     def __hash__(self) -> int:
@@ -249,18 +232,17 @@ class Supply:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Supply) and self._key == other._key
 
-    def gpus_for(self, t: TaskType) -> int:
+    def gpus_for(self, t: fit.Demand) -> int:
         """GPUs on the nodes where one task of type `t` fits when the node is empty."""
-        d = t.demand()
         got = 0
         for (model, gpu_mem, gpus, cpu, mem), count in self._key:
-            n = fit.need(d, model, gpu_mem)
-            if n is None or d.cpu > cpu or d.mem > mem or n.gpus > gpus:
+            n = fit.need(t, model, gpu_mem)
+            if n is None or t.cpu_milli > cpu or t.memory_mib > mem or n.gpus > gpus:
                 continue
             got += gpus * count
         return got
 
-    def scarcity(self, t: TaskType) -> float:
+    def scarcity(self, t: fit.Demand) -> float:
         """The cluster's GPUs over those that could host `t` (1: any node; 0: none,
         a type that runs nowhere weighs nothing). CPU-only types count as 1."""
         got = self._memo.get(t)
@@ -282,7 +264,7 @@ class MixLearner:
     forgotten again."""
 
     def __init__(self, log: UndoLog | None = None) -> None:
-        self.counts: dict[TaskType, float] = defaultdict(float)
+        self.counts: dict[fit.Demand, float] = defaultdict(float)
         self.ids: set[str] = set()
         self.total = 0
         self._next = 1
@@ -294,7 +276,7 @@ class MixLearner:
             if self._log is not None:
                 self._log.record(self._restore, job, self.mix, self._next)
             self.ids.add(job.id)
-            self.counts[TaskType.of(job)] += max(job.workers, 1)
+            self.counts[fit.Demand.of(job)] += max(job.workers, 1)
             self.total += max(job.workers, 1)
 
     def observe(self, job: m.JobRequest) -> WorkloadMix:
@@ -308,7 +290,7 @@ class MixLearner:
 
     def _restore(self, job: m.JobRequest, mix: WorkloadMix | None, next_: int) -> None:
         self.ids.discard(job.id)
-        task = TaskType.of(job)
+        task = fit.Demand.of(job)
         self.counts[task] -= max(job.workers, 1)
         if self.counts[task] <= 0:
             del self.counts[task]

@@ -36,7 +36,7 @@ def best_node(
         None if scorer.by_signature else []
     )
     if classes is None:
-        classes = (state.open if d.gpu > 0 or d.gpu_mem else state.classes).items()
+        classes = (state.open if d.gpu > 0 or d.gpu_memory_mib else state.classes).items()
     for sig, members in classes:
         c = cache.get(sig, _UNSEEN)
         if c is _UNSEEN:
@@ -138,7 +138,7 @@ def _gang(
                 n = fit.fits(d, sig)
                 assert n is not None  # capacity said it fits
                 w, n = _worker(state, job, len(placed), i, scorer.score(sig, d, n).take)
-                state.take_worker(i, d.cpu, d.mem, w.gpus, n.share)
+                state.take_worker(i, d.cpu_milli, d.memory_mib, w.gpus, n.share)
                 placed.append(w)
         return tuple(placed)
     finally:

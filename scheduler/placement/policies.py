@@ -86,7 +86,7 @@ def _allocated_after(s: Sig, d: fit.Demand, n: fit.Need) -> tuple[float, float]:
     """GPU and CPU allocation ratios of the node once the worker is placed."""
     cap = len(s.shares) * UNIT
     gpu = 1 - (sum(s.shares) - n.gpus * n.share) / cap if cap else 0.0
-    cpu = 1 - (s.cpu - d.cpu) / s.cap_cpu if s.cap_cpu else 0.0
+    cpu = 1 - (s.cpu - d.cpu_milli) / s.cap_cpu if s.cap_cpu else 0.0
     return gpu, cpu
 
 
@@ -136,7 +136,7 @@ class Fgd(Scorer):
         """(growth of F_n(M), growth of the stranded share) in share units if a worker
         of `d` takes its GPUs on a node in state `s` (`take`: see `fit.after`)."""
         mix = self.mix
-        cpu, mem = s.cpu - d.cpu, s.mem - d.mem
+        cpu, mem = s.cpu - d.cpu_milli, s.mem - d.memory_mib
         shares = fit.after(n, s.shares, take)
         frag = mix.scale * (
             mix.fragmentation(s.model, s.gpu_mem, cpu, mem, shares)
@@ -152,7 +152,7 @@ class Fgd(Scorer):
     def score(self, s: Sig, d: fit.Demand, n: fit.Need) -> Choice:
         score = self.mix.score
         before = score(s.model, s.gpu_mem, s.cpu, s.mem, s.shares)
-        cpu, mem = s.cpu - d.cpu, s.mem - d.mem
+        cpu, mem = s.cpu - d.cpu_milli, s.mem - d.memory_mib
         if n.gpus != 1:
             delta = score(s.model, s.gpu_mem, cpu, mem, fit.after(n, s.shares, None)) - before
             return Choice(round(delta / QUANTUM) + size_rank(s))

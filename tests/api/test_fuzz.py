@@ -26,7 +26,7 @@ from scheduler import store
 from scheduler.spec import JobSpec
 
 # Per operation (x 18 operations): a few thousand calls in all, in a few minutes.
-EXAMPLES = {"admin": 100, "member": 80, "viewer": 30}
+EXAMPLES = {"admin": 60, "member": 60, "viewer": 20}
 
 # Built at collection time (parametrize needs the schema then); a throw-away SQLite file.
 _DIR = tempfile.mkdtemp(prefix="shoal-fuzz-")

@@ -151,17 +151,29 @@ def test_deleting_a_trainingjob_cancels_it_and_the_gc_removes_its_pods(
 def test_a_gang_is_all_or_nothing(
     cluster: ControlPlane, shoal_env: dict[str, str], start_shoal: Callable[..., Shoal]
 ) -> None:
-    cluster.add_node("kw-c1", gpus=4)
-    cluster.add_node("kw-c2", gpus=4)
+    for name in ("kw-c1", "kw-c2", "kw-c3"):
+        cluster.add_node(name, gpus=4)
     queue(cluster)
     shoal = start_shoal(shoal_env)
-    # Three workers of 4 GPUs on 8 GPUs: never a partial gang.
-    trainingjob(cluster, "toobig", workers=3, gpu=4)
-    big = eventually(lambda: cluster.tj("toobig").get("status", {}).get("jobId"))
-    # A job that fits runs meanwhile; the gang stays whole-or-nothing throughout.
+    # A job that takes two of the three nodes runs first...
     trainingjob(cluster, "fits", workers=2, gpu=4)
     fits = eventually(lambda: cluster.tj("fits").get("status", {}).get("jobId"))
     running(cluster, fits, 2)
+    # A gang larger than the whole cluster is refused at admission, as a POST would be.
+    trainingjob(cluster, "never", workers=4, gpu=4)
+    refused = eventually(
+        lambda: (
+            cluster.tj("never").get("status", {}).get("phase") == "Invalid"
+            and cluster.tj("never")["status"]
+        )
+    )
+    assert refused["reason"].startswith("spec.workers: 4 workers can never run"), refused
+    assert [(c["type"], c["status"], c["reason"]) for c in refused["conditions"]] == [
+        ("Valid", "False", "AdmissionRefused")
+    ]
+    # ...then three workers of 4 GPUs with one node free: never a partial gang.
+    trainingjob(cluster, "toobig", workers=3, gpu=4)
+    big = eventually(lambda: cluster.tj("toobig").get("status", {}).get("jobId"))
     for _ in range(10):  # several cycles
         assert not [p for p in cluster.job_pods(big) if p["spec"].get("nodeName")]
         time.sleep(0.3)
@@ -169,7 +181,6 @@ def test_a_gang_is_all_or_nothing(
     for p in cluster.job_pods(fits):
         cluster.finish(p)
     # The GPUs are free: now the gang is placed, all three workers at once.
-    cluster.add_node("kw-c3", gpus=4)
     pods = running(cluster, big, 3)
     assert len({p["spec"]["nodeName"] for p in pods}) == 3
 

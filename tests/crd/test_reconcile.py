@@ -321,12 +321,10 @@ def test_a_queue_status_shows_its_allocated_gpus_and_pending_jobs(database: Data
         # A parent shows its subtree (as the dashboard does).
         applying.apply(session, reconcile.reconcile_queue({"metadata": {"name": "dept"}}, None))
         child = {"metadata": {"name": "vision"}, "spec": {"parent": "dept", "guaranteed": 4}}
-        from scheduler.store import queues as store_queues
-
         applying.apply(
             session,
             reconcile.reconcile_queue(
-                child, store_queues.spec_of(store_queues.get_queue(session=session, name="vision"))
+                child, queues.spec_of(queues.get_queue(session=session, name="vision"))
             ),
         )
         assert applying.queue_usage(session, "dept")["allocated"] == 1.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from scheduler import model as m
-from scheduler.placement import TaskType
+from scheduler.placement import Demand
 
 MODELS = ("T4", "A100")
 GPUS = (0.0, 0.1, 0.25, 1 / 3, 0.5, 0.75, 1.0, 2.0, 4.0, 8.0)
@@ -47,11 +47,12 @@ job_lists = st.lists(st.integers(0, 10**6), min_size=1, max_size=12).flatmap(
 )
 
 task_types = st.builds(
-    TaskType,
+    Demand,
     cpu_milli=st.sampled_from([0, 1000, 4000, 16_000]),
     memory_mib=st.sampled_from([0, 1024, 65_536]),
     gpu=st.sampled_from(GPUS),
     gpu_types=st.sampled_from([(), ("T4",)]),
+    gpu_memory_mib=st.none(),  # builds() would fill a NamedTuple's defaulted fields too
 )
 mixes = st.dictionaries(task_types, st.floats(0.1, 10), min_size=1, max_size=6)
 shares = st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.6, 0.75, 1.0]), max_size=8)

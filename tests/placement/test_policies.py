@@ -8,12 +8,12 @@ from support.builders import a100, request, running, state
 from bench import baselines
 from scheduler import model as m
 from scheduler import placement
-from scheduler.placement import TaskType, WorkloadMix, policies
+from scheduler.placement import Demand, WorkloadMix, policies
 from scheduler.placement.fragmentation import Supply
 from scheduler.placement.state import UNIT
 
-ONE_GPU = WorkloadMix({TaskType(gpu=1.0): 1.0})
-THREE_QUARTERS = WorkloadMix({TaskType(gpu=0.75): 1.0})
+ONE_GPU = WorkloadMix({Demand(gpu=1.0): 1.0})
+THREE_QUARTERS = WorkloadMix({Demand(gpu=0.75): 1.0})
 OTHER = request("o", gpu=0.5)
 
 # b comes first so that a choice of `a` is never the lowest-index tie-break.
@@ -151,7 +151,7 @@ def test_fgd_leaves_cpu_for_the_gpus_of_a_node() -> None:
     # A CPU-only task: `small` would keep 10 cores for its 4 free GPUs (the mix needs 8
     # per GPU), `rich` keeps plenty. F_n(M) alone cannot tell them apart (every task of
     # the mix still fits either); the stranded share can.
-    mix = WorkloadMix({TaskType(8000, 1024, 1.0): 1.0})
+    mix = WorkloadMix({Demand(8000, 1024, 1.0): 1.0})
     nodes = [a100("small", gpus=4, cpu=42_000), a100("rich", gpus=4, cpu=96_000)]
     got = placement.place_gang(state(nodes), request(cpu=32_000), "fgd", mix)
     assert isinstance(got, tuple) and got[0].node == "rich"
@@ -162,7 +162,7 @@ def test_fgd_leaves_cpu_for_the_gpus_of_a_node() -> None:
 
 
 def test_fgd_ties_go_to_the_smallest_node_keeping_large_ones_whole() -> None:
-    mix = WorkloadMix({TaskType(1000, 1024, 1.0): 1.0})
+    mix = WorkloadMix({Demand(1000, 1024, 1.0): 1.0})
     mix.stranding = 0.0
     nodes = [a100("big", gpus=8, cpu=128_000), a100("small", gpus=8, cpu=64_000)]
     got = placement.place_gang(state(nodes), request(gpu=1), "fgd", mix)
@@ -178,7 +178,7 @@ def test_paper_fgd_points_follow_the_simulators_sigmoid() -> None:
 
 
 def test_explain_choice_names_the_node_place_gang_takes_and_its_numbers() -> None:
-    mix = WorkloadMix({TaskType(1000, 1024, 1.0): 0.5, TaskType(1000, 1024, 0.5): 0.5})
+    mix = WorkloadMix({Demand(1000, 1024, 1.0): 0.5, Demand(1000, 1024, 0.5): 0.5})
     s = state(*B_IDLE_A_HALF)
     want = placement.place_gang(s, request(gpu=0.5), "fgd", mix)
     got = placement.explain_choice(s, request(gpu=0.5), "fgd", mix)
@@ -195,9 +195,9 @@ def test_fgd_keeps_a_rare_gpu_model_for_the_tasks_that_can_only_run_there() -> N
     # share as a fragment already, so filling r looks cheapest.
     mix = WorkloadMix(
         {
-            TaskType(gpu=1.0): 0.4,
-            TaskType(gpu=1.0, gpu_types=("C",)): 0.4,
-            TaskType(gpu=1.0, gpu_types=("R",)): 0.2,
+            Demand(gpu=1.0): 0.4,
+            Demand(gpu=1.0, gpu_types=("C",)): 0.4,
+            Demand(gpu=1.0, gpu_types=("R",)): 0.2,
         }
     )
     nodes = [a100("r", model="R")] + [a100(f"c{k}", model="C") for k in range(3)]
@@ -210,8 +210,8 @@ def test_fgd_keeps_a_rare_gpu_model_for_the_tasks_that_can_only_run_there() -> N
 def test_a_task_type_no_node_can_host_weighs_nothing() -> None:
     nodes = [a100("a", gpus=2), a100("b", gpus=4)]
     supply = Supply(nodes)
-    assert supply.scarcity(TaskType(gpu=4.0)) == 6 / 4
-    assert supply.scarcity(TaskType(gpu=8.0)) == 0.0
-    assert supply.scarcity(TaskType(cpu_milli=1000)) == 1.0
-    mix = WorkloadMix({TaskType(gpu=8.0): 0.5, TaskType(gpu=1.0): 0.5}).on(supply)
-    assert mix.weights == {TaskType(gpu=1.0): 1.0}
+    assert supply.scarcity(Demand(gpu=4.0)) == 6 / 4
+    assert supply.scarcity(Demand(gpu=8.0)) == 0.0
+    assert supply.scarcity(Demand(cpu_milli=1000)) == 1.0
+    mix = WorkloadMix({Demand(gpu=8.0): 0.5, Demand(gpu=1.0): 0.5}).on(supply)
+    assert mix.weights == {Demand(gpu=1.0): 1.0}

@@ -11,7 +11,7 @@ from support.builders import observe, state
 
 from scheduler import model as m
 from scheduler import placement
-from scheduler.placement import TaskType, WorkloadMix, fit
+from scheduler.placement import Demand, WorkloadMix, fit
 from scheduler.placement.state import UNIT, units
 
 from . import strategies as sts
@@ -80,13 +80,13 @@ def test_rollback_and_release_restore(
     assert observe(s) == start
 
 
-def _reference(weights: dict[TaskType, float], node: m.Node, cpu: int, mem: int,
+def _reference(weights: dict[Demand, float], node: m.Node, cpu: int, mem: int,
                free: list[int]) -> float:  # fmt: skip
     """F_n(M) straight from the paper's definition, one task type at a time."""
     total = sum(weights.values())
     out = 0.0
     for t, w in weights.items():
-        n = fit.need(t.demand(), node.gpu_model, node.gpu_memory_mib)
+        n = fit.need(t, node.gpu_model, node.gpu_memory_mib)
         runs = (
             n is not None and n.gpus > 0 and t.cpu_milli <= cpu and t.memory_mib <= mem
             and sum(1 for v in free if v >= n.share) >= n.gpus
@@ -100,7 +100,7 @@ def _reference(weights: dict[TaskType, float], node: m.Node, cpu: int, mem: int,
 @given(sts.mixes, sts.shares, st.sampled_from([0, 2000, 8000, 20_000]),
        st.sampled_from([0, 2048, 100_000]), st.sampled_from(["T4", "A100"]))  # fmt: skip
 def test_fragmentation_matches_the_definition(
-    weights: dict[TaskType, float], free: list[float], cpu: int, mem: int, model: str
+    weights: dict[Demand, float], free: list[float], cpu: int, mem: int, model: str
 ) -> None:
     node = m.Node("n", 64_000, 262_144, len(free), model, 16_384)
     free_units = sorted((units(f) for f in free), reverse=True)
@@ -113,14 +113,14 @@ def test_fragmentation_matches_the_definition(
 @given(sts.mixes, sts.shares, st.sampled_from([0, 2000, 8000, 20_000, 64_000]),
        st.sampled_from([0, 2048, 100_000]))  # fmt: skip
 def test_stranded_share_matches_its_definition(
-    weights: dict[TaskType, float], free: list[float], cpu: int, mem: int
+    weights: dict[Demand, float], free: list[float], cpu: int, mem: int
 ) -> None:
     free_units = tuple(sorted((units(f) for f in free), reverse=True))
     mix = WorkloadMix(weights)
     total = sum(weights.values())
     gpus = cpus = mems = 0.0
     for t, w in weights.items():
-        n = fit.need(t.demand(), "T4", 16_384)
+        n = fit.need(t, "T4", 16_384)
         if n is not None and n.gpus > 0:
             gpus += w / total * n.gpus * n.share
             cpus += w / total * t.cpu_milli
