@@ -188,7 +188,7 @@ def _fuzz(url: str, role: str, target: int, seed_jobs: list[str]) -> dict[str, A
                 deadline=None,
                 database=None,
                 suppress_health_check=list(HealthCheck),
-            )(given(case=op.as_strategy())(send))
+            )(given(case=op.as_strategy(hooks=schema.hooks))(send))
             hypothesis.seed(attempt)(run)()
     total = sum(statuses.values())
     return {

@@ -240,6 +240,7 @@ def profiled_serve() -> None:
     from scheduler.backends.kubernetes.podindex import PodIndex
     from scheduler.cli.main import main as shoal_main
     from scheduler.loop.service import Loop
+    from scheduler.store import cycle as store
 
     out = os.environ["SHOAL_BENCH_PROFILE"]
     prof = cProfile.Profile()
@@ -284,11 +285,28 @@ def profiled_serve() -> None:
         mark(f"{pod.namespace}/{pod.name}", "bound")
         return done
 
+    # Each inventory write: when, how long, and a few of the nodes that changed.
+    saves: list[dict[str, Any]] = []
+    save = store.save_inventory
+    last: dict[str, Any] = {}
+
+    def on_save(**kw: Any) -> None:
+        t = time.monotonic()
+        save(**kw)
+        now = {n.name: n for n in kw["nodes"]}
+        diff = [repr((last.get(k), n)) for k, n in now.items() if last.get(k) != n]
+        saves.append({"t": round(t, 3), "s": round(time.monotonic() - t, 3),
+                      "changed": len(diff), "some": diff[:2]})  # fmt: skip
+        last.clear()
+        last.update(now)
+
     def dump() -> None:
+        Path(out + ".saves.json").write_text(json.dumps(saves))
         prof.dump_stats(out)
         Path(out + ".cycles.json").write_text(json.dumps(cycles))
         Path(out + ".pods.json").write_text(json.dumps(marks))
 
+    store.save_inventory = on_save
     PodIndex.update = on_update  # type: ignore[method-assign]
     KubernetesBackend.bind_foreign = on_bind_foreign  # type: ignore[method-assign]
     KubernetesBackend.bind = on_bind  # type: ignore[method-assign]

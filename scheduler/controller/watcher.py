@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
@@ -27,8 +28,11 @@ from typing import Any
 import kubernetes
 from sqlalchemy.orm import Session
 
+from scheduler import model
 from scheduler.controller import apply as applying
 from scheduler.controller import crdgen, reconcile
+from scheduler.core import accounting, fairshare
+from scheduler.loop import snapshot as snapshots
 from scheduler.spec import TRAININGJOB
 from scheduler.store import errors, jobs, queues
 
@@ -67,6 +71,19 @@ def status_patch(old: dict[str, Any], new: dict[str, Any], now: str) -> dict[str
         else:
             cond["lastTransitionTime"] = now
     return merged
+
+
+def fair_shares(session: Session) -> dict[str, float]:
+    """Every queue's fair share in GPUs now: the core's own computation
+    (`fairshare.compute`) on the snapshot the loop would build from the store, as the
+    dashboard's `api.queuestats` computes it, so `kubectl get queues` and the dashboard
+    show the number the scheduler orders queues by."""
+    snap = snapshots.from_store(session, config=model.Config(), now=time.time())
+    tree = accounting.QueueTree.build(snap.queues)
+    ledger = accounting.build_ledger(tree, snap.running, {n.name: n for n in snap.nodes})
+    demand = accounting.demand(tree, ledger, snap.pending, accounting.Estimator(snap.nodes))
+    shares = fairshare.compute(tree, accounting.capacity(snap.nodes), ledger.usage, demand)
+    return {name: round(s.total.share, 4) for name, s in shares.items()}
 
 
 class CrWatcher:
@@ -110,6 +127,9 @@ class CrWatcher:
             valid = all(c.get("status") == "True" for c in status.get("conditions", []))
             if not deleted and valid:  # the Allocated/Pending columns, fresh each relist
                 status.update(applying.queue_usage(session, cr["metadata"]["name"]))
+                share = fair_shares(session).get(cr["metadata"]["name"])
+                if share is not None:
+                    status["fairShare"] = share
         if not deleted and status:
             self._patch_status("queues", cr, status)
 

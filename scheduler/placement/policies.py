@@ -178,18 +178,18 @@ def size_rank(s: Sig) -> float:
 
 
 Factory = Callable[[ClusterState, m.JobRequest, WorkloadMix | None], Scorer]
-_REGISTRY: dict[str, Factory] = {}
+REGISTRY: dict[str, Factory] = {}  # policy name -> factory (`register` adds)
 
 
 def register(name: str, factory: Factory) -> None:
     """Offer a policy by name: `factory(state, job, mix)` makes its scorer for one
     placement on `state` (`per_cycle` keeps one scorer, and its cache, per state)."""
-    _REGISTRY[name] = factory
+    REGISTRY[name] = factory
 
 
 def names() -> tuple[str, ...]:
     """The registered policy names."""
-    return tuple(_REGISTRY)
+    return tuple(REGISTRY)
 
 
 def per_cycle(make: Callable[[], Scorer]) -> Factory:
@@ -225,7 +225,7 @@ def resolve(
     """The scorer for a policy name (or the scorer itself)."""
     if isinstance(policy, Scorer):
         return policy
-    factory = _REGISTRY.get(str(policy))
+    factory = REGISTRY.get(str(policy))
     if factory is None:
         raise ValueError(f"unknown placement policy {policy!r}; known: {', '.join(names())}")
     return factory(state, job, mix)

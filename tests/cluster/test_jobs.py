@@ -117,15 +117,19 @@ def test_a_trainingjob_runs_to_success_and_its_status_follows(
     for cond in cluster.tj("ddp")["status"]["conditions"]:  # metav1.Condition's fields
         assert {"reason", "message", "lastTransitionTime"} <= set(cond), cond
         assert cond["observedGeneration"] == 1, cond
-    # The Queue's Allocated/Pending columns follow (queues relist every 30 s).
+    # The Queue's Allocated/FairShare/Pending columns follow (queues relist every 30 s);
+    # its only demand is the 2 GPUs it holds, so that is its fair share.
 
     def allocated() -> object:
         got: Obj = cluster.custom.get_cluster_custom_object(
             "shoal.dev", "v1alpha1", "queues", "vision"
         )
-        return (got.get("status") or {}).get("allocated")
+        status = got.get("status") or {}
+        return status.get("allocated"), status.get("fairShare")
 
-    eventually(lambda: allocated() == 2, timeout=120)
+    eventually(lambda: allocated() == (2, 2), timeout=120)
+    columns = cluster.kubectl("get", "queues", "vision").stdout.splitlines()
+    assert dict(zip(columns[0].split(), columns[1].split(), strict=False))["FAIRSHARE"] == "2"
     for p in pods:
         cluster.finish(p)
     eventually(lambda: phase_of(shoal, job_id) is Phase.SUCCEEDED, timeout=60)

@@ -67,7 +67,7 @@ def test_names_and_columns() -> None:
     tj_cols = [c["name"] for c in tj["versions"][0]["additionalPrinterColumns"]]
     assert {"Queue", "Workers", "GPUs", "Phase", "Age"} <= set(tj_cols)
     q_cols = [c["name"] for c in q["versions"][0]["additionalPrinterColumns"]]
-    assert {"Guaranteed", "Limit", "Allocated", "Pending"} <= set(q_cols)
+    assert {"Guaranteed", "Limit", "Allocated", "FairShare", "Pending"} <= set(q_cols)
     assert (
         "name"
         not in tj["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]

@@ -329,3 +329,43 @@ def test_a_queue_status_shows_its_allocated_gpus_and_pending_jobs(database: Data
         )
         assert applying.queue_usage(session, "dept")["allocated"] == 1.0
         assert applying.queue_usage(session, "dept")["pending"] == 2
+
+
+def test_a_queue_status_shows_the_cores_fair_share(database: Database) -> None:
+    """The watcher writes status.fairShare (the FairShare column): the core's weighted
+    water-filling over the recorded inventory, the same figure the dashboard shows."""
+    from api import queuestats
+    from scheduler.controller import watcher as crds
+    from scheduler.store import cycle
+    from support.builders import node
+
+    patches: list[tuple[str, dict[str, Any]]] = []
+
+    class StatusApi:  # what the watcher writes, kept instead of sent
+        def patch_cluster_custom_object_status(
+            self, group: str, version: str, plural: str, name: str, body: dict[str, Any]
+        ) -> None:
+            patches.append((name, body["status"]))
+
+    watcher = crds.CrWatcher(None, database.session, "shoal-jobs")
+    watcher.api = StatusApi()
+    with database.session() as session:
+        cycle.save_inventory(session=session, nodes=[node("n1", gpus=8)])
+    vision = {"metadata": {"name": "vision"}, "spec": {"weight": 1}}
+    nlp = {"metadata": {"name": "nlp"}, "spec": {"weight": 3}}
+    watcher.queue(vision)
+    watcher.queue(nlp)
+    # No demand yet: nobody is owed anything.
+    assert {name: st["fairShare"] for name, st in patches} == {"vision": 0.0, "nlp": 0.0}
+    with database.session() as session:
+        for name, queue in (("a", "vision"), ("b", "nlp")):
+            cr = tj(name, queue=queue, workers=2, gpu=4)
+            assert applying.apply(session, reconcile.reconcile_trainingjob(cr, None))["jobId"]
+    patches.clear()
+    watcher.queue({**vision, "status": {}})
+    watcher.queue({**nlp, "status": {}})
+    # 8 GPUs, both want 8: split 1:3 by weight.
+    assert {name: st["fairShare"] for name, st in patches} == {"vision": 2.0, "nlp": 6.0}
+    with database.session() as session:
+        dashboard = {s.name: s.fair_share for s in queuestats.compute(queuestats.snapshot(session))}
+    assert dashboard == {"vision": 2.0, "nlp": 6.0}

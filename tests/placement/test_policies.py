@@ -8,8 +8,9 @@ from support.builders import a100, request, running, state
 from bench import baselines
 from scheduler import model as m
 from scheduler import placement
-from scheduler.placement import Demand, WorkloadMix, policies
+from scheduler.placement import ClusterState, Demand, WorkloadMix, fit, policies
 from scheduler.placement.fragmentation import Supply
+from scheduler.placement.shares import Sig
 from scheduler.placement.state import UNIT
 
 ONE_GPU = WorkloadMix({Demand(gpu=1.0): 1.0})
@@ -215,3 +216,35 @@ def test_a_task_type_no_node_can_host_weighs_nothing() -> None:
     assert supply.scarcity(Demand(cpu_milli=1000)) == 1.0
     mix = WorkloadMix({Demand(gpu=8.0): 0.5, Demand(gpu=1.0): 0.5}).on(supply)
     assert mix.weights == {Demand(gpu=1.0): 1.0}
+
+
+def test_policies_are_made_by_name_once_per_state() -> None:
+    assert {"binpack", "spread", "fgd"} <= set(policies.names())
+    one, two = state([a100("a")]), state([a100("a")])
+    j = request(gpu=1)
+    # One scorer (and its cache) per state, i.e. per cycle; a new state gets its own.
+    assert policies.resolve("binpack", one, j, None) is policies.resolve("binpack", one, j, None)
+    assert policies.resolve("binpack", one, j, None) is not policies.resolve(
+        "binpack", two, j, None
+    )
+    with pytest.raises(ValueError, match=r"known: .*binpack"):
+        policies.resolve("tetris", one, j, None)
+
+
+def test_a_registered_policy_places_through_place_gang(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Last(policies.Scorer):
+        """The highest node index first: a policy the built-in ones never pick like."""
+
+        name = "last-node"
+
+        def score(self, s: Sig, d: Demand, n: fit.Need) -> policies.Choice:
+            return policies.Choice(0.0, policies.best_fit_take(n, s.shares))
+
+        by_signature = False
+
+        def pick(self, st_: ClusterState, d: Demand, feasible: policies.Feasible) -> policies.Pick:
+            return max((policies.Pick(ms[-1], c) for _, ms, c in feasible), key=lambda p: p.node)
+
+    monkeypatch.setitem(policies.REGISTRY, "last-node", policies.per_cycle(Last))
+    got = placement.place_gang(state([a100("a"), a100("b")]), request(gpu=1), "last-node")
+    assert isinstance(got, tuple) and got[0].node == "b"
