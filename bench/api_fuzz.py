@@ -166,12 +166,14 @@ def _fuzz(url: str, role: str, target: int, seed_jobs: list[str]) -> dict[str, A
     per_op = math.ceil(target / len(ops))
     headers = {"Authorization": f"Bearer {TOKENS[role][0]}"}
     statuses: Counter[int] = Counter()
+    by_op: dict[str, Counter[int]] = {}
     errors: list[str] = []
     t0 = time.monotonic()
 
     def send(case: Any) -> None:
         r = case.call(base_url=url, headers=headers)
         statuses[r.status_code] += 1
+        by_op.setdefault(f"{case.method} {case.path}", Counter())[r.status_code] += 1
         if r.status_code >= 500 and r.status_code != 503 and len(errors) < 20:
             errors.append(f"{r.status_code} {case.method} {case.formatted_path}: {r.text[:300]}")
 
@@ -201,6 +203,7 @@ def _fuzz(url: str, role: str, target: int, seed_jobs: list[str]) -> dict[str, A
         "seconds": round(time.monotonic() - t0, 1),
         "errors": errors,
         "statuses": dict(sorted(statuses.items())),
+        "by_operation": {k: dict(sorted(v.items())) for k, v in sorted(by_op.items())},
     }
 
 

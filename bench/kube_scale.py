@@ -619,7 +619,13 @@ def main() -> None:
             )
             shoal = ShoalProc(cluster, tmp / "shoal", args.profile)
             total = args.nodes * args.gpus
-            r = shoal.api.post("/queues", json={"name": "bench", "guaranteed": {"total": total}})
+            for _ in range(60):  # 503 while the first cycle writes a large inventory
+                r = shoal.api.post(
+                    "/queues", json={"name": "bench", "guaranteed": {"total": total}}
+                )
+                if r.status_code != 503:
+                    break
+                time.sleep(1)
             assert r.status_code < 300, r.text
             out: dict[str, Any] = {}
             before = shoal.steps()

@@ -93,10 +93,11 @@ def submit_job(
     origin: Origin | None = None,
     job_id: str | None = None,
 ) -> tuple[schema.JobRow, bool]:
-    """Store a new Pending job; returns (job, created). `job_id` (the simulator's, so that
-    a replay, whose ties break by id, is repeatable) replaces the random id. A repeat of `idempotency_key` by
+    """Store a new Pending job; returns (job, created). A repeat of `idempotency_key` by
     the same submitter with the same spec returns the first job and created=False; with a
-    different spec it raises `IdempotencyMismatch`. Raises `NotFound` for an unknown queue."""
+    different spec it raises `IdempotencyMismatch`. Raises `NotFound` for an unknown queue.
+    `job_id` replaces the random id (the simulator's: the core breaks ties by id, so a
+    replay with random ids would not be repeatable)."""
     digest = request_hash(spec)
     if idempotency_key is not None:
         existing = _by_key(session, submitter, idempotency_key)

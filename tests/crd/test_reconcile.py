@@ -334,10 +334,11 @@ def test_a_queue_status_shows_its_allocated_gpus_and_pending_jobs(database: Data
 def test_a_queue_status_shows_the_cores_fair_share(database: Database) -> None:
     """The watcher writes status.fairShare (the FairShare column): the core's weighted
     water-filling over the recorded inventory, the same figure the dashboard shows."""
+    from support.builders import node
+
     from api import queuestats
     from scheduler.controller import watcher as crds
     from scheduler.store import cycle
-    from support.builders import node
 
     patches: list[tuple[str, dict[str, Any]]] = []
 

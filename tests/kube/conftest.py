@@ -34,7 +34,9 @@ def config(kube: FakeKube) -> KubeConfig:
     return KubeConfig(
         namespace=NS,
         host=kube.url,
-        request_timeout_s=1.0,
+        # Generous: on a loaded machine an in-process server may answer slowly; a test
+        # that needs a request to time out stalls it past its own, explicit, timeout.
+        request_timeout_s=10.0,
         retry_deadline_s=3.0,
         retry_max_delay_s=0.2,
         watch_timeout_s=2,
