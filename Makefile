@@ -21,7 +21,7 @@ test: setup
 # server or database; tests/conftest.py marks everything else `integration`. The paths
 # are the pure ones of tests/conftest.py, so only they are collected (imported).
 test-fast: setup
-	$(VENV)/pytest -x -q -m "not integration and not slow" tests/core tests/placement tests/loop/test_decide.py
+	$(VENV)/pytest -x -q -m "not integration and not slow" tests/core tests/placement tests/loop/test_decide.py tests/loop/test_snapshot.py
 
 # The Helm chart: helm lint, every rendering against the Kubernetes schemas, the
 # ServiceMonitor and Grafana dashboard, deploy/shoal.yaml in sync with the chart, and the

@@ -1,5 +1,6 @@
 """Test tiers. The pure layer (the scheduling core, placement, the job life cycle's
-`decide`) runs in seconds with no process, thread, server or database; everything else
+`decide`, the snapshot builder) runs with no process, thread, server or database (about
+10 s of CPU); everything else
 is marked `integration` here, so `make test-fast` (`-m "not integration and not slow"`)
 runs the pure layer alone. A test elsewhere that is pure may say so by living in a pure
 module below; a test in a pure directory that starts something must be marked
@@ -17,7 +18,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 PURE_DIRS = {"core", "placement"}
-PURE_MODULES = {"loop/test_decide.py"}
+PURE_MODULES = {"loop/test_decide.py", "loop/test_snapshot.py"}
 
 
 def _pure(path: Path) -> bool:

@@ -106,7 +106,9 @@ def submit_job(
     queue = session.get(schema.QueueRow, spec.queue)
     if queue is None:
         raise errors.NotFound(f"queue {spec.queue!r} does not exist", loc=("queue",))
-    _refuse_live_name(session, spec)
+    clash = _replay_or_refuse(session, spec, submitter, idempotency_key, digest)
+    if clash is not None:
+        return clash, False
     at = now or schema.utcnow()
     row = schema.JobRow(
         id=job_id or uuid.uuid4().hex[:16],
@@ -134,14 +136,17 @@ def submit_job(
     try:
         session.flush()
     except IntegrityError:
-        # A concurrent request won the insert: with the same key, answer as a replay;
-        # with the same live name, refuse as the check above would have.
+        # A concurrent request won the insert (same key, or same live name).
         session.rollback()
-        existing = None if idempotency_key is None else _by_key(session, submitter, idempotency_key)
-        if existing is not None:
-            return _replay(existing, digest), False
-        _refuse_live_name(session, spec)
-        raise
+        won = None if idempotency_key is None else _by_key(session, submitter, idempotency_key)
+        clash = (
+            _replay(won, digest)
+            if won is not None
+            else _replay_or_refuse(session, spec, submitter, idempotency_key, digest)
+        )
+        if clash is None:
+            raise
+        return clash, False
     add_event(session, job_id=row.id, kind="Submitted", message=f"by {submitter}", at=at)
     session.commit()
     return row, True
@@ -170,14 +175,23 @@ def live_with_origin(*, session: Session, kind: str, namespace: str) -> list[tup
     return [(row.id, origin) for row in session.scalars(stmt) if (origin := row.origin)]
 
 
-def _refuse_live_name(session: Session, spec: JobSpec) -> None:
+def _replay_or_refuse(
+    session: Session, spec: JobSpec, submitter: str, key: str | None, digest: str
+) -> schema.JobRow | None:
+    """Whether a live job already has this name: None if not; this very request, stored
+    by a concurrent retry (same submitter and key), to answer as a replay; else refused,
+    as names are unique among a queue's live jobs."""
     same = live_job_named(session=session, queue=spec.queue, name=spec.name)
-    if same is not None:
-        raise errors.Conflict(
-            f"queue {spec.queue} already has a live job named {spec.name} (id {same.id}, "
-            f"{same.phase}); pick another name, or cancel it first",
-            loc=("name",),
-        )
+    if same is None:
+        return None
+    existing = None if key is None else _by_key(session, submitter, key)
+    if existing is not None:
+        return _replay(existing, digest)
+    raise errors.Conflict(
+        f"queue {spec.queue} already has a live job named {spec.name} (id {same.id}, "
+        f"{same.phase}); pick another name, or cancel it first",
+        loc=("name",),
+    )
 
 
 def _by_key(session: Session, submitter: str, key: str) -> schema.JobRow | None:
