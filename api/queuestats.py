@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from api import usage
 from scheduler import model as m
-from scheduler.core import accounting, fairshare
+from scheduler.core import accounting, context
 from scheduler.loop import snapshot as snapshots
 
 
@@ -58,12 +58,8 @@ def _r(x: float) -> float:
 
 def compute(snap: m.Snapshot) -> list[QueueStats]:
     """Every queue, parents before their children (depth-first, names in order)."""
-    tree = accounting.QueueTree.build(snap.queues)
-    nodes = {n.name: n for n in snap.nodes}
-    est = accounting.Estimator(snap.nodes)
-    ledger = accounting.build_ledger(tree, snap.running, nodes)
-    demand = accounting.demand(tree, ledger, snap.pending, est)
-    shares = fairshare.compute(tree, accounting.capacity(snap.nodes), ledger.usage, demand)
+    ctx = context.with_fair_shares(snap)
+    tree, est, ledger, shares = ctx.tree, ctx.est, ctx.ledger, ctx.shares
     parents = {
         name: q.parent if q.parent in tree.queues else None for name, q in tree.queues.items()
     }

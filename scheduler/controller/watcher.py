@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 from scheduler import model
 from scheduler.controller import apply as applying
 from scheduler.controller import crdgen, reconcile
-from scheduler.core import accounting, fairshare
+from scheduler.core import context
 from scheduler.loop import snapshot as snapshots
 from scheduler.spec import TRAININGJOB
 from scheduler.store import errors, jobs, queues
@@ -79,10 +79,7 @@ def fair_shares(session: Session) -> dict[str, float]:
     dashboard's `api.queuestats` computes it, so `kubectl get queues` and the dashboard
     show the number the scheduler orders queues by."""
     snap = snapshots.from_store(session, config=model.Config(), now=time.time())
-    tree = accounting.QueueTree.build(snap.queues)
-    ledger = accounting.build_ledger(tree, snap.running, {n.name: n for n in snap.nodes})
-    demand = accounting.demand(tree, ledger, snap.pending, accounting.Estimator(snap.nodes))
-    shares = fairshare.compute(tree, accounting.capacity(snap.nodes), ledger.usage, demand)
+    shares = context.with_fair_shares(snap).shares
     return {name: round(s.total.share, 4) for name, s in shares.items()}
 
 

@@ -108,3 +108,12 @@ def preemptible(ctx: Context, run: m.RunningJob) -> bool:
     if run.job.preemptible is not None:
         return run.job.preemptible
     return run.job.id in ctx.over_guarantee
+
+
+def with_fair_shares(snapshot: m.Snapshot) -> Context:
+    """Steps 1 and 2 of a cycle: the snapshot indexed, and every queue's fair share.
+    The dashboard and the Queue CR's status start from here too, so the share they
+    show is the one the cycle orders queues by."""
+    ctx = Context.build(snapshot)
+    ctx.shares = fairshare.compute(ctx.tree, ctx.capacity, ctx.ledger.usage, ctx.demand)
+    return ctx

@@ -13,7 +13,6 @@ from scheduler import model as m
 from scheduler.core import (
     admission,
     context,
-    fairshare,
     invariants,
     ordering,
     preemption,
@@ -33,9 +32,8 @@ class Run:
 
 def run(snapshot: m.Snapshot) -> Run:
     # 1. Index the snapshot: queue tree, GPUs per queue, free cluster state.
-    ctx = context.Context.build(snapshot)
     # 2. Fair share of every queue (hierarchical weighted water-filling).
-    ctx.shares = fairshare.compute(ctx.tree, ctx.capacity, ctx.ledger.usage, ctx.demand)
+    ctx = context.with_fair_shares(snapshot)
     # 3. Check that what runs still satisfies policy.
     violations = invariants.check(snapshot)
     # 4. Order pending jobs: within-guarantee work first, furthest below fair share next.
