@@ -3,7 +3,7 @@ schemathesis cases from the server's own OpenAPI document, seeded as tests/api/t
 is (bodies often name a queue that exists, path ids are often a real job's or queue's),
 sent over HTTP with an admin, a member (queue vision) and a viewer token.
 
-    nice .venv/bin/python bench/api_fuzz.py [--requests 10000] [--databases sqlite,postgres]
+    nice .venv/bin/python -m bench.api_fuzz [--requests 10000] [--databases sqlite,postgres]
 
 Each database gets a fresh server (local backend, the scheduler loop running) in a fresh
 state directory; PostgreSQL runs when SHOAL_TEST_PG_URL is set, in a schema of its own.
@@ -18,13 +18,9 @@ import argparse
 import json
 import math
 import os
-import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,7 +34,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.core.result import Ok
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.serving import free_port, pg_schema, serving
+
 TOKENS = {
     "admin": ("fuzz-admin", {"user": "root", "role": "admin"}),
     "member": ("fuzz-member", {"user": "alice", "role": "member", "queues": ["vision"]}),
@@ -47,63 +44,19 @@ TOKENS = {
 QUEUES = ["vision", "nlp"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def _pg_schema(pg: str) -> Iterator[str]:
-    from sqlalchemy import create_engine, text
-
-    name = f"fuzz_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(pg, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{name}"'))
-    sep = "&" if "?" in pg else "?"
-    try:
-        yield f"{pg}{sep}options=-csearch_path%3D{name}"
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP SCHEMA "{name}" CASCADE'))
-        admin.dispose()
-
-
 @contextmanager
 def _serve(db_url: str | None) -> Iterator[str]:
     state = Path(tempfile.mkdtemp(prefix="shoal-fuzz-"))
     tokens = state / "tokens.yaml"
     tokens.write_text(json.dumps({tok: entry for tok, entry in TOKENS.values()}))
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "scheduler.cli.main", "serve", "--port", str(port)]
     cmd += ["--state-dir", str(state)]
     if db_url:
         cmd += ["--database-url", db_url]
     env = {**os.environ, "SHOAL_API_TOKENS_FILE": str(tokens)}
-    log = (state / "serve.log").open("wb")
-    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError(f"server did not start:\n{(state / 'serve.log').read_text()}")
-            time.sleep(0.2)
+    with serving(cmd, env, state, port) as (url, _):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-        shutil.rmtree(state, ignore_errors=True)
 
 
 def _seed(url: str) -> list[str]:
@@ -219,7 +172,7 @@ def main() -> int:
         if db == "postgres" and not pg:
             print("postgres: skipped (SHOAL_TEST_PG_URL is not set)")
             continue
-        ctx = _pg_schema(pg) if db == "postgres" and pg else _nullcontext()
+        ctx = pg_schema(pg, "fuzz") if db == "postgres" and pg else _nullcontext()
         with ctx as db_url, _serve(db_url) as url:
             seed_jobs = _seed(url)
             for role in args.roles.split(","):

@@ -2,7 +2,7 @@
 offered rate against a fresh `shoal serve` per configuration, SQLite and PostgreSQL, with
 the same server's /healthz rate as the ceiling.
 
-    nice .venv/bin/python bench/api_load.py [--rates 50,200,600] [--duration 10]
+    nice .venv/bin/python -m bench.api_load [--rates 50,200,600] [--duration 10]
 
 Each configuration (database x offered rate) starts its own `shoal serve` (local backend,
 the default 2 nodes x 4 GPUs, the scheduler loop running) in a fresh state directory, and
@@ -23,27 +23,19 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.serving import ROOT, free_port, pg_schema, serving
+
 JOB_SECONDS = "5"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _quantile(xs: list[float], q: float) -> float:
@@ -141,8 +133,8 @@ async def _healthz(url: str, duration: float, concurrency: int = 32) -> dict[str
 
 def _drive_in_child(*args: str) -> dict[str, Any]:
     """The driver runs in a process of its own, so it does not share the server's GIL."""
-    cmd = [sys.executable, __file__, "drive", *args]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    cmd = [sys.executable, "-m", "bench.api_load", "drive", *args]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT).stdout
     result: dict[str, Any] = json.loads(out)
     return result
 
@@ -150,10 +142,8 @@ def _drive_in_child(*args: str) -> dict[str, Any]:
 @contextmanager
 def _serve(db_url: str | None, extra_env: dict[str, str]) -> Iterator[tuple[str, str, int]]:
     """A fresh `shoal serve` on a loopback port; yields (url, admin token, pid)."""
-    import httpx
-
     state = Path(tempfile.mkdtemp(prefix="shoal-bench-"))
-    port = _free_port()
+    port = free_port()
     # BENCH_SERVE_WRAPPER: a script that runs the shoal CLI with these arguments (a profiler).
     wrapper = extra_env.get("BENCH_SERVE_WRAPPER")
     entry = [wrapper] if wrapper else ["-m", "scheduler.cli.main"]
@@ -168,49 +158,8 @@ def _serve(db_url: str | None, extra_env: dict[str, str]) -> Iterator[tuple[str,
         env["SHOAL_DATABASE_URL"] = db_url or f"sqlite:///{state / 'shoal.db'}"
         cmd = [sys.executable, "-m", "uvicorn", "--factory", "api.app:app_from_env",
                "--port", str(port), "--log-level", "warning"]  # fmt: skip
-    log = (state / "serve.log").open("wb")
-    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                log.flush()
-                tail = (state / "serve.log").read_text()[-2000:]
-                raise RuntimeError(f"server did not start:\n{tail}")
-            time.sleep(0.2)
+    with serving(cmd, env, state, port) as (url, proc):
         yield url, (state / "admin-token").read_text().strip(), proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-        shutil.rmtree(state, ignore_errors=True)
-
-
-@contextmanager
-def _pg_schema(pg: str) -> Iterator[str]:
-    from sqlalchemy import create_engine, text
-
-    schema = f"bench_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(pg, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        sep = "&" if "?" in pg else "?"
-        yield f"{pg}{sep}options=-csearch_path%3D{schema}"
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 def _cpu_s(pid: int) -> float:
@@ -304,7 +253,7 @@ def main() -> None:
             if db == "sqlite":
                 r = bench("SQLite", None, rate, args.duration, env, args.py_spy)
             elif pg:
-                with _pg_schema(pg) as url:
+                with pg_schema(pg) as url:
                     r = bench("PostgreSQL", url, rate, args.duration, env, args.py_spy)
             else:
                 print("| PostgreSQL | skipped: SHOAL_TEST_PG_URL not set |", flush=True)
