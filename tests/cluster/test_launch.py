@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from support.builders import launch_request as job
 
-from scheduler.backends.base import LaunchRequest, WorkerState
+from scheduler.backends.base import WorkerState
 from scheduler.backends.kubernetes import ApiError, KubernetesBackend
 from scheduler.backends.kubernetes.config import KubeConfig, api_client
-from scheduler.model import WorkerPlacement
-from scheduler.spec import JobSpec, Origin
+from scheduler.spec import Origin
 
 from .conftest import JOBS_NS, RESERVATIONS_NS, Chart, ControlPlane, eventually
 
@@ -52,41 +52,6 @@ def make_backend(chart: Chart) -> Iterator[Make]:
     yield make
     for b in made:
         b.close()
-
-
-def job(
-    name: str,
-    *,
-    workers: int = 1,
-    framework: str = "pytorch",
-    gpu: float | None = 1,
-    node_of: Callable[[int], str] = lambda i: "n1",
-    gpus_of: Callable[[int], tuple[int, ...]] | None = None,
-    owner: Origin | None = None,
-) -> LaunchRequest:
-    spec = JobSpec(
-        name=name,
-        queue="vision",
-        framework=framework,
-        image="ghcr.io/x/train:1",
-        command=["python", "train.py"],
-        workers=workers,
-        gpu=gpu,
-        cpu="2",
-        memory="8Gi",
-        env={"USER_VAR": "1"},
-    )
-    whole = int(gpu) if gpu else 0
-    placements = tuple(
-        WorkerPlacement(
-            worker=i,
-            node=node_of(i),
-            gpus=gpus_of(i) if gpus_of else tuple(range(i * whole, (i + 1) * whole)),
-            fraction=1.0,
-        )
-        for i in range(workers)
-    )
-    return LaunchRequest(job_id=name, spec=spec, attempt=0, placements=placements, owner=owner)
 
 
 def env_of(pod: Obj) -> dict[str, Any]:

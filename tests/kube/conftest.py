@@ -7,12 +7,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from support.wait import eventually  # noqa: F401  (the tests import it from here)
+from support.builders import launch_request as job  # noqa: F401  (the tests import it from here)
+from support.wait import eventually  # noqa: F401
 
-from scheduler.backends.base import LaunchRequest
 from scheduler.backends.kubernetes import KubeConfig, KubernetesBackend, api_client
-from scheduler.model import WorkerPlacement
-from scheduler.spec import JobSpec, Origin
 
 from .fakeapi import FakeKube
 from .loopkit import database, loop  # noqa: F401  (fixtures: the loop over the fake)
@@ -132,52 +130,6 @@ def pod(
         "spec": spec,
         "status": {"phase": phase},
     }
-
-
-def job(
-    name: str,
-    *,
-    workers: int = 1,
-    framework: str = "pytorch",
-    gpu: float | None = 1,
-    node_of: Callable[[int], str] = lambda i: "n1",
-    gpus_of: Callable[[int], tuple[int, ...]] | None = None,
-    attempt: int = 0,
-    extra_env: dict[str, str] | None = None,
-    queue: str = "vision",
-    owner: Origin | None = None,
-) -> LaunchRequest:
-    spec = JobSpec(
-        name=name,
-        queue=queue,
-        framework=framework,
-        image="ghcr.io/x/train:1",
-        command=["python", "train.py"],
-        workers=workers,
-        gpu=gpu,
-        cpu="2",
-        memory="8Gi",
-        env={"USER_VAR": "1"},
-    )
-    frac = gpu if gpu is not None and gpu < 1 else 1.0
-    whole = int(gpu) if gpu and gpu >= 1 else (1 if gpu else 0)
-    placements = tuple(
-        WorkerPlacement(
-            worker=i,
-            node=node_of(i),
-            gpus=gpus_of(i) if gpus_of else tuple(range(i * whole, (i + 1) * whole)),
-            fraction=frac,
-        )
-        for i in range(workers)
-    )
-    return LaunchRequest(
-        job_id=name,
-        spec=spec,
-        attempt=attempt,
-        placements=placements,
-        extra_env=extra_env or {},
-        owner=owner,
-    )
 
 
 def env_of(pod_obj: Obj) -> dict[str, Any]:

@@ -13,10 +13,13 @@ cores, 500 GiB), `a100` a 4-GPU A100-40GB node (64 cores, 256 GiB).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from scheduler import model as m
 from scheduler import placement
+from scheduler.backends.base import LaunchRequest
+from scheduler.model import WorkerPlacement
+from scheduler.spec import JobSpec, Origin
 
 
 def node(
@@ -211,4 +214,52 @@ def observe(s: placement.ClusterState) -> tuple[object, ...]:
         tuple(sorted((sig, tuple(ms)) for sig, ms in s.classes.items())),
         tuple(sorted(s.open)),
         tuple(tuple(sorted(t.items())) for t in s.tags),
+    )
+
+
+def launch_request(
+    name: str,
+    *,
+    workers: int = 1,
+    framework: str = "pytorch",
+    gpu: float | None = 1,
+    node_of: Callable[[int], str] = lambda i: "n1",
+    gpus_of: Callable[[int], tuple[int, ...]] | None = None,
+    attempt: int = 0,
+    extra_env: dict[str, str] | None = None,
+    queue: str = "vision",
+    owner: Origin | None = None,
+) -> LaunchRequest:
+    """One attempt of a job `name` (also its id) as the loop hands it to a backend:
+    worker i on `node_of(i)`, whole GPUs counted from 0 unless `gpus_of` says."""
+    spec = JobSpec(
+        name=name,
+        queue=queue,
+        framework=framework,
+        image="ghcr.io/x/train:1",
+        command=["python", "train.py"],
+        workers=workers,
+        gpu=gpu,
+        cpu="2",
+        memory="8Gi",
+        env={"USER_VAR": "1"},
+    )
+    frac = gpu if gpu is not None and gpu < 1 else 1.0
+    whole = int(gpu) if gpu and gpu >= 1 else (1 if gpu else 0)
+    placements = tuple(
+        WorkerPlacement(
+            worker=i,
+            node=node_of(i),
+            gpus=gpus_of(i) if gpus_of else tuple(range(i * whole, (i + 1) * whole)),
+            fraction=frac,
+        )
+        for i in range(workers)
+    )
+    return LaunchRequest(
+        job_id=name,
+        spec=spec,
+        attempt=attempt,
+        placements=placements,
+        extra_env=extra_env or {},
+        owner=owner,
     )
