@@ -290,22 +290,28 @@ def append_event(
 def save_inventory(
     *, session: Session, nodes: Sequence[model.Node], now: datetime | None = None
 ) -> None:
-    """Replace the inventory with `nodes` (those not listed are gone)."""
+    """Replace the inventory with `nodes` (those not listed are gone). Only rows that
+    changed are written (`seen_at`: when a row last changed): at 1,000 nodes a row-by-row
+    merge cost ~2 s a cycle while one node's free capacity moved."""
     at = now or schema.utcnow()
     names = [n.name for n in nodes]
     session.execute(delete(schema.InventoryRow).where(schema.InventoryRow.name.not_in(names)))
+    rows = {r.name: r for r in session.scalars(select(schema.InventoryRow))}
     for n in nodes:
-        session.merge(
-            schema.InventoryRow(
-                name=n.name,
-                cpu_milli=n.cpu_milli,
-                memory_mib=n.memory_mib,
-                gpu_count=n.gpu_count,
-                gpu_model=n.gpu_model,
-                gpu_memory_mib=n.gpu_memory_mib,
-                seen_at=at,
-            )
-        )
+        values = {
+            "cpu_milli": n.cpu_milli,
+            "memory_mib": n.memory_mib,
+            "gpu_count": n.gpu_count,
+            "gpu_model": n.gpu_model,
+            "gpu_memory_mib": n.gpu_memory_mib,
+        }
+        row = rows.get(n.name)
+        if row is None:
+            session.add(schema.InventoryRow(name=n.name, seen_at=at, **values))
+        elif any(getattr(row, k) != v for k, v in values.items()):
+            for k, v in values.items():
+                setattr(row, k, v)
+            row.seen_at = at
     session.commit()
 
 
