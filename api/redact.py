@@ -24,11 +24,7 @@ HIDDEN = "a job in another queue"
 HIDDEN_ID = "hidden"
 # Details keys that hold job ids (see scheduler/core/reasons.py).
 _REFS = ("victims", "stopping", "reserved_for")
-_FOR = re.compile(r"\(for ([A-Za-z0-9~-]+)\)")
-
-
-def _base(job_id: str) -> str:
-    return job_id.split("~")[0]  # a stopping attempt is named `id~attempt`
+_FOR = re.compile(r"\(for ([A-Za-z0-9-]+)\)")
 
 
 def referenced(details: Mapping[str, Any]) -> set[str]:
@@ -37,13 +33,13 @@ def referenced(details: Mapping[str, Any]) -> set[str]:
         value = details.get(key)
         for v in value if isinstance(value, list) else [value]:
             if isinstance(v, str) and v:
-                out.add(_base(v))
+                out.add(v)
     return out
 
 
 def referenced_in(text: str) -> set[str]:
     """Ids a message names as "(for X)": the job a preemption made room for."""
-    return {_base(m) for m in _FOR.findall(text)}
+    return set(_FOR.findall(text))
 
 
 class Hidden:
@@ -75,11 +71,11 @@ class Hidden:
             if queue is not None:
                 message = message.replace(f"job {label} in queue {queue}", HIDDEN)
                 message = message.replace(f"{label} in queue {queue}", HIDDEN)
-            message = re.sub(rf"{re.escape(job_id)}(~\d+)?", HIDDEN, message.replace(label, HIDDEN))
+            message = message.replace(label, HIDDEN).replace(job_id, HIDDEN)
         return message.replace(f"job {HIDDEN}", HIDDEN)
 
     def id(self, value: object) -> object:
-        if isinstance(value, str) and _base(value) in self.jobs:
+        if isinstance(value, str) and value in self.jobs:
             return HIDDEN_ID
         return value
 

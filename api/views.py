@@ -24,7 +24,8 @@ def queue(row: schema.QueueRow) -> models.QueuePublic:
     )
 
 
-def job(row: schema.JobRow) -> models.JobPublic:
+def job(row: schema.JobRow, spec: JobSpec | None = None) -> models.JobPublic:
+    """`spec`: the job's spec when the caller has it validated already (a submission)."""
     reason = None
     if row.pending_code is not None:
         reason = models.PendingReasonPublic(
@@ -37,7 +38,7 @@ def job(row: schema.JobRow) -> models.JobPublic:
         name=row.name,
         queue=row.queue,
         submitter=row.submitter,
-        spec=_spec(row),
+        spec=_spec(row) if spec is None else spec,
         phase=Phase(row.phase),
         priority=row.priority,
         conditions=[models.Condition.model_validate(c) for c in row.conditions],

@@ -131,6 +131,58 @@ async def _healthz(url: str, duration: float, concurrency: int = 32) -> dict[str
     return {"healthz_rps": count / wall, "healthz_n": count}
 
 
+async def _closed_jobs(
+    url: str, token: str, duration: float, concurrency: int = 32
+) -> dict[str, Any]:
+    """Submissions as fast as the server answers them (closed loop, like `_healthz`): the
+    server's submission capacity, to set against its /healthz rate."""
+    import aiohttp
+
+    ok: list[float] = []
+    other: dict[str, int] = {}
+    run = uuid.uuid4().hex[:6]
+    headers = {"Authorization": f"Bearer {token}"}
+    async with aiohttp.ClientSession(base_url=url, headers=headers) as client:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + duration
+
+        async def worker(w: int) -> None:
+            i = 0
+            while loop.time() < end:
+                i += 1
+                body = {
+                    "name": f"c{run}-{w}-{i}",
+                    "queue": "bench",
+                    "image": "img:1",
+                    "gpu": 0.5,
+                    "command": ["sleep", JOB_SECONDS],
+                }
+                t = loop.time()
+                async with client.post("/api/v1/jobs", json=body) as r:
+                    await r.read()
+                if r.status == 201:
+                    ok.append((loop.time() - t) * 1000)
+                else:
+                    other[str(r.status)] = other.get(str(r.status), 0) + 1
+
+        t0 = loop.time()
+        await asyncio.gather(*(worker(w) for w in range(concurrency)))
+        wall = loop.time() - t0
+    return {
+        "offered": 0.0,
+        "sent": len(ok) + sum(other.values()),
+        "ok": len(ok),
+        "achieved": len(ok) / wall,
+        "p50_ms": _quantile(ok, 0.50),
+        "p99_ms": _quantile(ok, 0.99),
+        "shed": other.pop("503", 0) + other.pop("429", 0),
+        "shed_p99_ms": float("nan"),
+        "retry_after_missing": 0,
+        "errors": other,
+        "wall_s": wall,
+    }
+
+
 def _drive_in_child(*args: str) -> dict[str, Any]:
     """The driver runs in a process of its own, so it does not share the server's GIL."""
     cmd = [sys.executable, "-m", "bench.api_load", "drive", *args]
@@ -176,6 +228,8 @@ def bench(
     env: dict[str, str],
     py_spy: str | None = None,
 ) -> dict[str, Any]:
+    """One row on a fresh server: its /healthz rate, then submissions offered at `rate`
+    (open loop), or with `rate` 0 as fast as it answers them (closed loop, 32 clients)."""
     import httpx
 
     with _serve(db_url, env) as (url, token, pid):
@@ -197,7 +251,10 @@ def bench(
                 stderr=subprocess.DEVNULL,
             )
         cpu0 = _cpu_s(pid)
-        result = _drive_in_child("jobs", url, token, str(rate), str(duration))
+        if rate > 0:
+            result = _drive_in_child("jobs", url, token, str(rate), str(duration))
+        else:
+            result = _drive_in_child("capacity", url, token, str(duration))
         # Server CPU per request (all threads, the scheduler loop's included): unlike
         # rates, it barely moves when other processes share the machine's cores.
         answered = result["ok"] + result["shed"]
@@ -211,8 +268,9 @@ def _row(r: dict[str, Any]) -> str:
     errors = ", ".join(f"{k}: {v}" for k, v in sorted(r["errors"].items())) or "0"
     shed = f"{r['shed']}" + (f" (p99 {r['shed_p99_ms']:.0f} ms)" if r["shed"] else "")
     ratio = r["achieved"] / r["healthz_rps"]
+    offered = f"{r['offered']:.0f}/s" if r["offered"] > 0 else "closed loop, 32 clients"
     return (
-        f"| {r['database']} | {r['offered']:.0f}/s | {r['achieved']:.0f}/s | "
+        f"| {r['database']} | {offered} | {r['achieved']:.0f}/s | "
         f"{r['p50_ms']:.1f} ms | {r['p99_ms']:.1f} ms | {shed} | {errors} | "
         f"{r['healthz_rps']:.0f}/s | {ratio:.2f} | {r['cpu_ms']:.2f} ms "
         f"| {r['healthz_cpu_ms']:.2f} ms |"
@@ -224,13 +282,17 @@ def main() -> None:
         what, url = sys.argv[2], sys.argv[3]
         if what == "healthz":
             out = asyncio.run(_healthz(url, float(sys.argv[4])))
+        elif what == "capacity":
+            out = asyncio.run(_closed_jobs(url, sys.argv[4], float(sys.argv[5])))
         else:
             token, rate, duration = sys.argv[4], float(sys.argv[5]), float(sys.argv[6])
             out = asyncio.run(_open_loop(url, token, rate, duration))
         print(json.dumps(out))
         return
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rates", default="50,200,600", help="offered submissions/s")
+    parser.add_argument(
+        "--rates", default="0,50,200,600", help="offered submissions/s (0: closed loop)"
+    )
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per rate")
     parser.add_argument("--databases", default="sqlite,postgres")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 # Fractions are floats; sums of shares are compared with this tolerance so that
 # four 0.25 workers fit one GPU exactly.
@@ -102,6 +103,19 @@ class RunningJob:
     # A Preempt was already issued and the job has not stopped yet: it still holds its
     # resources, is not chosen as a victim again, and its room is promised to a preemptor.
     stopping: bool = False
+    # Which attempt of the job holds these resources: an earlier attempt still draining
+    # while its job runs again is a second entry with the same job and another attempt.
+    attempt: int = 0
+
+    @property
+    def key(self) -> RunKey:
+        """The entry's identity in the core (a job id alone can name two entries)."""
+        return RunKey(self.job.id, self.attempt)
+
+
+class RunKey(NamedTuple):
+    job_id: str
+    attempt: int
 
 
 class Policy(StrEnum):

@@ -77,7 +77,9 @@ def explain_job(
     """Fair-share arithmetic, place in the order, decision and the best candidate nodes."""
     row = jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
     config: model.Config = getattr(request.app.state, "core_config", None) or model.Config()
-    found = dataclasses.asdict(core_explain.explain(queuestats.snapshot(session, config), job_id))
+    snap = queuestats.snapshot(session, config)
+    found = dataclasses.asdict(core_explain.explain(snap, job_id))
+    _countdown(found["reason"], snap.now)
     # A parent's line sums its whole subtree: a member sees only the queues it may see,
     # so another team's usage cannot be read off its parent.
     found["fair_share"] = [line for line in found["fair_share"] if principal.sees(line["queue"])]
@@ -105,6 +107,14 @@ def explain_job(
                 "details": hidden.details(reason["details"]),
             }
     return ExplanationPublic.model_validate({**found, "policy": str(config.policy)})
+
+
+def _countdown(reason: dict[str, Any] | None, now: float) -> None:
+    """Seconds until a victim becomes preemptible, rendered at read time: the core's
+    reasons name only the instant (`preemptibleAt`), so the stored reason stays stable."""
+    at = (reason or {}).get("details", {}).get("preemptibleAt")
+    if reason is not None and isinstance(at, int | float):
+        reason["details"]["preemptibleInSeconds"] = round(max(0.0, at - now))
 
 
 def _awaits_preemption(row: schema.JobRow) -> bool:

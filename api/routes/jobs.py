@@ -35,12 +35,11 @@ def submit_job(
     session: SessionDep,
     principal: PrincipalDep,
     snapshot: AdmissionDep,
-    response: Response,
     idempotency_key: Annotated[
         str | None,
         Header(alias="Idempotency-Key", min_length=1, max_length=255),
     ] = None,
-) -> models.JobPublic:
+) -> Response:
     """Submit a job. With `Idempotency-Key`, a retry with the same body returns the same
     job (200); the same key with another body is refused (422)."""
     if principal.role in (Role.VIEWER, Role.WORKER):
@@ -52,9 +51,11 @@ def submit_job(
     row, created = jobs.submit_job(
         session=session, spec=body, submitter=principal.user, idempotency_key=idempotency_key
     )
-    if not created:
-        response.status_code = status.HTTP_200_OK
-    return views.job(row)
+    # Serialized here, not through `response_model`: FastAPI would dump the model to a
+    # dict, validate that again and only then encode it.
+    public = views.job(row, spec=body if created else None)
+    code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+    return Response(public.model_dump_json(by_alias=True), code, media_type="application/json")
 
 
 @router.get("", response_model=models.JobsPublic)

@@ -28,10 +28,10 @@ class Context:
     session: Session
     capacity: accounting.Amounts
     demand: Mapping[str, accounting.Amounts]
-    running: Mapping[str, m.RunningJob]
+    running: Mapping[str, m.RunningJob]  # by job id: its current attempt (see `_current`)
     # Running jobs a victim may be chosen from: only those counted as over their
     # queue's guarantee when preemptible is None (see `over_guarantee`).
-    over_guarantee: frozenset[str]
+    over_guarantee: frozenset[m.RunKey]
     model_limited: frozenset[str]  # queues with a per-model limit on their chain
     shares: Mapping[str, fairshare.QueueShare] = field(default_factory=dict)
 
@@ -53,7 +53,7 @@ class Context:
         )
         # Sorted: placement (its FGD workload mix) depends on the order it is given.
         state = placement.ClusterState.build(
-            snapshot.nodes, sorted(snapshot.running, key=lambda r: r.job.id)
+            snapshot.nodes, sorted(snapshot.running, key=lambda r: r.key)
         )
         return Context(
             snapshot=snapshot,
@@ -63,7 +63,7 @@ class Context:
             session=Session(state, ledger, nodes, dict(used)),
             capacity=accounting.capacity(snapshot.nodes),
             demand=demand,
-            running={r.job.id: r for r in snapshot.running},
+            running=_current(snapshot.running),
             over_guarantee=over_guarantee(tree, snapshot.running, nodes),
             model_limited=limited,
         )
@@ -80,7 +80,7 @@ class Context:
 
 def over_guarantee(
     tree: accounting.QueueTree, running: Sequence[m.RunningJob], nodes: Mapping[str, m.Node]
-) -> frozenset[str]:
+) -> frozenset[m.RunKey]:
     """Running jobs that lie (at least partly) beyond their queue's guarantee.
 
     A queue's jobs are stacked most valuable first (higher priority, then longer
@@ -88,17 +88,25 @@ def over_guarantee(
     by_queue: dict[str, list[m.RunningJob]] = defaultdict(list)
     for run in running:
         by_queue[run.job.queue].append(run)
-    out: set[str] = set()
+    out: set[m.RunKey] = set()
     for name, runs in by_queue.items():
         q = tree.queues.get(name)
         guarantee = accounting.guaranteed(q, m.TOTAL) if q is not None else 0.0
-        runs.sort(key=lambda r: (-r.job.priority, r.started_at, r.job.id))
+        runs.sort(key=lambda r: (-r.job.priority, r.started_at, r.key))
         stacked = 0.0
         for run in runs:
             stacked += accounting.placed_gpus(run.placements)
             if stacked > guarantee + m.EPS:
-                out.add(run.job.id)
+                out.add(run.key)
     return frozenset(out)
+
+
+def _current(running: Sequence[m.RunningJob]) -> dict[str, m.RunningJob]:
+    """Each job's entry, the one that is not stopping when an earlier attempt of the
+    job still drains beside it."""
+    out = {r.job.id: r for r in running if r.stopping}
+    out.update((r.job.id, r) for r in running if not r.stopping)
+    return out
 
 
 def preemptible(ctx: Context, run: m.RunningJob) -> bool:
@@ -107,7 +115,7 @@ def preemptible(ctx: Context, run: m.RunningJob) -> bool:
         return False
     if run.job.preemptible is not None:
         return run.job.preemptible
-    return run.job.id in ctx.over_guarantee
+    return run.key in ctx.over_guarantee
 
 
 def with_fair_shares(snapshot: m.Snapshot) -> Context:

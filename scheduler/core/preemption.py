@@ -42,8 +42,8 @@ class Plan:
     placements: tuple[m.WorkerPlacement, ...]
 
 
-def _key(run: m.RunningJob) -> tuple[int, float, float, str]:
-    return (run.job.priority, -run.started_at, accounting.placed_gpus(run.placements), run.job.id)
+def _key(run: m.RunningJob) -> tuple[int, float, float, m.RunKey]:
+    return (run.job.priority, -run.started_at, accounting.placed_gpus(run.placements), run.key)
 
 
 def _helps(ctx: context.Context, run: m.RunningJob, allowed: frozenset[str] | None) -> bool:
@@ -72,9 +72,16 @@ def _fits(
     with ctx.session.trial():
         for run in gone:
             ctx.session.release(run)
+        return _fits_now(ctx, job)
+
+
+def _fits_now(ctx: context.Context, job: m.JobRequest) -> tuple[m.WorkerPlacement, ...] | None:
+    """Place `job` on the session as it is (a trial; a failure is not explained: no
+    one reads why a what-if failed)."""
+    with ctx.session.trial():
         if ctx.ledger.over_limit(job.queue, None, ctx.est.total(job)) is not None:
             return None
-        result = placement.place_gang(ctx.state, job, ctx.snapshot.config.policy)
+        result = placement.place_gang(ctx.state, job, ctx.snapshot.config.policy, explain=False)
         return result if isinstance(result, tuple) else None
 
 
@@ -98,24 +105,30 @@ def _plan(
     found: tuple[m.WorkerPlacement, ...] | None = None
     chosen: list[m.RunningJob] = []
     taken_from: dict[str, float] = {}
-    for run in pool:
-        if len(chosen) >= MAX_VICTIMS:
-            break
-        q = run.job.queue
-        gpus = accounting.placed_gpus(run.placements)
-        if reclaim and q != job.queue and not run.stopping:
-            # Reclaim only while the victim's queue still holds more than its guarantee.
-            holds = ctx.ledger.of(q) - taken_from.get(q, 0.0)
-            if holds <= accounting.guaranteed(ctx.tree.queues[q], m.TOTAL) + m.EPS:
-                continue
-        chosen.append(run)
-        taken_from[q] = taken_from.get(q, 0.0) + gpus
-        freed += gpus
-        # Trials are costly: only once enough GPUs could be free.
-        if freed + m.EPS >= need:
-            found = _fits(ctx, job, chosen)
-            if found is not None:
+    # One trial for the whole search: each victim is released once, on top of those
+    # before it (the state is then what `_fits(ctx, job, chosen)` would build anew).
+    # The queues' books as they were before it, for the reclaim rule.
+    books = {q: ctx.ledger.of(q) for q in ctx.tree.queues} if reclaim else {}
+    with ctx.session.trial():
+        for run in pool:
+            if len(chosen) >= MAX_VICTIMS:
                 break
+            q = run.job.queue
+            gpus = accounting.placed_gpus(run.placements)
+            if reclaim and q != job.queue and not run.stopping:
+                # Reclaim only while the victim's queue still holds more than its guarantee.
+                holds = books[q] - taken_from.get(q, 0.0)
+                if holds <= accounting.guaranteed(ctx.tree.queues[q], m.TOTAL) + m.EPS:
+                    continue
+            chosen.append(run)
+            ctx.session.release(run)
+            taken_from[q] = taken_from.get(q, 0.0) + gpus
+            freed += gpus
+            # Trials are costly: only once enough GPUs could be free.
+            if freed + m.EPS >= need:
+                found = _fits_now(ctx, job)
+                if found is not None:
+                    break
     if found is None:
         return None
     if len(chosen) <= MAX_SHRINK:
@@ -174,7 +187,7 @@ def _usable(
     ctx: context.Context,
     job: m.JobRequest,
     runs: Sequence[m.RunningJob],
-    gone: set[str],
+    gone: set[m.RunKey],
     allowed: frozenset[str] | None,
     reclaim: bool,
 ) -> list[m.RunningJob]:
@@ -183,7 +196,9 @@ def _usable(
     return [
         r
         for r in runs
-        if r.job.id not in gone and _helps(ctx, r, allowed) and _may_take(job, r, reclaim)
+        if (not gone or r.key not in gone)
+        and _helps(ctx, r, allowed)
+        and _may_take(job, r, reclaim)
     ]
 
 
@@ -193,7 +208,7 @@ def preempt(
     """Preemptions for the jobs that did not fit, and their new pending reasons."""
     snap = ctx.snapshot
     stopping, victims, young = _candidates(ctx)
-    gone: set[str] = set()
+    gone: set[m.RunKey] = set()
     out: list[m.Preempt] = []
     waiting: dict[str, m.PendingReason] = {}
     tries = 0
@@ -229,11 +244,11 @@ def preempt(
                     )
             continue
         _commit(ctx, plan)
-        gone.update(r.job.id for r in (*plan.victims, *plan.stopping))
+        gone.update(r.key for r in (*plan.victims, *plan.stopping))
         gpus = sum(accounting.placed_gpus(v.placements) for v in plan.victims)
         for v in plan.victims:
             out.append(m.Preempt(v.job.id, _why(ctx, v, job), v.job.grace_period_s, job.id))
         waiting[job.id] = reasons.waiting_for_preemption(
-            plan.victims, gpus, [s.job.id for s in plan.stopping]
+            plan.victims, gpus, list(dict.fromkeys(s.job.id for s in plan.stopping))
         )
     return out, waiting

@@ -59,7 +59,9 @@ def waiting_for_preemption(
 
 
 def _clock(t: float) -> str:
-    """Epoch seconds as a UTC time of day (the core has no datetime: plain arithmetic)."""
+    """Epoch seconds as a UTC time of day (the core has no datetime: plain arithmetic).
+    Reasons name instants, never a countdown from `now`: a stored reason then stays the
+    same from cycle to cycle, and is rewritten only when the situation changes."""
     secs = int(t) % 86400
     return f"{secs // 3600:02d}:{secs % 3600 // 60:02d}:{secs % 60:02d} UTC"
 
@@ -84,14 +86,13 @@ def waiting_for_min_runtime(
     return m.PendingReason(
         m.ReasonCode.WAITING_FOR_PREEMPTION,
         f"reclaiming {gpus:g} GPUs from job {names} ({why}); they become preemptible at "
-        f"{_clock(at)} (in {max(0.0, at - now):.0f}s, after the minimum runtime of "
-        f"{min_runtime_s:g}s), and the job is placed once they have stopped",
+        f"{_clock(at)} (after the minimum runtime of {min_runtime_s:g}s), and the job is "
+        "placed once they have stopped",
         {
             "victims": [v.job.id for v in victims],
             "victim_gpus": gpus,
             "stopping": [],
             "preemptibleAt": at,
-            "preemptibleInSeconds": round(max(0.0, at - now)),
             "minRuntimeSeconds": min_runtime_s,
         },
     )
@@ -101,9 +102,9 @@ def reserved(
     job: m.JobRequest, holder: str, nodes: Sequence[str], start: float | None, now: float
 ) -> m.PendingReason:
     """A lower-ordered job would take room held for a starving job."""
-    when = f"in about {start - now:.0f}s" if start is not None else "when running jobs end"
+    when = f"at about {_clock(start)}" if start is not None else "when running jobs end"
     fix = (
-        f"declare maxRuntime under {start - now:.0f}s to backfill"
+        f"declare a maxRuntime that ends before {_clock(start)} to backfill"
         if start is not None and start > now
         else "wait for the reservation to start"
     )
@@ -119,7 +120,7 @@ def with_reservation(
     reason: m.PendingReason, nodes: Sequence[str], start: float | None, now: float
 ) -> m.PendingReason:
     """A starving job's own reason, noting the room now held for it."""
-    when = f"in about {start - now:.0f}s" if start is not None else "as running jobs end"
+    when = f"at about {_clock(start)}" if start is not None else "as running jobs end"
     return m.PendingReason(
         reason.code,
         f"{reason.message}; room on {', '.join(nodes[:5])} is reserved for it, "

@@ -51,7 +51,7 @@ def _end(run: m.RunningJob) -> float | None:
 
 def _fits_after(ctx: context.Context, job: m.JobRequest, ending: list[m.RunningJob]) -> object:
     for run in ending:
-        ctx.state.release(run.job.id)
+        ctx.state.release(run.key)
     return placement.place_gang(ctx.state, job, ctx.snapshot.config.policy, explain=False)
 
 

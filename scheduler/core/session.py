@@ -84,7 +84,7 @@ class Session:
 
     def release(self, run: m.RunningJob) -> None:
         """A running job gone (a victim, or a trial's): its room and its books."""
-        self.state.release(run.job.id)
+        self.state.release(run.key)
         self._count(run.job.queue, accounting.running_usage(run, self.nodes), -1.0)
 
     def hold(self, job_id: str, nodes: Sequence[Sequence[HoldPart]]) -> None:

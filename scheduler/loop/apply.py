@@ -8,7 +8,7 @@
   after the record leaves a Scheduled job without workers, which the next cycle
   launches; the backend ignores a second launch of one attempt. No attempt runs twice.
 - Foreign pods (a backend's `ForeignWorkloads`, not in the store): Place binds them.
-- Keep pending: the reason, written only when it changed (the store skips repeats).
+- Keep pending: the reasons that changed, in one write (the store skips repeats).
 An exception while carrying out one job's decision goes to `on_error` (the loop makes it
 that job's reason, with a backoff) and the other decisions are still carried out.
 """
@@ -64,25 +64,21 @@ def apply(
     foreign_ids: Set[str] = frozenset(),
     backoff: retry.Backoff | None = None,
     on_error: OnError = _raise,
-    remnants: Mapping[str, str] | None = None,
 ) -> Applied:
     """`reasons` remembers what was last written per job, so an unchanged reason costs
     no store round trip (the store would skip it too, after a read). A launch or bind the
     cluster refuses becomes that job's reason, with a per-job `backoff` (see
-    `scheduler.loop.backoff`); the other decisions are still carried out. `remnants`
-    maps the snapshot key of a draining earlier attempt to its job's id (the loop's
-    `_snapshot` gives such an attempt a key of its own; nothing parses it)."""
+    `scheduler.loop.backoff`); the other decisions are still carried out."""
     written = {} if reasons is None else reasons
     backoff = retry.Backoff() if backoff is None else backoff
     out = Applied(violations=list(result.violations))
     for v in result.violations:
         log.warning("invariant: %s: %s", v.kind, v.message)
     for p in result.preempts:
-        job_id = (remnants or {}).get(p.job_id, p.job_id)
         try:
-            _preempt(session, backend, p, job_id, live, now, out)
+            _preempt(session, backend, p, live, now, out)
         except Exception as exc:
-            on_error(job_id, "preemption", exc)
+            on_error(p.job_id, "preemption", exc)
     for place in result.places:
         if foreign is not None and place.job_id in foreign_ids:  # a foreign pod: bind it
             try:
@@ -97,26 +93,54 @@ def apply(
             _place(session, backend, place, live, now, worker_env, written, backoff, out)
         except Exception as exc:
             on_error(place.job_id, "placement", exc)
+    changed: list[tuple[str, int, model.PendingReason]] = []
     for keep in result.pending:
         try:
-            _keep(session, keep, live, written, foreign, foreign_ids, out)
+            _keep(keep, live, written, foreign, foreign_ids, out, changed)
         except Exception as exc:
             on_error(keep.job_id, "recording the pending reason", exc)
+    _write_reasons(session, changed, written, on_error)
     return out
+
+
+def _write_reasons(
+    session: Session,
+    changed: list[tuple[str, int, model.PendingReason]],
+    written: dict[str, model.PendingReason],
+    on_error: OnError,
+) -> None:
+    """The reasons that changed, in one write; if that fails, job by job, so one job's
+    trouble is that job's."""
+    try:
+        done = store.set_pending_reasons(session=session, reasons=changed)
+    except Exception:
+        session.rollback()
+        done = []
+        for job_id, _, reason in changed:
+            try:
+                store.set_pending_reason(session=session, job_id=job_id, reason=reason)
+            except _RACES:
+                continue
+            except Exception as exc:
+                on_error(job_id, "recording the pending reason", exc)
+                continue
+            done.append(job_id)
+    reason_of = {job_id: reason for job_id, _, reason in changed}
+    for job_id in done:
+        written[job_id] = reason_of[job_id]
 
 
 def _preempt(
     session: Session,
     backend: base.ClusterBackend,
     p: model.Preempt,
-    job_id: str,
     live: Mapping[str, store.LiveJob],
     now: float,
     out: Applied,
 ) -> None:
     lj = live.get(p.job_id)
     if lj is None or lj.phase not in (Phase.SCHEDULED, Phase.RUNNING):
-        retry.stop_quietly(backend, job_id, p.grace_period_s, reason=base.StopReason.PREEMPTED)
+        retry.stop_quietly(backend, p.job_id, p.grace_period_s, reason=base.StopReason.PREEMPTED)
         return
     message = p.reason + (f" (for {p.for_job})" if p.for_job else "")
     try:
@@ -168,13 +192,13 @@ def _place(
 
 
 def _keep(
-    session: Session,
     keep: model.KeepPending,
     live: Mapping[str, store.LiveJob],
     written: dict[str, model.PendingReason],
     foreign: base.ForeignWorkloads | None,
     foreign_ids: Set[str],
     out: Applied,
+    changed: list[tuple[str, int, model.PendingReason]],
 ) -> None:
     lj = live.get(keep.job_id)
     if lj is None and keep.job_id in foreign_ids:  # a foreign pod: say why, as
@@ -189,10 +213,5 @@ def _keep(
     if lj is None or lj.phase is not Phase.PENDING:
         return
     out.pending += 1
-    if written.get(lj.id) == keep.reason:
-        return
-    try:
-        store.set_pending_reason(session=session, job_id=lj.id, reason=keep.reason)
-    except _RACES:
-        return
-    written[lj.id] = keep.reason
+    if written.get(lj.id) != keep.reason:
+        changed.append((lj.id, lj.version, keep.reason))

@@ -174,8 +174,6 @@ class Loop:
         self._wake = threading.Event()
         self._inventory: tuple[model.Node, ...] | None = None
         self._reasons: dict[str, model.PendingReason] = {}
-        # The last snapshot's keys for draining earlier attempts -> their job ids.
-        self._remnants: dict[str, str] = {}
         # Per-job backoff after a refused or failed launch/bind (scheduler.loop.backoff).
         self.backoff = Backoff()
         # A failed attempt's retry waits 2 s, 4 s, 8 s... (at most 5 min): BackoffRetry.
@@ -322,7 +320,6 @@ class Loop:
                 foreign_ids={r.id for r in snapshot.pending} - by_id.keys(),
                 backoff=self.backoff,
                 on_error=lambda job_id, step, exc: self._job_error(session, job_id, step, exc, now),
-                remnants=self._remnants,
             )
         self._forget_finished(attempts, by_id)
         self._purge(now)
@@ -489,10 +486,8 @@ class Loop:
         foreign_pending: tuple[model.JobRequest, ...] = (),
     ) -> model.Snapshot:
         by_id = {lj.id: lj for lj in live}
-        held = {lj.id for lj in live if lj.running() is not None}
         busy: set[str] = set()
         stopping: list[model.RunningJob] = []
-        remnants = self._remnants = {}
         for job_id, attempt in draining:
             busy.add(job_id)
             workers = attempts[(job_id, attempt)]
@@ -501,12 +496,6 @@ class Loop:
             request = (
                 lj.request if lj is not None else model.JobRequest(id=job_id, queue=first.queue)
             )
-            # An earlier attempt still draining while its job holds GPUs again: the core
-            # keys running jobs by id, so it gets a key of its own, remembered (typed) in
-            # `_remnants` for apply; no one parses the key.
-            rid = job_id if job_id not in held else f"{job_id}~{attempt}"
-            if rid != job_id:
-                remnants[rid] = job_id
             # A bound worker holds its GPUs until the kubelet says it is gone: a pending
             # one (pulling its image) as much as a running one.
             placements = tuple(
@@ -516,15 +505,11 @@ class Loop:
                 or w.still_running
                 or (w.state is base.WorkerState.PENDING and w.node)
             )
+            # An earlier attempt still draining while its job holds GPUs again is an entry
+            # of its own: the core tells them apart by `RunningJob.key` (id, attempt).
             stopping.append(
-                model.RunningJob(
-                    request if rid == job_id else _renamed(request, rid),
-                    placements,
-                    now,
-                    stopping=True,
-                )
+                model.RunningJob(request, placements, now, stopping=True, attempt=attempt)
             )
-            held.add(rid)
         queues = store.load_queues(session=session)
         known = {q.name for q in queues}
         for fp in foreign_pending:
@@ -550,7 +535,3 @@ class Loop:
             foreign_running=foreign_running,
             foreign_pending=foreign_pending,
         )
-
-
-def _renamed(request: model.JobRequest, job_id: str) -> model.JobRequest:
-    return dataclasses.replace(request, id=job_id)

@@ -34,6 +34,11 @@ times its scarcity (`WorkloadMix.on`, `Supply`): the cluster's GPUs over the GPU
 the nodes that could host it. With popularity alone, the nodes of a rare GPU model
 (or the few nodes big enough for the largest tasks) look already fragmented to every
 type that cannot run there, so FGD fills them first with tasks that could run anywhere.
+Those weights are those of the empty cluster; for the task types that take most of a
+node (`Supply.whole_node`), whose hosts are the nodes still (almost) empty, the weight
+doubles each time their empty hosts halve (`WorkloadMix.on`'s `depleted`), so that the
+last empty hosts of the largest tasks are not opened late in a fill by tasks that could
+have gone elsewhere.
 """
 
 from __future__ import annotations
@@ -90,7 +95,7 @@ class WorkloadMix:
         # Popularity the stranded share averages CPU and memory per GPU over (a mix
         # weighted by scarcity, `on`, keeps the popularity of the mix it came from).
         self.popularity: Mapping[fit.Demand, float] = self.weights
-        self._on: dict[Supply, WorkloadMix] = {}
+        self._on: dict[tuple[Supply, Depletion], WorkloadMix] = {}
 
     @staticmethod
     def from_jobs(jobs: Iterable[m.JobRequest]) -> WorkloadMix:
@@ -100,7 +105,7 @@ class WorkloadMix:
             weights[fit.Demand.of(job)] += max(job.workers, 1)
         return WorkloadMix(weights)
 
-    def on(self, supply: Supply) -> WorkloadMix:
+    def on(self, supply: Supply, depleted: Depletion = ()) -> WorkloadMix:
         """This mix with each task type weighted by its scarcity on the cluster: its
         popularity times the cluster's GPUs over the GPUs of the nodes that could
         host one of it when empty (`Supply.scarcity`). The paper weights popularity
@@ -109,17 +114,22 @@ class WorkloadMix:
         it looks free: FGD fills the rare GPU models, and the few nodes big enough for
         the largest tasks, first, with tasks that could have run anywhere. Weighted
         by scarcity, the task types that only a few nodes can serve count in
-        proportion to the pressure they put on those nodes. Memoised per supply."""
-        got = self._on.get(supply)
+        proportion to the pressure they put on those nodes. `depleted` names the types
+        whose hosts have halved k times since (type, k): their scarcity is 2**k times
+        the empty cluster's. Memoised per (supply, depleted)."""
+        key = (supply, depleted)
+        got = self._on.get(key)
         if got is None:
-            scaled = {t: p * supply.scarcity(t) for t, p in self.weights.items()}
+            boost = dict(depleted)
+            scaled = {t: p * supply.scarcity(t) * 2 ** boost.get(t, 0)
+                      for t, p in self.weights.items()}  # fmt: skip
             if sum(scaled.values()) <= 0:  # no type runs anywhere: nothing to weigh
                 return self
             got = WorkloadMix(scaled)
             got.stranding = self.stranding
             got.scale = self.scale * sum(scaled.values())
             got.popularity = self.popularity
-            self._on[supply] = got
+            self._on[key] = got
         return got
 
     def fragmentation(
@@ -211,6 +221,10 @@ class WorkloadMix:
         return tuple(out)
 
 
+Shape = tuple[str, int, int, int, int]  # a node's GPU model, GPU memory, GPUs, CPU, memory
+Depletion = tuple[tuple[fit.Demand, int], ...]  # (task type, times its hosts halved)
+
+
 class Supply:
     """The cluster's nodes by shape, when empty: which task types they can host.
     Hashable by value (equal clusters share derived mixes)."""
@@ -218,7 +232,7 @@ class Supply:
     __slots__ = ("_hash", "_key", "_memo", "total")
 
     def __init__(self, nodes: Iterable[m.Node]) -> None:
-        shapes: dict[tuple[str, int, int, int, int], int] = defaultdict(int)
+        shapes: dict[Shape, int] = defaultdict(int)
         for n in nodes:
             shapes[(n.gpu_model, n.gpu_memory_mib, n.gpu_count, n.cpu_milli, n.memory_mib)] += 1
         self._key = tuple(sorted(shapes.items()))
@@ -241,6 +255,23 @@ class Supply:
                 continue
             got += gpus * count
         return got
+
+    def whole_node(self, t: fit.Demand) -> tuple[tuple[Shape, int], ...]:
+        """For a GPU type that takes more than half of every node shape that can host
+        it (GPUs, CPU or memory: no two fit on an empty one), its host shapes with
+        their node counts; its hosts are the nodes still (almost) empty. Else ()."""
+        hosts = []
+        for shape, count in self._key:
+            model, gpu_mem, gpus, cpu, mem = shape
+            n = fit.need(t, model, gpu_mem)
+            if n is None or n.gpus == 0 or t.cpu_milli > cpu or t.memory_mib > mem:
+                continue
+            if n.gpus > gpus:
+                continue
+            if not (2 * n.gpus > gpus or 2 * t.cpu_milli > cpu or 2 * t.memory_mib > mem):
+                return ()
+            hosts.append((shape, count))
+        return tuple(hosts)
 
     def scarcity(self, t: fit.Demand) -> float:
         """The cluster's GPUs over those that could host `t` (1: any node; 0: none,
@@ -279,9 +310,12 @@ class MixLearner:
             self.counts[fit.Demand.of(job)] += max(job.workers, 1)
             self.total += max(job.workers, 1)
 
-    def observe(self, job: m.JobRequest) -> WorkloadMix:
+    def observe(self, job: m.JobRequest, urgent: bool = False) -> WorkloadMix:
+        """The mix to place `job` with. `urgent`: a type the mix lacks rebuilds it now
+        (a scarce one, whose hosts the mix must keep before the next doubling)."""
         self.add(job)
-        if self.mix is None or self.total >= self._next:
+        stale = urgent and self.mix is not None and fit.Demand.of(job) not in self.mix.weights
+        if self.mix is None or self.total >= self._next or stale:
             if self._log is not None:
                 self._log.record(self._rebuilt, self.mix, self._next)
             self.mix = WorkloadMix(self.counts)

@@ -21,7 +21,7 @@ from typing import ClassVar, NamedTuple
 
 from scheduler import model as m
 from scheduler.placement import fit
-from scheduler.placement.fragmentation import Supply, WorkloadMix
+from scheduler.placement.fragmentation import Depletion, Supply, WorkloadMix
 from scheduler.placement.state import UNIT, ClusterState, Sig
 
 _CACHE_LIMIT = 200_000  # signatures per demand before a cache is dropped
@@ -210,8 +210,15 @@ def _fgd(state: ClusterState, job: m.JobRequest, mix: WorkloadMix | None) -> Sco
     """`fgd` targets `mix`, else the state's `mix` (the core or the benchmark sets it,
     e.g. from pending and recent jobs), else the mix the state learned from the running
     jobs and the jobs placement was asked about. Its cache lives with the mix."""
-    chosen = mix or state.mix or state.learner.observe(job)
-    return Fgd(chosen.on(supply_of(state)))
+    supply = supply_of(state)
+    chosen = mix or state.mix
+    if chosen is None:  # a scarce type joins the learned mix when first seen
+        scarce = supply.scarcity(fit.Demand.of(job)) >= SCARCE
+        chosen = state.learner.observe(job, urgent=scarce)
+    return Fgd(chosen.on(supply, depletion(state, chosen, supply)))
+
+
+SCARCE = 4.0  # a type only nodes with a quarter of the cluster's GPUs can host
 
 
 register(m.Policy.BINPACK, per_cycle(Binpack))
@@ -239,3 +246,40 @@ def supply_of(state: ClusterState) -> Supply:
         got = state.cache[Supply] = Supply(state.nodes)
     assert isinstance(got, Supply)
     return got
+
+
+_Watch = list[tuple[fit.Demand, list[tuple[Sig, int]], int]]  # type, empty hosts, GPUs
+
+
+def depletion(state: ClusterState, mix: WorkloadMix, supply: Supply) -> Depletion:
+    """How many times the empty hosts of each whole-node type of `mix`
+    (`Supply.whole_node`) have halved, by their GPUs, against the empty cluster: the
+    types whose scarcity `WorkloadMix.on` doubles that many times. Counted from the
+    classes of empty nodes (a dict look-up per host shape), so cheap per placement;
+    quantised, so the weighted mix, and its caches, change a few times per fill."""
+    key = (depletion, mix)
+    watch = state.cache.get(key)
+    if watch is None:
+        watch = state.cache[key] = _watch(mix, supply)
+    assert isinstance(watch, list)
+    classes = state.classes
+    out: list[tuple[fit.Demand, int]] = []
+    for t, empty, total in watch:
+        left = sum(len(classes.get(sig, ())) * gpus for sig, gpus in empty)
+        smallest = min(gpus for _, gpus in empty)
+        k = (total // max(left, smallest)).bit_length() - 1  # floor(log2(total / left))
+        if k > 0:
+            out.append((t, k))
+    return tuple(out)
+
+
+def _watch(mix: WorkloadMix, supply: Supply) -> _Watch:
+    watch: _Watch = []
+    for t in mix.weights:
+        hosts = supply.whole_node(t)
+        if not hosts:
+            continue
+        empty = [(Sig(model, gpu_mem, cpu, mem, cpu, mem, (UNIT,) * gpus), gpus)
+                 for (model, gpu_mem, gpus, cpu, mem), _ in hosts]  # fmt: skip
+        watch.append((t, empty, sum(shape[2] * count for shape, count in hosts)))
+    return watch

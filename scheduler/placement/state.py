@@ -5,7 +5,9 @@ nodes and running jobs; `place_gang` reads it, the core commits decisions with
 `allocate`, and what-ifs (gangs, preemption trials, reservations) are undone with
 `checkpoint`/`rollback` of its `undo.UndoLog`, which the core's cycle session shares
 with the rest of the cycle's state. What the state holds is keyed by an `Owner`: a
-job id, or a typed `Hold` (room held for a reservation, not a job).
+job id (a job placed in this cycle), a running entry's `model.RunKey` (job id and
+attempt: a draining earlier attempt is an owner of its own), or a typed `Hold` (room
+held for a reservation, not a job).
 
 GPU shares are kept as integers in units of 1e-9 of a GPU (`UNIT`), the `EPS` of the
 core model: sums are exact, so four 0.25 workers fill a GPU, and a rollback restores
@@ -40,7 +42,7 @@ class Hold(NamedTuple):
     gpu: bool
 
 
-Owner = str | Hold  # who holds resources in the state: a job id or a hold
+Owner = str | m.RunKey | Hold  # who holds resources: a job, a running entry or a hold
 
 
 class ClusterState:
@@ -88,7 +90,7 @@ class ClusterState:
         state = ClusterState(nodes, log)
         for run in running:
             placed = tuple(p for p in run.placements if p.node in state.index)
-            state._apply(run.job.id, placed, run.job.cpu_milli, run.job.memory_mib, log=False)
+            state._apply(run.key, placed, run.job.cpu_milli, run.job.memory_mib, log=False)
         for run in running:
             state.learner.add(run.job)
         state.log.commit()

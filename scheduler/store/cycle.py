@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Table, bindparam, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from scheduler import model
@@ -70,7 +70,12 @@ class LiveJob:
         if self.phase not in _HOLDS_GPUS:
             return None
         since = self.started_at or self.scheduled_at
-        return model.RunningJob(self.request, self.placements, since.timestamp() if since else 0.0)
+        return model.RunningJob(
+            self.request,
+            self.placements,
+            since.timestamp() if since else 0.0,
+            attempt=self.attempt,
+        )
 
 
 def load_queues(*, session: Session) -> tuple[model.Queue, ...]:
@@ -98,16 +103,18 @@ def live_jobs(*, session: Session, unreadable: list[Unreadable] | None = None) -
         .order_by(schema.JobRow.seq)
         .execution_options(populate_existing=True)
     )
+    global _parsed
     out = []
+    seen: dict[str, _Parsed] = {}
     for row in session.scalars(stmt):
         try:
-            spec = convert.job_spec(row)
+            spec, request = _parse(row, seen)
             lj = LiveJob(
                 id=row.id,
                 version=row.version,
                 phase=Phase(row.phase),
                 spec=spec,
-                request=convert.job_request(row, spec),
+                request=request,
                 placements=convert.placements(row.placements),
                 attempt=row.attempt,
                 restarts=row.restarts,
@@ -122,7 +129,28 @@ def live_jobs(*, session: Session, unreadable: list[Unreadable] | None = None) -
             unreadable.append(Unreadable(row.id, Phase(row.phase), f"{type(exc).__name__}: {exc}"))
             continue
         out.append(lj)
+    _parsed = seen  # only live jobs' entries are kept
     return out
+
+
+# A row's spec parsed (pydantic) and its core request, keyed by job id with the stored
+# values they were made from: the loop reads every live job each cycle, and re-validating
+# unchanged specs was most of that read's cost. Checked by value, not by version, so a
+# write that forgot to bump the version cannot serve a stale spec.
+_Parsed = tuple[Any, str, int, datetime, str | None, JobSpec, model.JobRequest]
+_parsed: dict[str, _Parsed] = {}
+
+
+def _parse(row: schema.JobRow, seen: dict[str, _Parsed]) -> tuple[JobSpec, model.JobRequest]:
+    key = (row.spec, row.queue, row.priority, row.created_at, row.name)
+    hit = _parsed.get(row.id)
+    if hit is not None and hit[:5] == key:
+        seen[row.id] = hit
+        return hit[5], hit[6]
+    spec = convert.job_spec(row)
+    request = convert.job_request(row, spec)
+    seen[row.id] = (*key, spec, request)
+    return spec, request
 
 
 def _condition(phase: Phase, reason: str, message: str, at: datetime) -> dict[str, Any]:
@@ -267,6 +295,62 @@ def set_pending_reason(
     )
     session.commit()
     return version
+
+
+def set_pending_reasons(
+    *, session: Session, reasons: Sequence[tuple[str, int, model.PendingReason]]
+) -> list[str]:
+    """Many Pending jobs' reasons, (job id, expected version, reason) each, in one UPDATE
+    and one commit: a cycle changes the reasons of many waiting jobs at once (free room
+    named in them moved), and a read, write and commit per job was most of its store
+    time. Returns the ids written. When the database cannot count an executemany's rows,
+    or some row did not match (moved on, no longer Pending, or the same code and message
+    already stored), every job goes through `set_pending_reason` instead, which decides
+    each on its own (and skips repeats without a version bump)."""
+    if not reasons:
+        return []
+    t = cast(Table, schema.JobRow.__table__)
+    stmt = (
+        update(t)
+        .where(
+            t.c.id == bindparam("b_id"),
+            t.c.version == bindparam("b_version"),
+            t.c.phase == Phase.PENDING.value,
+            # A repeat of the stored reason is no write (and no version bump).
+            (t.c.pending_code.is_distinct_from(bindparam("b_code")))
+            | (t.c.pending_message.is_distinct_from(bindparam("b_message"))),
+        )
+        .values(
+            pending_code=bindparam("b_code"),
+            pending_message=bindparam("b_message"),
+            pending_details=bindparam("b_details"),
+            version=t.c.version + 1,
+        )
+    )
+    rows = [
+        {
+            "b_id": job_id,
+            "b_version": version,
+            "b_code": r.code.value,
+            "b_message": r.message,
+            "b_details": {str(k): v for k, v in r.details.items()},
+        }
+        for job_id, version, r in reasons
+    ]
+    if session.get_bind().dialect.supports_sane_multi_rowcount:
+        result = session.connection().execute(stmt, rows)
+        if result.rowcount == len(rows):
+            session.commit()
+            return [job_id for job_id, _, _ in reasons]
+        session.rollback()
+    written = []
+    for job_id, _, reason in reasons:
+        try:
+            set_pending_reason(session=session, job_id=job_id, reason=reason)
+        except (errors.VersionConflict, errors.InvalidTransition, errors.NotFound):
+            continue
+        written.append(job_id)
+    return written
 
 
 def append_event(

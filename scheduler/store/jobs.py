@@ -8,15 +8,16 @@ helper, so two writers racing on one job cannot both win.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Insert, Integer, Table, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -97,46 +98,40 @@ def submit_job(
     the same submitter with the same spec returns the first job and created=False; with a
     different spec it raises `IdempotencyMismatch`. Raises `NotFound` for an unknown queue.
     `job_id` replaces the random id (the simulator's: the core breaks ties by id, so a
-    replay with random ids would not be repeatable)."""
+    replay with random ids would not be repeatable). The job returned is not attached to
+    `session` (it was written with Core statements)."""
     digest = request_hash(spec)
     if idempotency_key is not None:
         existing = _by_key(session, submitter, idempotency_key)
         if existing is not None:
             return _replay(existing, digest), False
-    queue = session.get(schema.QueueRow, spec.queue)
-    if queue is None:
-        raise errors.NotFound(f"queue {spec.queue!r} does not exist", loc=("queue",))
-    clash = _replay_or_refuse(session, spec, submitter, idempotency_key, digest)
-    if clash is not None:
-        return clash, False
     at = now or schema.utcnow()
-    row = schema.JobRow(
-        id=job_id or uuid.uuid4().hex[:16],
-        name=spec.name,
-        queue=spec.queue,
-        submitter=submitter,
-        spec=spec_json(spec),
-        priority=queue.priority if spec.priority is None else spec.priority,
-        phase=Phase.PENDING.value,
-        conditions=[],
-        placements=[],
-        attempt=0,
-        restarts=0,
-        cancel_requested=False,
-        created_at=at,
-        idempotency_key=idempotency_key,
-        request_hash=digest,
-        version=1,
-        origin_kind=None if origin is None else origin.kind,
-        origin_namespace=None if origin is None else origin.namespace,
-        origin_name=None if origin is None else origin.name,
-        origin_uid=None if origin is None else origin.uid,
-    )
-    session.add(row)
+    values: dict[str, Any] = {
+        "id": job_id or uuid.uuid4().hex[:16],
+        "name": spec.name,
+        "queue": spec.queue,
+        "submitter": submitter,
+        "spec": spec_json(spec),
+        "phase": Phase.PENDING.value,
+        "conditions": [],
+        "placements": [],
+        "attempt": 0,
+        "restarts": 0,
+        "cancel_requested": False,
+        "created_at": at,
+        "idempotency_key": idempotency_key,
+        "request_hash": digest,
+        "version": 1,
+        "origin_kind": None if origin is None else origin.kind,
+        "origin_namespace": None if origin is None else origin.namespace,
+        "origin_name": None if origin is None else origin.name,
+        "origin_uid": None if origin is None else origin.uid,
+    }
     try:
-        session.flush()
+        stored = _insert(session, values, spec.priority)
     except IntegrityError:
-        # A concurrent request won the insert (same key, or same live name).
+        # The unique indexes decide, not a read before the insert (one statement less per
+        # submission): a live job of this name, or a concurrent retry of this key, won.
         session.rollback()
         won = None if idempotency_key is None else _by_key(session, submitter, idempotency_key)
         clash = (
@@ -147,9 +142,49 @@ def submit_job(
         if clash is None:
             raise
         return clash, False
-    add_event(session, job_id=row.id, kind="Submitted", message=f"by {submitter}", at=at)
+    if stored is None:
+        session.rollback()
+        raise errors.NotFound(f"queue {spec.queue!r} does not exist", loc=("queue",))
+    seq, priority = stored
+    event = {"at": at, "kind": "Submitted", "reason": "", "message": f"by {submitter}"}
+    session.execute(_submit_statements()[1], {"job_id": values["id"], "data": {}, **event})
     session.commit()
-    return row, True
+    return schema.JobRow(seq=seq, priority=priority, **values), True
+
+
+def _insert(
+    session: Session, values: Mapping[str, Any], priority: int | None
+) -> tuple[int, int] | None:
+    """INSERT the job with its priority (the spec's, else its queue's) read in the same
+    statement: (seq, priority), or None when the queue does not exist."""
+    params = {**values, "own_priority": priority, "queue_name": values["queue"]}
+    row = session.execute(_submit_statements()[0], params).first()
+    return None if row is None else (row[0], row[1])
+
+
+_JOB_COLUMNS = (
+    *("id", "name", "queue", "submitter", "spec", "phase", "conditions", "placements"),
+    *("attempt", "restarts", "cancel_requested", "created_at", "idempotency_key"),
+    *("request_hash", "version", "origin_kind", "origin_namespace", "origin_name", "origin_uid"),
+)
+
+
+@functools.cache
+def _submit_statements() -> tuple[Insert, Insert]:
+    """The submission's two statements, built once with bind parameters: Core on the
+    tables, not the ORM (a flush of one object, or building the statement per call, cost
+    more than executing it; docs/benchmarks.md, issue 15)."""
+    jobs_t = cast(Table, schema.JobRow.__table__)
+    queues_t = cast(Table, schema.QueueRow.__table__)
+    binds = [bindparam(k, type_=jobs_t.c[k].type) for k in _JOB_COLUMNS]
+    chosen = func.coalesce(bindparam("own_priority", type_=Integer), queues_t.c.priority)
+    rows = select(*binds, chosen).where(queues_t.c.name == bindparam("queue_name"))
+    job = (
+        insert(jobs_t)
+        .from_select([*(jobs_t.c[k] for k in _JOB_COLUMNS), jobs_t.c.priority], rows)
+        .returning(jobs_t.c.seq, jobs_t.c.priority)
+    )
+    return job, insert(cast(Table, schema.JobEventRow.__table__))
 
 
 def live_job_named(*, session: Session, queue: str, name: str) -> schema.JobRow | None:

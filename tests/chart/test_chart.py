@@ -10,6 +10,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from scheduler.backends.kubernetes.config import KubeConfig
+from scheduler.backends.kubernetes.runtime import with_options
+
 from .conftest import CHART, Render, by_kind, run_helm
 
 K8S_VERSION = "1.30.0"
@@ -64,8 +67,9 @@ def test_rendered_objects_are_valid(render: Render, values: tuple[str, ...]) -> 
         (("database.type=postgres",), "needs database.postgres.url"),
         (("policy.placement=random",), "placement"),
         (("auth.tokens[0].token=short", "auth.tokens[0].user=a"), "token"),
+        (("kubeClient.burst=0",), "burst"),
     ],
-    ids=["ha-needs-postgres", "postgres-needs-url", "bad-policy", "short-token"],
+    ids=["ha-needs-postgres", "postgres-needs-url", "bad-policy", "short-token", "zero-burst"],
 )
 def test_bad_values_are_refused(helm: str, values: tuple[str, ...], message: str) -> None:
     args = [a for v in values for a in ("--set", v)]
@@ -218,6 +222,17 @@ def test_reservation_pods_options_reach_the_service(render: Render) -> None:
     )
     docs = render("reservations.priorityClass.create=false", "reservations.priorityClass.name=")
     assert not [d for d in docs if d["kind"] == "PriorityClass"]
+
+
+def test_api_client_knobs_reach_the_backend_config(render: Render) -> None:
+    def config(*values: str) -> KubeConfig:
+        cm = by_kind(render(*values), "ConfigMap", "shoal-policy")
+        return with_options(KubeConfig(), json.loads(cm["data"]["kube-options.json"]))
+
+    default = config()
+    assert (default.qps, default.burst, default.bind_workers) == (200, 400, 16)
+    tuned = config("kubeClient.qps=50", "kubeClient.burst=80", "kubeClient.bindWorkers=0")
+    assert (tuned.qps, tuned.burst, tuned.bind_workers) == (50, 80, 0)
 
 
 def test_replicas_get_a_disruption_budget_and_spread(render: Render) -> None:

@@ -80,7 +80,7 @@ def test_only_preemptible_old_enough_jobs_are_preempted(
     for pre in result.preempts:
         victim = running[pre.job_id]
         assert context.preemptible(ctx, victim)
-        assert victim.job.preemptible is True or victim.job.id in ctx.over_guarantee
+        assert victim.job.preemptible is True or victim.key in ctx.over_guarantee
         assert snap.now - victim.started_at >= snap.config.min_runtime_s
         assert pre.grace_period_s == victim.job.grace_period_s
         assert pre.for_job in {k.job_id for k in result.pending}

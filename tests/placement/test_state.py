@@ -15,7 +15,7 @@ def test_build_subtracts_running_jobs() -> None:
     assert s.gpu_free("a") == (1.0, 0.75, 1.0, 1.0)
     assert (s.free_cpu("a"), s.free_memory("a")) == (7000, 7680)
     assert s.gpu_model_of("a") == "A100"
-    assert s.holds("x")
+    assert s.holds(m.RunKey("x", 0))  # a running entry is owned by its (job, attempt)
 
 
 def test_build_skips_unknown_nodes() -> None:
@@ -72,7 +72,7 @@ def test_rollback_restores_state_exactly() -> None:
               [running(request("r", gpu=0.3), ("b", (0,), 0.3))])  # fmt: skip
     start = observe(s)
     mark = s.checkpoint()
-    s.release("r")
+    s.release(m.RunKey("r", 0))
     got = placement.place_gang(s, request("x", gpu=0.7, workers=3), "spread")
     assert isinstance(got, tuple)
     s.allocate("x", got)
@@ -86,7 +86,7 @@ def test_rollback_restores_state_exactly() -> None:
     assert observe(s) == middle
     s.rollback(mark)
     assert observe(s) == start
-    assert s.holds("r") and not s.holds("x")
+    assert s.holds(m.RunKey("r", 0)) and not s.holds("x")
 
 
 def test_allocate_uses_the_demand_of_the_call_that_made_the_placements() -> None:

@@ -101,5 +101,9 @@ app.kubernetes.io/component: scheduler
 {{- $_ := set $opts "reserveNamespace" (include "shoal.reservationsNamespace" .) -}}
 {{- $_ := set $opts "reservationUuidTimeoutSeconds" $r.uuidTimeoutSeconds -}}
 {{- $_ := set $opts "reserveMemoryMiB" $r.memoryMiB -}}
+{{- $c := .Values.kubeClient -}}
+{{- $_ := set $opts "clientQps" $c.qps -}}
+{{- $_ := set $opts "clientBurst" $c.burst -}}
+{{- $_ := set $opts "bindWorkers" $c.bindWorkers -}}
 {{- toJson $opts -}}
 {{- end -}}

@@ -343,7 +343,8 @@ class KubernetesBackend:
         """Say why a foreign pod waits, as kube-scheduler does: `PodScheduled=False`
         (reason Unschedulable) on its status and a `FailedScheduling` Warning event.
         Called by the loop when the reason changes."""
-        pod = self.index.pending(job_id.removeprefix("pod:"))
+        key = self.index.key_of_job(job_id)
+        pod = self.index.pending(key) if key is not None else None
         allowed = self.config.foreign_namespaces
         if pod is not None and (allowed is None or pod.namespace in allowed):
             cond = {
@@ -375,10 +376,10 @@ class KubernetesBackend:
             failed = self._bind_failed.pop(job_id, None)
         if failed is not None:
             raise failed
-        key = job_id.removeprefix("pod:")
-        pod = self.index.pending(key)
+        key = self.index.key_of_job(job_id)
+        pod = self.index.pending(key) if key is not None else None
         allowed = self.config.foreign_namespaces
-        if pod is None or pod.uid in self._bound:
+        if key is None or pod is None or pod.uid in self._bound:
             return
         if allowed is not None and pod.namespace not in allowed:
             return
@@ -515,9 +516,11 @@ class KubernetesBackend:
         return False
 
     def _job_pods(self, job_id: str) -> list[Obj]:
-        if job_id.startswith("pod:"):  # an adopted foreign pod
-            ns, _, name = job_id[4:].partition("/")
-            pod = self.kube.get("pods", name, ns)
+        key = self.index.key_of_job(job_id)
+        cached = self.pod_cache.get(key) if key is not None else None
+        if cached is not None:  # an adopted foreign pod: read it fresh
+            meta = cached["metadata"]
+            pod = self.kube.get("pods", meta["name"], meta.get("namespace", ""))
             return [pod] if pod else []
         pods, _ = self.kube.list(
             "pods", self.config.namespace, labels=f"{names.JOB}={names.label_value(job_id)}"

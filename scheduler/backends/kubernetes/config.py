@@ -14,6 +14,8 @@ from typing import Any
 import kubernetes
 
 SCHEDULER_NAME = "shoal"
+# Connections kept beyond the binding threads' (see `api_client`).
+POOL_HEADROOM = 16
 
 
 def baseline_security_context() -> dict[str, Any]:
@@ -111,4 +113,12 @@ def api_client(config: KubeConfig) -> Any:
                 config_file=config.kubeconfig, client_configuration=conf
             )
     conf.retries = False
+    # One pooled connection per thread that may call at once: the binding threads, the
+    # watches (pods, nodes, the CR watcher's), the loop, the upkeep and the Events
+    # thread. The client's default (5 per CPU: 10 on 2 cores) is below that; urllib3
+    # then opens a connection past the pool and drops it after one call, so binds
+    # paid a new TLS handshake each.
+    conf.connection_pool_maxsize = max(
+        conf.connection_pool_maxsize or 0, config.bind_workers + POOL_HEADROOM
+    )
     return kubernetes.client.ApiClient(conf)

@@ -5,7 +5,9 @@ per node, worker states) cost O(all pods) per read, several reads a cycle, most 
 parsing resource quantities again and again. `PodIndex` is the pod reflector's
 `Listener`: each ADDED/MODIFIED/DELETED event recomputes that one pod's entries with the
 same per-pod rules (`status.foreign_pod`, `inventory.foreign_usage`, `status.adopted`,
-`status.worker_status`), so a read costs O(what it returns).
+`status.worker_status`), so a read costs O(what it returns). A foreign pod's job id
+(`pod:<ns>/<name>`, pending or adopted) maps to its cache key here (`key_of_job`): the
+backend looks a foreign job up, it never takes the id apart.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.backends.base import WorkerStatus
-from scheduler.backends.kubernetes import inventory, shares, status
+from scheduler.backends.kubernetes import inventory, names, shares, status
 from scheduler.model import RunningJob
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,7 @@ class _Entry:
     adopted: RunningJob | None = None
     worker: tuple[Obj, WorkerStatus] | None = None
     reservation: Obj | None = None
+    foreign_job: str | None = None  # the job id of a foreign pod, pending or adopted
 
 
 def _entry(pod: Obj, scheduler_name: str) -> _Entry:
@@ -47,14 +50,19 @@ def _entry(pod: Obj, scheduler_name: str) -> _Entry:
     try:
         used = inventory.foreign_usage([pod])
         adopted = status.adopted([pod])
+        foreign = status.foreign_pod(pod, scheduler_name)
+        job = names.annotations_of(pod).get(names.JOB_ID)
         return _Entry(
             uid=uid,
             settled=settled,
-            foreign=status.foreign_pod(pod, scheduler_name),
+            foreign=foreign,
             usage=next(iter(used.items()), None),
             adopted=adopted[0] if adopted else None,
             worker=(pod, status.worker_status(pod)) if status.is_worker(pod) else None,
             reservation=pod if shares.is_reservation(pod) else None,
+            foreign_job=foreign.job_id
+            if foreign is not None
+            else (job if status.is_worker(pod) and not names.is_managed(pod) else None),
         )
     except Exception as e:  # a malformed pod must not stop the cache; say which
         log.warning("pod %s/%s not indexed: %s", meta.get("namespace"), meta.get("name"), e)
@@ -70,6 +78,7 @@ class PodIndex:
         self._lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}
         self._usage: dict[str, Usage] = {}
+        self._jobs: dict[str, str] = {}  # foreign pod's job id -> cache key
 
     # ---- the reflector's Listener ----
 
@@ -77,6 +86,7 @@ class PodIndex:
         entries = {key: _entry(pod, self.scheduler_name) for key, pod in items.items()}
         with self._lock:
             self._entries, self._usage = entries, {}
+            self._jobs = {e.foreign_job: k for k, e in entries.items() if e.foreign_job}
             for e in entries.values():
                 self._add_usage(e, 1)
         if self.on_new_work is not None and any(e.foreign for e in entries.values()):
@@ -88,9 +98,13 @@ class PodIndex:
             old = self._entries.pop(key, None)
             if old is not None:
                 self._add_usage(old, -1)
+                if old.foreign_job and self._jobs.get(old.foreign_job) == key:
+                    del self._jobs[old.foreign_job]
             if new is not None:
                 self._entries[key] = new
                 self._add_usage(new, 1)
+                if new.foreign_job:
+                    self._jobs[new.foreign_job] = key
         if new is not None and new.foreign and not (old and old.foreign) and self.on_new_work:
             self.on_new_work()
 
@@ -117,6 +131,11 @@ class PodIndex:
         with self._lock:
             found = [(k, e.foreign) for k, e in self._entries.items() if e.foreign is not None]
         return sorted(found, key=lambda kf: (kf[1].namespace, kf[1].name))
+
+    def key_of_job(self, job_id: str) -> str | None:
+        """The cache key of the foreign pod (pending or adopted) that is job `job_id`."""
+        with self._lock:
+            return self._jobs.get(job_id)
 
     def pending(self, key: str) -> status.ForeignPod | None:
         with self._lock:
