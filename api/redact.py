@@ -10,8 +10,8 @@ details. An id the store does not know (a foreign pod) is hidden too. Admins see
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -24,6 +24,7 @@ HIDDEN = "a job in another queue"
 HIDDEN_ID = "hidden"
 # Details keys that hold job ids (see scheduler/core/reasons.py).
 _REFS = ("victims", "stopping", "reserved_for")
+T = TypeVar("T", models.JobPublic, models.JobEventPublic)
 _FOR = re.compile(r"\(for ([A-Za-z0-9-]+)\)")
 
 
@@ -100,47 +101,54 @@ def reason(
     )
 
 
+def _hiding(
+    session: Session,
+    principal: Principal,
+    items: list[T],
+    refs: Callable[[T], set[str]],
+    hide: Callable[[Hidden, T], T],
+) -> list[T]:
+    """`items` with the jobs they name (`refs`) that `principal` may not see hidden by
+    `hide`; one query for the whole page, none for an admin."""
+    if principal.visible_queues is None:
+        return items
+    hidden = Hidden(session, principal, set().union(*map(refs, items)))
+    if not hidden:
+        return items
+    return [hide(hidden, item) for item in items]
+
+
+def _job_refs(j: models.JobPublic) -> set[str]:
+    ids = {i for c in j.conditions for i in referenced_in(c.message)}
+    if j.pending_reason is not None:
+        ids |= referenced(j.pending_reason.details) | referenced_in(j.pending_reason.message)
+    return ids
+
+
+def _hide_job(hidden: Hidden, j: models.JobPublic) -> models.JobPublic:
+    conditions = [c.model_copy(update={"message": hidden.text(c.message)}) for c in j.conditions]
+    return j.model_copy(
+        update={"pending_reason": reason(hidden, j.pending_reason), "conditions": conditions}
+    )
+
+
+def _event_refs(e: models.JobEventPublic) -> set[str]:
+    return referenced_in(e.message) | referenced(e.data)
+
+
+def _hide_event(hidden: Hidden, e: models.JobEventPublic) -> models.JobEventPublic:
+    return e.model_copy(update={"message": hidden.text(e.message), "data": hidden.details(e.data)})
+
+
 def jobs(
     session: Session, principal: Principal, items: list[models.JobPublic]
 ) -> list[models.JobPublic]:
     """`items` with every other team's job they name hidden (one query for the page)."""
-    if principal.visible_queues is None:
-        return items
-    ids: set[str] = set()
-    for j in items:
-        if j.pending_reason is not None:
-            ids |= referenced(j.pending_reason.details) | referenced_in(j.pending_reason.message)
-        for c in j.conditions:
-            ids |= referenced_in(c.message)
-    hidden = Hidden(session, principal, ids)
-    if not hidden:
-        return items
-    return [
-        j.model_copy(
-            update={
-                "pending_reason": reason(hidden, j.pending_reason),
-                "conditions": [
-                    c.model_copy(update={"message": hidden.text(c.message)}) for c in j.conditions
-                ],
-            }
-        )
-        for j in items
-    ]
+    return _hiding(session, principal, items, _job_refs, _hide_job)
 
 
 def events(
     session: Session, principal: Principal, items: list[models.JobEventPublic]
 ) -> list[models.JobEventPublic]:
     """A job's history with the other teams' jobs it names hidden ("Preempted (for X)")."""
-    if principal.visible_queues is None:
-        return items
-    ids: set[str] = set()
-    for e in items:
-        ids |= referenced_in(e.message) | referenced(e.data)
-    hidden = Hidden(session, principal, ids)
-    if not hidden:
-        return items
-    return [
-        e.model_copy(update={"message": hidden.text(e.message), "data": hidden.details(e.data)})
-        for e in items
-    ]
+    return _hiding(session, principal, items, _event_refs, _hide_event)

@@ -1,6 +1,7 @@
 """A long fuzz of the REST API against a live `shoal serve`, per role (not a test):
 schemathesis cases from the server's own OpenAPI document, seeded as tests/api/test_fuzz.py
-is (bodies often name a queue that exists, path ids are often a real job's or queue's),
+is (bench/fuzz_seeding.py: bodies often name a queue that exists, path ids are often a
+real job's or queue's),
 sent over HTTP with an admin, a member (queue vision) and a viewer token.
 
     nice .venv/bin/python -m bench.api_fuzz [--requests 10000] [--databases sqlite,postgres]
@@ -9,7 +10,9 @@ Each database gets a fresh server (local backend, the scheduler loop running) in
 state directory; PostgreSQL runs when SHOAL_TEST_PG_URL is set, in a schema of its own.
 Reported per database and role: requests sent, how many were 2xx/4xx, any 500s (a bug:
 the case is printed), 503s (shed or database busy; they carry Retry-After), and the
-wall time. Exit status 1 when any request got a 500.
+wall time (and the part of it spent waiting for answers; the rest is generating cases).
+The three roles run side by side, each in a process of its own. Exit status 1 when any
+request got a 500.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,19 +33,22 @@ from typing import Any
 
 import httpx
 import hypothesis
+import requests
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.core.result import Ok
 
-from bench.serving import free_port, pg_schema, serving
+from bench import fuzz_seeding
+from bench.fuzz_seeding import QUEUES
+from bench.serving import ROOT, free_port, pg_schema, serving
 
+CHUNK = 100  # cases per hypothesis run: the time limit is checked between runs
 TOKENS = {
     "admin": ("fuzz-admin", {"user": "root", "role": "admin"}),
     "member": ("fuzz-member", {"user": "alice", "role": "member", "queues": ["vision"]}),
     "viewer": ("fuzz-viewer", {"user": "vera", "role": "viewer", "queues": ["*"]}),
 }
-QUEUES = ["vision", "nlp"]
 
 
 @contextmanager
@@ -75,76 +82,80 @@ def _seed(url: str) -> list[str]:
     return ids
 
 
-def _seeded(body: dict[str, Any], how: int, queue: str, n: int) -> dict[str, Any]:
-    """As tests/api/test_fuzz.py: the body, or with a queue that exists, and a valid name,
-    or a plain valid job of that queue."""
-    if how == 0:
-        return body
-    if how == 1:
-        return {**body, "queue": queue}
-    if how == 2:
-        return {**body, "queue": queue, "name": f"fuzz-{n}"}
-    if "image" in body or "gpu" in body:
-        return {"name": f"fuzz-{n}", "queue": queue, "image": "x", "gpu": 1, "command": ["true"]}
-    return {**body, "queue": queue}
+def _memoize_fixed_dictionaries() -> None:
+    """Profiled, generation was 60% of the driver's time and most of it was hypothesis
+    validating a fresh `fixed_dictionaries` strategy that schemathesis builds on every
+    draw of an object (the same keys and value strategies each time). Strategies are
+    immutable, so one per (key, strategy) set is the same strategy, validated once."""
+    original = st.fixed_dictionaries
+    cache: dict[tuple[Any, ...], st.SearchStrategy[Any]] = {}
+
+    def fixed_dictionaries(mapping: Any, *, optional: Any = None) -> st.SearchStrategy[Any]:
+        if optional is not None or not isinstance(mapping, dict):
+            return original(mapping, optional=optional)
+        # The strategies themselves are in the key: alive, so their ids stay theirs.
+        key = tuple((k, id(v), v) for k, v in mapping.items())
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = original(mapping)
+        return found
+
+    st.fixed_dictionaries = fixed_dictionaries
 
 
-def _fuzz(url: str, role: str, target: int, seed_jobs: list[str]) -> dict[str, Any]:
+def _fuzz(
+    url: str, role: str, target: int, seed_jobs: list[str], max_seconds: float = math.inf
+) -> dict[str, Any]:
+    """`target` requests with this role's token, or fewer if `max_seconds` runs out first
+    (checked between runs of at most `CHUNK` cases)."""
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
 
-    @schema.hook
-    def flatmap_body(context: Any, body: Any) -> st.SearchStrategy[Any]:
-        if isinstance(body, dict) and isinstance(body.get("queue"), str):
-            how = st.tuples(
-                st.sampled_from(range(4)), st.sampled_from(QUEUES), st.integers(0, 10**9)
-            )
-            return how.map(lambda t: _seeded(body, *t))
-        return st.just(body)
-
-    @schema.hook
-    def flatmap_path_parameters(context: Any, params: Any) -> st.SearchStrategy[Any]:
-        if not params:
-            return st.just(params)
-        out = {}
-        for key, value in params.items():
-            if key == "job_id":
-                out[key] = st.sampled_from([value, *seed_jobs])
-            elif key == "name":
-                out[key] = st.sampled_from([value, *QUEUES])
-            else:
-                out[key] = st.just(value)
-        return st.fixed_dictionaries(out)
+    fuzz_seeding.install(schema, seed_jobs)
 
     ops = [r.ok() for r in schema.get_all_operations() if isinstance(r, Ok)]
-    per_op = math.ceil(target / len(ops))
     headers = {"Authorization": f"Bearer {TOKENS[role][0]}"}
     statuses: Counter[int] = Counter()
     by_op: dict[str, Counter[int]] = {}
     errors: list[str] = []
     t0 = time.monotonic()
+    deadline = t0 + max_seconds
+    http_s = 0.0
+    # One connection pool for the whole run: without `session`, each call made its own
+    # (a TCP connect per request).
+    client = requests.Session()
 
     def send(case: Any) -> None:
-        r = case.call(base_url=url, headers=headers)
+        nonlocal http_s
+        t = time.monotonic()
+        r = case.call(base_url=url, headers=headers, session=client)
+        http_s += time.monotonic() - t
         statuses[r.status_code] += 1
         by_op.setdefault(f"{case.method} {case.path}", Counter())[r.status_code] += 1
         if r.status_code >= 500 and r.status_code != 503 and len(errors) < 20:
             errors.append(f"{r.status_code} {case.method} {case.formatted_path}: {r.text[:300]}")
 
-    for op in ops:
-        before = sum(statuses.values())
-        # Hypothesis stops early on an operation whose inputs are few; repeat with fresh
-        # seeds until it has had its share of the requests.
-        for attempt in range(50):
-            left = per_op - (sum(statuses.values()) - before)
-            if left <= 0:
-                break
-            run = settings(
-                max_examples=left,
-                deadline=None,
-                database=None,
-                suppress_health_check=list(HealthCheck),
-            )(given(case=op.as_strategy(hooks=schema.hooks))(send))
-            hypothesis.seed(attempt)(run)()
+    # Operations with few distinct inputs (no parameters) run out early; their shortfall
+    # goes to the operations after them, and passes repeat until the role has had
+    # `target` requests in all.
+    for round_ in range(5):
+        for i, op in enumerate(ops):
+            before = sum(statuses.values())
+            per_op = math.ceil((target - before) / (len(ops) - i))
+            # Hypothesis stops early on an operation whose inputs are few; repeat with fresh
+            # seeds until it has had its share of the requests.
+            for attempt in range(60):
+                left = per_op - (sum(statuses.values()) - before)
+                if left <= 0 or time.monotonic() > deadline:
+                    break
+                run = settings(
+                    max_examples=min(left, CHUNK),
+                    deadline=None,
+                    database=None,
+                    suppress_health_check=list(HealthCheck),
+                )(given(case=op.as_strategy(hooks=schema.hooks))(send))
+                hypothesis.seed(round_ * 60 + attempt)(run)()
+        if sum(statuses.values()) >= target or time.monotonic() > deadline:
+            break
     total = sum(statuses.values())
     return {
         "role": role,
@@ -153,18 +164,39 @@ def _fuzz(url: str, role: str, target: int, seed_jobs: list[str]) -> dict[str, A
         "4xx": sum(n for s, n in statuses.items() if 400 <= s < 500),
         "500": sum(n for s, n in statuses.items() if s >= 500 and s != 503),
         "503": statuses.get(503, 0),
+        "stopped_by_max_seconds": total < target and time.monotonic() > deadline,
         "seconds": round(time.monotonic() - t0, 1),
+        "http_seconds": round(http_s, 1),  # waiting for answers; the rest is generation
         "errors": errors,
         "statuses": dict(sorted(statuses.items())),
         "by_operation": {k: dict(sorted(v.items())) for k, v in sorted(by_op.items())},
     }
 
 
+def _role_in_child(
+    url: str, role: str, target: int, seed_jobs: list[str], max_seconds: float
+) -> subprocess.Popen[str]:
+    """One role's fuzz in a process of its own: generation is CPU-bound Python, so the
+    roles run side by side instead of one after another."""
+    cmd = [sys.executable, "-m", "bench.api_fuzz", "role", url, role, str(target), str(max_seconds)]
+    return subprocess.Popen(
+        [*cmd, ",".join(seed_jobs)], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
+
+
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "role":
+        url, role, target, max_seconds, seeds = sys.argv[2:7]
+        _memoize_fixed_dictionaries()
+        print(json.dumps(_fuzz(url, role, int(target), seeds.split(","), float(max_seconds))))
+        return 0
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=10_000, help="per role and database")
     ap.add_argument("--databases", default="sqlite,postgres")
     ap.add_argument("--roles", default="admin,member,viewer")
+    ap.add_argument(
+        "--max-seconds", type=float, default=math.inf, help="per database: stop sending after"
+    )
     args = ap.parse_args()
     bad = 0
     for db in args.databases.split(","):
@@ -175,10 +207,20 @@ def main() -> int:
         ctx = pg_schema(pg, "fuzz") if db == "postgres" and pg else _nullcontext()
         with ctx as db_url, _serve(db_url) as url:
             seed_jobs = _seed(url)
-            for role in args.roles.split(","):
-                r = _fuzz(url, role, args.requests, seed_jobs)
+            t0 = time.monotonic()
+            children = [
+                _role_in_child(url, role, args.requests, seed_jobs, args.max_seconds)
+                for role in args.roles.split(",")
+            ]
+            for child in children:
+                out, _ = child.communicate()
+                if child.returncode != 0:
+                    raise SystemExit(f"a fuzz process failed (exit {child.returncode})")
+                r = json.loads(out)
                 bad += r["500"]
                 print(json.dumps({"database": db, **r}), flush=True)
+            wall = time.monotonic() - t0
+            print(json.dumps({"database": db, "roles_side_by_side_seconds": round(wall, 1)}))
     return 1 if bad else 0
 
 

@@ -2,7 +2,10 @@
 offered rate against a fresh `shoal serve` per configuration, SQLite and PostgreSQL, with
 the same server's /healthz rate as the ceiling.
 
-    nice .venv/bin/python -m bench.api_load [--rates 50,200,600] [--duration 10]
+    nice .venv/bin/python -m bench.api_load [--rates 0,50,200,600] [--duration 10]
+
+Rate 0 is the capacity row: submissions as fast as the server answers them (closed loop,
+32 clients), so its "achieved / healthz" is the ratio issue 15 sets a goal for.
 
 Each configuration (database x offered rate) starts its own `shoal serve` (local backend,
 the default 2 nodes x 4 GPUs, the scheduler loop running) in a fresh state directory, and

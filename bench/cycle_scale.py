@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
+import pickle
 import statistics
 import sys
 import tempfile
@@ -53,7 +55,8 @@ def _node(i: int) -> m.Node:
 
 def _job(jid: str, k: int, **kw: object) -> m.JobRequest:
     base: dict[str, object] = dict(queue=f"q{k % QUEUES}", gpu=1.0, cpu_milli=4000,
-                                   memory_mib=32_768, priority=k % 3, submitted_at=float(k))  # fmt: skip
+                                   memory_mib=32_768, priority=k % 3,
+                                   submitted_at=float(k))  # fmt: skip
     base.update(kw)
     return m.JobRequest(jid, **base)  # type: ignore[arg-type]
 
@@ -175,49 +178,76 @@ def core(args: argparse.Namespace, out: object) -> None:
         w(f"| {name} | {statistics.median(secs) * 1e3:.1f} | {min(secs) * 1e3:.1f} |\n")
 
 
+def _submit(db: object, snap: m.Snapshot, now: float) -> None:
+    from scheduler import store
+    from scheduler.clock import as_datetime
+    from scheduler.spec import JobSpec, QueueSpec
+
+    assert isinstance(db, store.Database)
+    with db.session() as s:
+        for q in snap.queues:
+            queue = {"name": q.name, "guaranteed": q.guaranteed.total, "weight": q.weight}
+            store.create_queue(session=s, spec=QueueSpec.model_validate(queue))
+        # Running jobs first (they fill the cluster), then the pending ones.
+        for j in [r.job for r in snap.running] + list(snap.pending):
+            fields: dict[str, object] = {
+                "name": j.id, "queue": j.queue, "image": "x", "command": ["c"],
+                "workers": j.workers, "cpu": j.cpu_milli / 1000,
+                "memory": f"{j.memory_mib}Mi", "priority": j.priority,
+            }  # fmt: skip
+            if j.gpu > 0:
+                fields["gpu"] = j.gpu
+            job_spec = JobSpec.model_validate(fields)
+            store.submit_job(session=s, spec=job_spec, submitter="b", now=as_datetime(now))
+
+
 def loop(args: argparse.Namespace) -> None:
     # Imported here: the core part needs no store.
     from scheduler import store
     from scheduler.backends.sim import SimBackend
-    from scheduler.clock import VirtualClock, as_datetime
+    from scheduler.clock import VirtualClock
     from scheduler.loop.service import Loop, LoopConfig
-    from scheduler.spec import JobSpec, QueueSpec
 
     snap = cluster(args.nodes, args.pending)
-    tmp = Path(tempfile.mkdtemp(prefix="cycle_scale-"))
-    db = store.open_database(f"sqlite:///{tmp / 's.db'}")
+    # --state DIR keeps the store and the sim backend after the warm-up cycles, so that
+    # a rerun starts from the steady state (the first cycles launch ~9,000 jobs: minutes).
+    state = Path(args.state) if args.state else Path(tempfile.mkdtemp(prefix="cycle_scale-"))
+    state.mkdir(parents=True, exist_ok=True)
+    saved = state / "sim.pickle"
+    fresh = not saved.exists()
+    if fresh:
+        (state / "s.db").unlink(missing_ok=True)
+    db = store.open_database(f"sqlite:///{state / 's.db'}")
     clock = VirtualClock()
     backend = SimBackend(snap.nodes, clock, default_duration_s=1e9)
+    if not fresh:
+        clock.t, backend.attempts = pickle.loads(saved.read_bytes())
     lp = Loop(db, backend, clock=clock, config=LoopConfig(holder="b", lease_ttl_s=1e9))
     w = sys.stdout.write
     t = time.perf_counter()
-    with db.session() as s:
-        for q in snap.queues:
-            spec = {"name": q.name, "guaranteed": q.guaranteed.total, "weight": q.weight}
-            store.create_queue(session=s, spec=QueueSpec.model_validate(spec))
-        # Running jobs first (they fill the cluster), then the pending ones.
-        jobs = [r.job for r in snap.running] + list(snap.pending)
-        for j in jobs:
-            spec = JobSpec.model_validate({
-                "name": j.id, "queue": j.queue, "image": "x", "command": ["c"],
-                "workers": j.workers, "gpu": j.gpu, "cpu": j.cpu_milli / 1000,
-                "memory": f"{j.memory_mib}Mi", "priority": j.priority,
-            })  # fmt: skip
-            store.submit_job(session=s, spec=spec, submitter="b", now=as_datetime(clock.now()))
-    w(f"\nloop: submitted {len(jobs)} jobs in {time.perf_counter() - t:.1f} s\n")
-    for c in range(args.warm):
+    if fresh:
+        _submit(db, snap, clock.now())
+        w(f"\nloop: submitted {len(snap.running) + len(snap.pending)} jobs in "
+          f"{time.perf_counter() - t:.1f} s\n")  # fmt: skip
+    for c in range(args.warm if fresh else 1):
         clock.advance_to(clock.now() + 1.0)
         t = time.perf_counter()
         report = lp.run_once()
         placed = len(report.result.places) if report else 0
         w(f"warm-up cycle {c}: {time.perf_counter() - t:.1f} s, placed {placed}\n")
-    reports = []
+    if fresh and args.state:
+        saved.write_bytes(pickle.dumps((clock.t, backend.attempts)))
+    if args.gc_threshold:
+        gc.set_threshold(args.gc_threshold, *gc.get_threshold()[1:])
+    reports, cpus = [], []
     prof = cProfile.Profile() if args.loop_profile else None
     for _ in range(args.cycles):
         clock.advance_to(clock.now() + 1.0)
         if prof:
             prof.enable()
+        cpu = time.process_time()
         report = lp.run_once()
+        cpus.append(time.process_time() - cpu)
         if prof:
             prof.disable()
         assert report is not None
@@ -235,6 +265,7 @@ def loop(args: argparse.Namespace) -> None:
         w(f"| {step} | {statistics.median(secs) * 1e3:.0f} | {min(secs) * 1e3:.0f} |\n")
     total = [r.seconds for r in reports]
     w(f"| cycle | {statistics.median(total) * 1e3:.0f} | {min(total) * 1e3:.0f} |\n")
+    w(f"| cycle, CPU | {statistics.median(cpus) * 1e3:.0f} | {min(cpus) * 1e3:.0f} |\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -248,6 +279,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cycles", type=int, default=3, help="loop cycles timed")
     ap.add_argument("--loop-profile", help="write a cProfile of the timed loop cycles here")
     ap.add_argument("--skip-core", action="store_true")
+    ap.add_argument("--state", help="loop: keep/reuse the store and sim backend here")
+    ap.add_argument("--gc-threshold", type=int, help="loop: gen-0 GC threshold while timed")
     args = ap.parse_args(argv)
     if not args.skip_core:
         core(args, sys.stdout)

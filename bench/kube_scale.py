@@ -244,6 +244,8 @@ def profiled_serve() -> None:
     from scheduler.store import cycle as store
 
     out = os.environ["SHOAL_BENCH_PROFILE"]
+    if os.environ.get("SHOAL_BENCH_SWITCH_INTERVAL"):  # experiment: the GIL's hand-off
+        sys.setswitchinterval(float(os.environ["SHOAL_BENCH_SWITCH_INTERVAL"]))
     prof = cProfile.Profile()
     cycles: list[dict[str, Any]] = []
     inner = Loop.run_once
@@ -282,6 +284,7 @@ def profiled_serve() -> None:
         bind_foreign(self, job_id, placement)
 
     def on_bind(self: KubernetesBackend, pod: Any, placement: Any) -> bool:
+        mark(f"{pod.namespace}/{pod.name}", "start")
         done = bind(self, pod, placement)
         mark(f"{pod.namespace}/{pod.name}", "bound")
         return done

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from scheduler import model as m
 from scheduler import placement
 from scheduler.core import accounting, context, reasons
+from scheduler.placement import fit
 
 MAX_PREEMPTORS = 32  # plans tried per cycle (each costs several placement trials)
 MAX_VICTIMS = 64  # victims one plan may add before it gives up
@@ -44,16 +45,6 @@ class Plan:
 
 def _key(run: m.RunningJob) -> tuple[int, float, float, m.RunKey]:
     return (run.job.priority, -run.started_at, accounting.placed_gpus(run.placements), run.key)
-
-
-def _helps(ctx: context.Context, run: m.RunningJob, allowed: frozenset[str] | None) -> bool:
-    """Whether evicting `run` frees anything of a model the job may use."""
-    if allowed is None:
-        return True
-    return any(
-        (node := ctx.nodes.get(p.node)) is not None and node.gpu_model in allowed
-        for p in run.placements
-    )
 
 
 def _may_take(job: m.JobRequest, run: m.RunningJob, reclaim: bool) -> bool:
@@ -85,6 +76,16 @@ def _fits_now(ctx: context.Context, job: m.JobRequest) -> tuple[m.WorkerPlacemen
         return result if isinstance(result, tuple) else None
 
 
+def _fits_somewhere(ctx: context.Context, d: fit.Demand, names: set[str]) -> bool:
+    """Whether one worker of `d` fits any of the named nodes as the state is now."""
+    state = ctx.state
+    for name in names:
+        i = state.index.get(name)
+        if i is not None and fit.fits(d, state.sig[i]) is not None:
+            return True
+    return False
+
+
 def _free_upper_bound(ctx: context.Context, allowed: frozenset[str] | None) -> float:
     """GPUs free now on the models a job may use, at most (holds not subtracted)."""
     cap = ctx.capacity
@@ -109,6 +110,11 @@ def _plan(
     # before it (the state is then what `_fits(ctx, job, chosen)` would build anew).
     # The queues' books as they were before it, for the reclaim rule.
     books = {q: ctx.ledger.of(q) for q in ctx.tree.queues} if reclaim else {}
+    # A one-worker job that failed to place (within its limits, which releases only
+    # loosen) can place after more releases only on a node they changed: until one of
+    # those fits a worker, a trial would fail the same way and is skipped.
+    single = fit.Demand.of(job) if max(job.workers, 1) == 1 else None
+    changed: set[str] | None = None  # nodes changed since such a failed trial
     with ctx.session.trial():
         for run in pool:
             if len(chosen) >= MAX_VICTIMS:
@@ -124,11 +130,22 @@ def _plan(
             ctx.session.release(run)
             taken_from[q] = taken_from.get(q, 0.0) + gpus
             freed += gpus
+            if changed is not None:
+                changed.update(p.node for p in run.placements)
             # Trials are costly: only once enough GPUs could be free.
-            if freed + m.EPS >= need:
-                found = _fits_now(ctx, job)
-                if found is not None:
-                    break
+            if freed + m.EPS < need:
+                continue
+            if (
+                single is not None
+                and changed is not None
+                and not _fits_somewhere(ctx, single, changed)
+            ):
+                continue
+            found = _fits_now(ctx, job)
+            if found is not None:
+                break
+            if single is not None and ctx.ledger.over_limit(job.queue, None, need) is None:
+                changed = set()
     if found is None:
         return None
     if len(chosen) <= MAX_SHRINK:
@@ -183,23 +200,49 @@ def _candidates(
     return stopping, victims, young
 
 
-def _usable(
-    ctx: context.Context,
-    job: m.JobRequest,
-    runs: Sequence[m.RunningJob],
-    gone: set[m.RunKey],
-    allowed: frozenset[str] | None,
-    reclaim: bool,
-) -> list[m.RunningJob]:
-    """The jobs among `runs` whose room `job` may take: not already taken, holding what
-    it can use, and allowed to it (reclaim or priority)."""
-    return [
-        r
-        for r in runs
-        if (not gone or r.key not in gone)
-        and _helps(ctx, r, allowed)
-        and _may_take(job, r, reclaim)
-    ]
+class _Pool:
+    """Running jobs in victim order, with what `usable` reads of each worked out once
+    (it is asked for every job that tries to preempt)."""
+
+    def __init__(self, ctx: context.Context, runs: Sequence[m.RunningJob]) -> None:
+        self.runs = list(runs)
+        self.keys = [r.key for r in self.runs]
+        # The GPU models a job's placements are on (unknown nodes: none).
+        self.models = [
+            frozenset(n.gpu_model for p in r.placements if (n := ctx.nodes.get(p.node)) is not None)
+            for r in self.runs
+        ]
+        self.by_queue: dict[str, list[int]] = {}
+        for i, r in enumerate(self.runs):
+            self.by_queue.setdefault(r.job.queue, []).append(i)
+        # Answers by what they depend on: jobs alike in queue, priority, models and
+        # reclaim share one until `gone` (one set per cycle, which only grows) grows.
+        self._seen: dict[tuple[object, ...], list[m.RunningJob]] = {}
+
+    def usable(
+        self,
+        job: m.JobRequest,
+        gone: set[m.RunKey],
+        allowed: frozenset[str] | None,
+        reclaim: bool,
+    ) -> list[m.RunningJob]:
+        """The jobs whose room `job` may take: not already taken, holding what it can
+        use (`allowed` models; None: any), and allowed to it (`_may_take`: without
+        reclaim, only its own queue's)."""
+        seen = (job.queue, job.priority, allowed, reclaim, len(gone))
+        got = self._seen.get(seen)
+        if got is not None:
+            return got
+        runs, keys, models = self.runs, self.keys, self.models
+        where = range(len(runs)) if reclaim else self.by_queue.get(job.queue, [])
+        got = self._seen[seen] = [
+            runs[i]
+            for i in where
+            if (not gone or keys[i] not in gone)
+            and (allowed is None or not models[i].isdisjoint(allowed))
+            and _may_take(job, runs[i], reclaim)
+        ]
+        return got
 
 
 def preempt(
@@ -212,6 +255,7 @@ def preempt(
     out: list[m.Preempt] = []
     waiting: dict[str, m.PendingReason] = {}
     tries = 0
+    pools = _Pool(ctx, stopping), _Pool(ctx, victims), _Pool(ctx, young)
     for job, reason in failed:
         if not reason.code.preemption_may_help or tries >= MAX_PREEMPTORS:
             continue
@@ -221,9 +265,9 @@ def preempt(
         reclaim = ctx.est.total(job) <= room + m.EPS
         # A stopping job's room is promised only to a job that could have chosen it as
         # a victim: a borrower must not claim the room reclaimed for a guarantee.
-        promised = _usable(ctx, job, stopping, gone, allowed, reclaim)
-        pool = _usable(ctx, job, victims, gone, allowed, reclaim) if snap.config.preemption else []
-        later = _usable(ctx, job, young, gone, allowed, reclaim) if snap.config.preemption else []
+        promised = pools[0].usable(job, gone, allowed, reclaim)
+        pool = pools[1].usable(job, gone, allowed, reclaim) if snap.config.preemption else []
+        later = pools[2].usable(job, gone, allowed, reclaim) if snap.config.preemption else []
         if not pool and not promised and not later:
             continue
         tries += 1

@@ -14,6 +14,7 @@ A new rule that compares `now` must add its instant here.
 from __future__ import annotations
 
 from scheduler import model as m
+from scheduler.core import accounting, context
 
 
 def next_change(snapshot: m.Snapshot) -> float | None:
@@ -21,7 +22,7 @@ def next_change(snapshot: m.Snapshot) -> float | None:
     now, cfg = snapshot.now, snapshot.config
     times: list[float] = []
     if cfg.preemption:
-        times.extend(r.started_at + cfg.min_runtime_s for r in snapshot.running)
+        times.extend(r.started_at + cfg.min_runtime_s for r in _may_be_victims(snapshot))
     times.extend(j.submitted_at + cfg.starvation_s for j in snapshot.pending)
     # A reservation's start is one of these ends; backfill stops being allowed at
     # start - max_runtime_s (taken without the EPS slack: a little early is harmless).
@@ -34,3 +35,34 @@ def next_change(snapshot: m.Snapshot) -> float | None:
         if j.max_runtime_s is not None:
             times.extend(e - j.max_runtime_s for e in ends)
     return min((t for t in times if t >= now), default=None)
+
+
+def _may_be_victims(snapshot: m.Snapshot) -> list[m.RunningJob]:
+    """The running jobs whose end of minimum runtime may matter: those `preemption`
+    could pick as a victim for some pending job (eligible, and lower priority in the job's
+    queue, or in another queue while the job's queue has room under its guarantee for it,
+    computed as `preemption.preempt` does before it commits any plan). A superset: the
+    pending jobs are not filtered by their reason or the GPU models they may use. Any
+    other running job turning old enough changes no decision, only a reason's wording."""
+    tree = accounting.QueueTree.build(snapshot.queues)
+    nodes = {n.name: n for n in snapshot.nodes}
+    ledger = accounting.build_ledger(tree, snapshot.running, nodes)
+    est = accounting.Estimator(snapshot.nodes)
+    over = context.over_guarantee(tree, snapshot.running, nodes)
+    takers: list[tuple[str, int, bool]] = []  # (queue, priority, may reclaim)
+    for job in snapshot.pending:
+        if job.queue not in tree.queues:
+            continue
+        room = accounting.guaranteed(tree.queues[job.queue], m.TOTAL) - ledger.of(job.queue)
+        takers.append((job.queue, job.priority, est.total(job) <= room + m.EPS))
+    out = []
+    for r in snapshot.running:
+        if r.stopping or r.job.queue not in tree.queues:
+            continue
+        if not (r.job.preemptible if r.job.preemptible is not None else r.key in over):
+            continue
+        if any(
+            r.job.priority < prio if q == r.job.queue else reclaim for q, prio, reclaim in takers
+        ):
+            out.append(r)
+    return out

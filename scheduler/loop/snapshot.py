@@ -14,13 +14,43 @@ queue that exists.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from sqlalchemy.orm import Session
 
 from scheduler import model
+from scheduler.backends import base
 from scheduler.spec import Phase
 from scheduler.store import cycle as store
+
+
+def draining_attempts(
+    draining: Sequence[tuple[str, int]],
+    attempts: Mapping[tuple[str, int], Sequence[base.WorkerStatus]],
+    live: Mapping[str, store.LiveJob],
+    now: float,
+) -> list[model.RunningJob]:
+    """The attempts whose workers still drain (job id, attempt) as stopping entries
+    holding what their workers hold. An earlier attempt draining while its job holds
+    GPUs again is an entry of its own: the core tells them apart by `RunningJob.key`."""
+    out = []
+    for job_id, attempt in draining:
+        workers = attempts[(job_id, attempt)]
+        lj = live.get(job_id)
+        request = (
+            lj.request if lj is not None else model.JobRequest(id=job_id, queue=workers[0].queue)
+        )
+        # A bound worker holds its GPUs until the kubelet says it is gone: a pending
+        # one (pulling its image) as much as a running one.
+        placements = tuple(
+            model.WorkerPlacement(w.worker, w.node, w.gpus, w.fraction)
+            for w in workers
+            if w.state is base.WorkerState.RUNNING
+            or w.still_running
+            or (w.state is base.WorkerState.PENDING and w.node)
+        )
+        out.append(model.RunningJob(request, placements, now, stopping=True, attempt=attempt))
+    return out
 
 
 def build(

@@ -248,15 +248,18 @@ def supply_of(state: ClusterState) -> Supply:
     return got
 
 
-_Watch = list[tuple[fit.Demand, list[tuple[Sig, int]], int]]  # type, empty hosts, GPUs
+# Whole-node types grouped by their hosts: (empty-host classes with their GPUs, host
+# GPUs in the empty cluster, GPUs of the smallest host, the types).
+_Watch = list[tuple[tuple[tuple[Sig, int], ...], int, int, list[fit.Demand]]]
 
 
 def depletion(state: ClusterState, mix: WorkloadMix, supply: Supply) -> Depletion:
-    """How many times the empty hosts of each whole-node type of `mix`
-    (`Supply.whole_node`) have halved, by their GPUs, against the empty cluster: the
+    """How many times the empty hosts of each scarce whole-node type of `mix`
+    (`Supply.whole_node`, scarcity at least `SCARCE`) have halved, by their GPUs, against the empty cluster: the
     types whose scarcity `WorkloadMix.on` doubles that many times. Counted from the
     classes of empty nodes (a dict look-up per host shape), so cheap per placement;
-    quantised, so the weighted mix, and its caches, change a few times per fill."""
+    quantised, so the weighted mix, and its caches, change a few times per fill. With
+    no empty host left a type counts as having one (its weight stays bounded)."""
     key = (depletion, mix)
     watch = state.cache.get(key)
     if watch is None:
@@ -264,22 +267,25 @@ def depletion(state: ClusterState, mix: WorkloadMix, supply: Supply) -> Depletio
     assert isinstance(watch, list)
     classes = state.classes
     out: list[tuple[fit.Demand, int]] = []
-    for t, empty, total in watch:
+    for empty, total, smallest, types in watch:
         left = sum(len(classes.get(sig, ())) * gpus for sig, gpus in empty)
-        smallest = min(gpus for _, gpus in empty)
         k = (total // max(left, smallest)).bit_length() - 1  # floor(log2(total / left))
         if k > 0:
-            out.append((t, k))
+            out.extend((t, k) for t in types)
     return tuple(out)
 
 
 def _watch(mix: WorkloadMix, supply: Supply) -> _Watch:
-    watch: _Watch = []
+    groups: dict[tuple[tuple[Sig, int], ...], tuple[int, list[fit.Demand]]] = {}
     for t in mix.weights:
-        hosts = supply.whole_node(t)
-        if not hosts:
-            continue
-        empty = [(Sig(model, gpu_mem, cpu, mem, cpu, mem, (UNIT,) * gpus), gpus)
-                 for (model, gpu_mem, gpus, cpu, mem), _ in hosts]  # fmt: skip
-        watch.append((t, empty, sum(shape[2] * count for shape, count in hosts)))
-    return watch
+        # Scarce ones only: for a whole-node type most nodes can host (an 8-GPU task
+        # on any 8-GPU node), the empty nodes deplete with every fill, and keeping
+        # them costs the many smaller tasks more than it gains.
+        hosts = supply.whole_node(t) if supply.scarcity(t) >= SCARCE else ()
+        if hosts:
+            empty = tuple((Sig(model, gpu_mem, cpu, mem, cpu, mem, (UNIT,) * gpus), gpus)
+                          for (model, gpu_mem, gpus, cpu, mem), _ in hosts)  # fmt: skip
+            total = sum(shape[2] * count for shape, count in hosts)
+            groups.setdefault(empty, (total, []))[1].append(t)
+    return [(empty, total, min(g for _, g in empty), types)
+            for empty, (total, types) in groups.items()]  # fmt: skip

@@ -10,16 +10,18 @@ returns the job's new version.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, delete, func, select, update
+from sqlalchemy import Row, Table, Text, bindparam, delete, func, select, update
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Session
 
 from scheduler import model
-from scheduler.spec import JobSpec, Origin, Phase
+from scheduler.spec import STORED, JobSpec, Origin, Phase
 from scheduler.store import convert, errors, jobs, schema
 
 LIVE = (Phase.PENDING, Phase.SCHEDULED, Phase.RUNNING, Phase.PREEMPTED)
@@ -97,16 +99,35 @@ def live_jobs(*, session: Session, unreadable: list[Unreadable] | None = None) -
     """Pending, Preempted, Scheduled and Running jobs, oldest first, with their specs.
     With `unreadable`, a row that cannot be read is appended there and left out; without
     it, the error propagates."""
+    j = schema.JobRow
     stmt = (
-        select(schema.JobRow)
-        .where(schema.JobRow.phase.in_([p.value for p in LIVE]))
-        .order_by(schema.JobRow.seq)
-        .execution_options(populate_existing=True)
+        select(
+            j.id,
+            j.version,
+            j.phase,
+            sql_cast(j.spec, Text).label("spec_text"),
+            j.queue,
+            j.priority,
+            j.created_at,
+            j.name,
+            j.placements,
+            j.attempt,
+            j.restarts,
+            j.cancel_requested,
+            j.scheduled_at,
+            j.started_at,
+            j.origin_kind,
+            j.origin_namespace,
+            j.origin_name,
+            j.origin_uid,
+        )
+        .where(j.phase.in_([p.value for p in LIVE]))
+        .order_by(j.seq)
     )
     global _parsed
     out = []
     seen: dict[str, _Parsed] = {}
-    for row in session.scalars(stmt):
+    for row in session.execute(stmt):
         try:
             spec, request = _parse(row, seen)
             lj = LiveJob(
@@ -121,7 +142,14 @@ def live_jobs(*, session: Session, unreadable: list[Unreadable] | None = None) -
                 cancel_requested=row.cancel_requested,
                 scheduled_at=row.scheduled_at,
                 started_at=row.started_at,
-                origin=row.origin,
+                origin=None
+                if row.origin_kind is None
+                else Origin(
+                    row.origin_kind,
+                    row.origin_namespace or "",
+                    row.origin_name or "",
+                    row.origin_uid or "",
+                ),
             )
         except (ValueError, TypeError, KeyError, OverflowError) as exc:
             if unreadable is None:
@@ -134,21 +162,23 @@ def live_jobs(*, session: Session, unreadable: list[Unreadable] | None = None) -
 
 
 # A row's spec parsed (pydantic) and its core request, keyed by job id with the stored
-# values they were made from: the loop reads every live job each cycle, and re-validating
-# unchanged specs was most of that read's cost. Checked by value, not by version, so a
-# write that forgot to bump the version cannot serve a stale spec.
-_Parsed = tuple[Any, str, int, datetime, str | None, JobSpec, model.JobRequest]
+# values they were made from (the spec as stored text): the loop reads every live job
+# each cycle, and decoding and validating unchanged specs was most of that read's cost.
+# Checked by value, not by version, so a write that forgot to bump the version cannot
+# serve a stale spec.
+_Parsed = tuple[str, str, int, datetime, str, JobSpec, model.JobRequest]
 _parsed: dict[str, _Parsed] = {}
 
 
-def _parse(row: schema.JobRow, seen: dict[str, _Parsed]) -> tuple[JobSpec, model.JobRequest]:
-    key = (row.spec, row.queue, row.priority, row.created_at, row.name)
+def _parse(row: Row[Any], seen: dict[str, _Parsed]) -> tuple[JobSpec, model.JobRequest]:
+    key = (row.spec_text, row.queue, row.priority, row.created_at, row.name)
     hit = _parsed.get(row.id)
     if hit is not None and hit[:5] == key:
         seen[row.id] = hit
         return hit[5], hit[6]
-    spec = convert.job_spec(row)
-    request = convert.job_request(row, spec)
+    spec = JobSpec.model_validate(json.loads(row.spec_text), context=STORED)
+    # `job_request` reads only the columns selected above.
+    request = convert.job_request(cast(schema.JobRow, row), spec)
     seen[row.id] = (*key, spec, request)
     return spec, request
 
@@ -300,13 +330,12 @@ def set_pending_reason(
 def set_pending_reasons(
     *, session: Session, reasons: Sequence[tuple[str, int, model.PendingReason]]
 ) -> list[str]:
-    """Many Pending jobs' reasons, (job id, expected version, reason) each, in one UPDATE
-    and one commit: a cycle changes the reasons of many waiting jobs at once (free room
-    named in them moved), and a read, write and commit per job was most of its store
-    time. Returns the ids written. When the database cannot count an executemany's rows,
-    or some row did not match (moved on, no longer Pending, or the same code and message
-    already stored), every job goes through `set_pending_reason` instead, which decides
-    each on its own (and skips repeats without a version bump)."""
+    """Many Pending jobs' reasons, (job id, expected version, reason) each, in one
+    transaction with no read first: a cycle changes the reasons of many waiting jobs at
+    once (the free room named in them moved), and a read, write and commit per job was
+    most of its store time. Returns the ids written. A job whose row did not match (moved
+    on, no longer Pending, or the same code and message stored already) goes through
+    `set_pending_reason` afterwards, which decides it on its own (a repeat is no write)."""
     if not reasons:
         return []
     t = cast(Table, schema.JobRow.__table__)
@@ -316,9 +345,8 @@ def set_pending_reasons(
             t.c.id == bindparam("b_id"),
             t.c.version == bindparam("b_version"),
             t.c.phase == Phase.PENDING.value,
-            # A repeat of the stored reason is no write (and no version bump).
-            (t.c.pending_code.is_distinct_from(bindparam("b_code")))
-            | (t.c.pending_message.is_distinct_from(bindparam("b_message"))),
+            t.c.pending_code.is_distinct_from(bindparam("b_code"))
+            | t.c.pending_message.is_distinct_from(bindparam("b_message")),
         )
         .values(
             pending_code=bindparam("b_code"),
@@ -327,24 +355,22 @@ def set_pending_reasons(
             version=t.c.version + 1,
         )
     )
-    rows = [
-        {
+    written, missed = [], []
+    conn = session.connection()
+    for job_id, version, r in reasons:
+        params = {
             "b_id": job_id,
             "b_version": version,
             "b_code": r.code.value,
             "b_message": r.message,
             "b_details": {str(k): v for k, v in r.details.items()},
         }
-        for job_id, version, r in reasons
-    ]
-    if session.get_bind().dialect.supports_sane_multi_rowcount:
-        result = session.connection().execute(stmt, rows)
-        if result.rowcount == len(rows):
-            session.commit()
-            return [job_id for job_id, _, _ in reasons]
-        session.rollback()
-    written = []
-    for job_id, _, reason in reasons:
+        if conn.execute(stmt, params).rowcount == 1:
+            written.append(job_id)
+        else:
+            missed.append((job_id, r))
+    session.commit()
+    for job_id, reason in missed:
         try:
             set_pending_reason(session=session, job_id=job_id, reason=reason)
         except (errors.VersionConflict, errors.InvalidTransition, errors.NotFound):

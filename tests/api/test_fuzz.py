@@ -19,9 +19,9 @@ import pytest
 import schemathesis
 from conftest import ADMIN, VIEWER, VISION, build_app, job_body
 from hypothesis import HealthCheck, settings
-from hypothesis import strategies as st
 from schemathesis import checks
 
+from bench import fuzz_seeding
 from scheduler import store
 from scheduler.spec import JobSpec
 
@@ -38,9 +38,8 @@ with APP.state.database.session() as _s:
             spec=JobSpec.model_validate(job_body(name=f"seed-{q}", queue=q)),
             submitter="seed",
         )[0].id
-        for q in ("vision", "nlp")
+        for q in fuzz_seeding.QUEUES
     ]
-QUEUES = ["vision", "nlp"]
 
 
 class NoLogs:
@@ -55,43 +54,8 @@ MEMBER = {"calls": 0, "created": 0}  # what the member's run reached
 schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
 
 
-@schema.hook
-def flatmap_body(context: Any, body: Any) -> st.SearchStrategy[Any]:
-    """Bodies that name a queue often name one that exists, with a valid name, or are a
-    plain valid job of that queue (the generated ones seldom pass every field's rules)."""
-    if isinstance(body, dict) and isinstance(body.get("queue"), str):
-        return st.tuples(
-            st.sampled_from(range(4)), st.sampled_from(QUEUES), st.integers(0, 10**6)
-        ).map(lambda t: _seeded(body, *t))
-    return st.just(body)
-
-
-def _seeded(body: dict[str, Any], how: int, queue: str, n: int) -> dict[str, Any]:
-    if how == 0:
-        return body
-    if how == 1:
-        return {**body, "queue": queue}
-    if how == 2:
-        return {**body, "queue": queue, "name": f"fuzz-{n}"}
-    if "image" in body or "gpu" in body:  # a job: a valid one of that queue
-        return {"name": f"fuzz-{n}", "queue": queue, "image": "img:1", "gpu": 1}
-    return {**body, "queue": queue}
-
-
-@schema.hook
-def flatmap_path_parameters(context: Any, params: dict[str, Any] | None) -> st.SearchStrategy[Any]:
-    """Path ids that are often a real job's id or a real queue's name."""
-    if not params:
-        return st.just(params)
-    out: dict[str, st.SearchStrategy[Any]] = {}
-    for key, value in params.items():
-        if key == "job_id":
-            out[key] = st.sampled_from([value, *SEED_JOBS])
-        elif key == "name":
-            out[key] = st.sampled_from([value, *QUEUES])
-        else:
-            out[key] = st.just(value)
-    return st.fixed_dictionaries(out)
+# The seeding hooks, shared with bench/api_fuzz.py.
+fuzz_seeding.install(schema, SEED_JOBS)
 
 
 @pytest.fixture(scope="module", autouse=True)

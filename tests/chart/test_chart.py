@@ -230,7 +230,7 @@ def test_api_client_knobs_reach_the_backend_config(render: Render) -> None:
         return with_options(KubeConfig(), json.loads(cm["data"]["kube-options.json"]))
 
     default = config()
-    assert (default.qps, default.burst, default.bind_workers) == (200, 400, 16)
+    assert (default.qps, default.burst, default.bind_workers) == (200, 400, 48)
     tuned = config("kubeClient.qps=50", "kubeClient.burst=80", "kubeClient.bindWorkers=0")
     assert (tuned.qps, tuned.burst, tuned.bind_workers) == (50, 80, 0)
 

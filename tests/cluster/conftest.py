@@ -149,6 +149,20 @@ class ControlPlane:
             {"metadata": {"annotations": {"shoal.test/phase": phase}}},
         )
 
+    def create_tj(self, name: str, spec: Obj, ns: str = JOBS_NS) -> Obj:
+        """Create the TrainingJob `name` with `spec`; the object as created."""
+        body = {
+            "apiVersion": "shoal.dev/v1alpha1",
+            "kind": "TrainingJob",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": spec,
+        }
+        return dict(
+            self.custom.create_namespaced_custom_object(
+                "shoal.dev", "v1alpha1", ns, "trainingjobs", body
+            )
+        )
+
     def tj(self, name: str, ns: str = JOBS_NS) -> Obj:
         return dict(
             self.custom.get_namespaced_custom_object(

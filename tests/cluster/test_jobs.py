@@ -51,18 +51,7 @@ def trainingjob(cp: ControlPlane, name: str, **spec: Any) -> None:
         "memory": "1Gi",
         **spec,
     }
-    cp.custom.create_namespaced_custom_object(
-        "shoal.dev",
-        "v1alpha1",
-        JOBS_NS,
-        "trainingjobs",
-        {
-            "apiVersion": "shoal.dev/v1alpha1",
-            "kind": "TrainingJob",
-            "metadata": {"name": name, "namespace": JOBS_NS},
-            "spec": body,
-        },
-    )
+    cp.create_tj(name, body)
 
 
 def phase_of(shoal: Shoal, job_id: str) -> Phase:

@@ -87,18 +87,8 @@ def event_reasons(cp: ControlPlane) -> set[str]:
 def owner_cr(cp: ControlPlane, name: str) -> Origin:
     """A TrainingJob to own the pods (a real object: the garbage collector deletes
     dependents whose owner does not exist)."""
-    cr = cp.custom.create_namespaced_custom_object(
-        "shoal.dev",
-        "v1alpha1",
-        JOBS_NS,
-        "trainingjobs",
-        {
-            "apiVersion": "shoal.dev/v1alpha1",
-            "kind": "TrainingJob",
-            "metadata": {"name": name, "namespace": JOBS_NS},
-            "spec": {"queue": "vision", "image": "ghcr.io/x/train:1", "workers": 4, "gpu": 2},
-        },
-    )
+    spec = {"queue": "vision", "image": "ghcr.io/x/train:1", "workers": 4, "gpu": 2}
+    cr = cp.create_tj(name, spec)
     return Origin("TrainingJob", JOBS_NS, name, cr["metadata"]["uid"])
 
 

@@ -123,3 +123,24 @@ def test_foreign_usage_follows_pods_as_they_come_and_go(kube: FakeKube, make_bac
     eventually(lambda: b.nodes()[0].gpu_count == 0, timeout=20)
     kube.remove("pods", "train", "default")
     eventually(lambda: b.nodes()[0].gpu_count == 8, timeout=20)
+
+
+def test_concurrent_bindings_keep_their_connections(
+    kube: FakeKube, make_backend: Make, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Every binding thread in flight at once (each binding stalls) must find room in
+    # the client's connection pool: a connection dropped after one call means a new
+    # TCP (and TLS) handshake for each bind.
+    workers = 24
+    kube.put("nodes", node("n1", gpus=workers))
+    for i in range(workers):
+        waiting(kube, f"nb{i}")
+    b = make_backend(bind_workers=workers, request_timeout_s=30.0, qps=0)
+    eventually(lambda: len(b.foreign_pods()) == workers, timeout=20)
+    kube.inject(workers, stall_s=1.0, path="/binding", method="POST")
+    caplog.set_level("WARNING", logger="urllib3.connectionpool")
+    for i in range(workers):
+        b.bind_foreign(f"pod:default/nb{i}", WorkerPlacement(0, "n1", (i,), 1.0))
+    eventually(lambda: len(kube.bindings) == workers, timeout=30)
+    eventually(lambda: len(b.foreign_running()) == workers and not b.foreign_pods(), timeout=30)
+    assert not [r for r in caplog.records if "pool is full" in r.getMessage()]

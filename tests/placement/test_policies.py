@@ -248,3 +248,50 @@ def test_a_registered_policy_places_through_place_gang(monkeypatch: pytest.Monke
     monkeypatch.setitem(policies.REGISTRY, "last-node", policies.per_cycle(Last))
     got = placement.place_gang(state([a100("a"), a100("b")]), request(gpu=1), "last-node")
     assert isinstance(got, tuple) and got[0].node == "b"
+
+
+BIG = Demand(120_000, 1024, gpu=8.0)  # only the 128-core nodes host it, one per node
+SMALL = Demand(16_000, 1024, gpu=1.0)
+
+
+def test_a_whole_node_types_weight_doubles_each_time_its_empty_hosts_halve() -> None:
+    # A quarter of the GPUs host BIG: scarce enough (`SCARCE`) to be watched.
+    nodes = [a100(f"g{k}", gpus=8, cpu=128_000, mem=786_432) for k in range(4)] + [
+        a100(f"s{k}", gpus=8, cpu=96_000) for k in range(12)
+    ]
+    mix = WorkloadMix({BIG: 0.1, SMALL: 0.9})
+    supply = Supply(nodes)
+    assert [shape for shape, _ in supply.whole_node(BIG)] == [("A100", 40_960, 8, 128_000, 786_432)]
+    assert supply.whole_node(SMALL) == ()  # eight fit on a node: not a whole-node type
+
+    def opened(k: int) -> tuple[tuple[Demand, int], ...]:
+        runs = [running(request(f"o{i}", gpu=0.5), (f"g{i}", (0,), 0.5)) for i in range(k)]
+        s = state(nodes, runs)
+        return policies.depletion(s, mix, policies.supply_of(s))
+
+    assert opened(0) == opened(1) == ()
+    assert opened(2) == ((BIG, 1),)  # half of its hosts left
+    assert opened(3) == opened(4) == ((BIG, 2),)  # one left; none is capped at one
+    static, depleted = mix.on(supply), mix.on(supply, ((BIG, 1),))
+    ratio = static.weights[BIG] / static.weights[SMALL]
+    assert depleted.weights[BIG] / depleted.weights[SMALL] == pytest.approx(2 * ratio)
+    assert mix.on(supply, ((BIG, 1),)) is depleted  # memoised: its caches survive
+    # Where half the GPUs could host it, BIG is not scarce: its empty hosts are not
+    # kept, however few are left.
+    common = nodes[:8]
+    runs = [running(request(f"o{i}", gpu=0.5), (f"g{i}", (0,), 0.5)) for i in range(4)]
+    assert policies.depletion(state(common, runs), mix, Supply(common)) == ()
+
+
+def test_the_learned_mix_takes_a_scarce_type_in_when_it_is_first_seen() -> None:
+    nodes = [a100("g", gpus=8, cpu=128_000, mem=786_432)] + [
+        a100(f"s{k}", gpus=8, cpu=96_000) for k in range(7)
+    ]
+    s = state(nodes)
+    for k in range(5):  # the mix is rebuilt at 1, 2 and 4 workers, next at 8
+        placement.place_gang(s, request(f"a{k}", gpu=1, cpu=16_000), "fgd")
+    assert s.learner.mix is not None and BIG not in s.learner.mix.weights
+    placement.place_gang(s, request("big", gpu=8, cpu=120_000), "fgd")
+    assert BIG in s.learner.mix.weights  # only the 128-core node hosts it: scarce
+    plain = s.learner.observe(request("c0", gpu=2, cpu=1000))
+    assert Demand(1000, 1024, gpu=2.0) not in plain.weights  # waits for the doubling

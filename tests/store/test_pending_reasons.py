@@ -32,7 +32,7 @@ def _jobs(db: Database, n: int) -> list[str]:
 
 
 def _reason(text: str, **details: object) -> PendingReason:
-    return PendingReason(ReasonCode.NO_FITTING_NODE, text, dict(details))
+    return PendingReason(ReasonCode.NO_NODE, text, dict(details))
 
 
 def _stored(db: Database, job_id: str) -> tuple[int, str | None, str | None, object]:

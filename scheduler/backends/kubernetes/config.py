@@ -82,8 +82,10 @@ class KubeConfig:
     qps: float = 200.0
     burst: int = 400
     # Foreign pods' bindings run on this many threads (one call each, off the loop's
-    # thread); 0: bind on the caller's thread, one after another.
-    bind_workers: int = 16
+    # thread); 0: bind on the caller's thread, one after another. A bind takes ~0.3 s
+    # on a loaded API server (docs/benchmarks.md, issue 9): 16 threads capped Shoal near
+    # 60 binds/s there, 48 kept up with 100+ pods/s created.
+    bind_workers: int = 48
     retry_deadline_s: float = 30.0  # give up a call after retrying this long
     retry_max_delay_s: float = 5.0
     watch_timeout_s: int = 300  # server-side timeout of one watch request

@@ -1,0 +1,80 @@
+"""The lease fence around the cycle's backend: a replica whose scheduling lease may have
+passed to another launches and stops nothing (see `Fenced`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from scheduler import model
+from scheduler.backends import base
+
+log = logging.getLogger(__name__)
+
+# A cycle launches and stops only within this part of the lease after it last renewed it
+# (client-go's renew deadline is 2/3 of the lease), renewing it on the way once a third
+# has passed: a replica that stalls and finds its lease taken writes nothing more to the
+# cluster, so it cannot race the one that took over.
+RENEW_FRACTION = 2 / 3
+
+
+class LeaseLapsed(base.BackendError):
+    """A launch or stop refused: this replica's lease may have passed to another."""
+
+    transient = True
+
+
+class Fenced:
+    """The cycle's backend: before each `launch` and `stop`, the lease taken at `taken`
+    (monotonic) is renewed once a third of `ttl_s` has passed; once a renewal finds it
+    another's, or 2/3 of it passed with no renewal, they are refused (`LeaseLapsed`,
+    transient: the launch is kept, and finished by whoever leads next)."""
+
+    def __init__(
+        self,
+        backend: base.ClusterBackend,
+        *,
+        taken: float,
+        ttl_s: float,
+        renew: Callable[[], bool],
+    ) -> None:
+        self._backend, self._renewed, self._ttl, self._renew = backend, taken, ttl_s, renew
+        self._lost = False
+        # What the loop reads of a backend besides the protocol (see reconcile.facts).
+        self.replicas_see_workers = getattr(backend, "replicas_see_workers", True)
+        instance = getattr(backend, "instance", None)
+        if instance is not None:
+            self.instance = instance
+
+    def _check(self, what: str) -> None:
+        now = time.monotonic()
+        if not self._lost and now - self._renewed > self._ttl / 3:
+            try:
+                if self._renew():
+                    self._renewed = now
+                else:
+                    self._lost = True
+            except Exception as exc:  # the database away: the deadline below decides
+                log.warning("could not renew the scheduling lease: %s", exc)
+        if self._lost or time.monotonic() >= self._renewed + self._ttl * RENEW_FRACTION:
+            raise LeaseLapsed(f"{what} not sent: this replica's scheduling lease has lapsed")
+
+    def nodes(self) -> Sequence[model.Node]:
+        return self._backend.nodes()
+
+    def workers(self) -> Sequence[base.WorkerStatus]:
+        return self._backend.workers()
+
+    def launch(self, request: base.LaunchRequest) -> None:
+        self._check("launch")
+        self._backend.launch(request)
+
+    def stop(
+        self, job_id: str, grace_period_s: float, *, reason: str = base.StopReason.STOPPED
+    ) -> None:
+        self._check("stop")
+        self._backend.stop(job_id, grace_period_s, reason=reason)
+
+    def close(self) -> None:
+        self._backend.close()

@@ -1,0 +1,93 @@
+"""What the loop does after a cycle's decisions, besides scheduling: the retention TTL,
+the files of deleted jobs, a backend's records of finished jobs, and the one report of
+workers that run out of this replica's sight."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from sqlalchemy.orm import Session
+
+from scheduler.backends import base
+from scheduler.clock import as_datetime
+from scheduler.loop import reconcile
+from scheduler.store import cycle as store
+from scheduler.store import errors, retention
+from scheduler.store.db import Database
+
+log = logging.getLogger(__name__)
+
+EVERY = 30  # the TTL and the file sweep run every 30th cycle: a cheap indexed query at most
+
+
+def purge(database: Database, ttl_s: float | None, cycle: int, now: float) -> None:
+    """Apply the retention TTL (finished jobs older than `ttl_s` go, with their events)."""
+    if ttl_s is None or cycle % EVERY:
+        return
+    with database.session() as session:
+        gone = retention.purge_finished(session=session, finished_before=as_datetime(now - ttl_s))
+    if gone:
+        log.info("deleted %d finished job(s) past the retention of %.0fs", len(gone), ttl_s)
+
+
+def drop_deleted_files(database: Database, backend: base.ClusterBackend, cycle: int) -> None:
+    """Remove the files a backend keeps per job (the local backend's logs) of jobs the
+    store no longer has: `DELETE /jobs/{id}` and the TTL reach only the store."""
+    if not isinstance(backend, base.JobFiles) or cycle % EVERY:
+        return
+    with database.session() as session:
+        gone = retention.deleted_among(session=session, job_ids=backend.kept_jobs())
+    for job_id in sorted(gone):
+        backend.drop_files(job_id)
+
+
+def forget_finished(
+    backend: base.ClusterBackend,
+    attempts: Mapping[reconcile.AttemptKey, list[base.WorkerStatus]],
+    live: Mapping[str, store.LiveJob],
+) -> None:
+    """Let a backend that keeps records (local) drop those of finished jobs whose
+    workers are all gone, so its bookkeeping does not grow with history."""
+    forget = getattr(backend, "forget", None)
+    if forget is None:
+        return
+    done: dict[str, bool] = {}
+    for (job_id, _), workers in attempts.items():
+        ended = all(
+            w.state in (base.WorkerState.SUCCEEDED, base.WorkerState.FAILED) for w in workers
+        )
+        done[job_id] = done.get(job_id, True) and ended and job_id not in live
+    for job_id, ok in done.items():
+        if ok:
+            forget(job_id)
+
+
+def report_elsewhere(
+    session: Session, reported: Mapping[str, str], found: Mapping[str, str], now: float
+) -> dict[str, str]:
+    """Say once per job that its workers run out of this replica's sight (`found`: job
+    id -> the instance that launched them; `reported`: what was said before). Returns
+    what has now been said."""
+    for job_id, instance in found.items():
+        if reported.get(job_id) == instance:
+            continue
+        message = (
+            f"its workers were launched by another replica's local backend ({instance}), "
+            "which this one can neither see nor stop; they are left alone, not launched "
+            "again. The local backend supports one replica per database: restart that "
+            "replica (same state directory), or cancel the job"
+        )
+        log.error("job %s: %s", job_id, message)
+        try:
+            store.append_event(
+                session=session,
+                job_id=job_id,
+                kind="WorkersElsewhere",
+                reason="ReplicaMismatch",
+                message=message,
+                now=as_datetime(now),
+            )
+        except errors.NotFound:
+            continue
+    return dict(found)
