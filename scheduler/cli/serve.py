@@ -32,10 +32,12 @@ from typing import Any
 
 import uvicorn
 import yaml
+from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.app import create_app
 from api.settings import Settings
+from scheduler import model
 from scheduler.backends import base
 from scheduler.backends.local import LocalBackend
 from scheduler.cli import settings as serve_settings
@@ -230,22 +232,8 @@ def serve(
         raise SystemExit(str(e)) from None
     state = Path(state_dir).resolve()
     url = f"http://{host}:{port}"
-    holder = claim_state(state, url)
-    owns_state = holder is None
-    if holder is not None:
-        what = f"another `shoal serve` ({holder}) is using the state directory {state}"
-        if backend_kind == "local":
-            # Two local backends on one directory would both run and reap its workers.
-            raise SystemExit(f"{what}; stop it first, or give this one another --state-dir")
-        log.warning("%s; only one of them schedules at a time (the store's lease)", what)
-    admin: str | None
-    worker_key: str | None
-    if env.tokens_file:  # tokens come from the operator (the chart's Secret): make none
-        state.mkdir(parents=True, exist_ok=True)
-        admin, worker_key, tokens = None, None, Path(env.tokens_file)
-    else:
-        admin, worker_key, tokens = prepare_state(state, url)
-    worker_key = os.environ.get("SHOAL_WORKER_KEY") or worker_key
+    owns_state = _claim(state, url, backend_kind)
+    admin, worker_key, tokens = _tokens(env, state, url)
     db_url = database_url or f"sqlite:///{state / 'shoal.db'}"
     database = open_database(db_url)
     # Replicas in pods all run as pid 1: the pod name tells them apart.
@@ -283,21 +271,65 @@ def serve(
         database=database,
         worker_key=worker_key,
     )
+    app = _app(settings, loop, backend, pol.core)
+    print(f"Shoal serving on {url}  (state {state}, database {db_url})", flush=True)
+    if admin is not None:
+        print(f"admin token: {admin}  (also in {state / 'admin-token'})", flush=True)
+    try:
+        _run(app, loop, host=host, port=port, interval_s=pol.interval_s)
+    finally:
+        backend.close()
+        database.close()
+        print("Shoal stopped", flush=True)
+
+
+def _claim(state: Path, url: str, backend_kind: str) -> bool:
+    """Claim the state directory; whether this process owns it (no other `shoal serve`
+    uses it). Two local backends on one directory are refused."""
+    holder = claim_state(state, url)
+    if holder is not None:
+        what = f"another `shoal serve` ({holder}) is using the state directory {state}"
+        if backend_kind == "local":
+            # Two local backends on one directory would both run and reap its workers.
+            raise SystemExit(f"{what}; stop it first, or give this one another --state-dir")
+        log.warning("%s; only one of them schedules at a time (the store's lease)", what)
+    return holder is None
+
+
+def _tokens(
+    env: serve_settings.ServeSettings, state: Path, url: str
+) -> tuple[str | None, str | None, Path]:
+    """(the admin token made now, the worker-token key, the tokens file)."""
+    admin: str | None
+    worker_key: str | None
+    if env.tokens_file:  # tokens come from the operator (the chart's Secret): make none
+        state.mkdir(parents=True, exist_ok=True)
+        admin, worker_key, tokens = None, None, Path(env.tokens_file)
+    else:
+        admin, worker_key, tokens = prepare_state(state, url)
+    return admin, os.environ.get("SHOAL_WORKER_KEY") or worker_key, tokens
+
+
+def _app(
+    settings: Settings, loop: Loop, backend: base.ClusterBackend, core: model.Config
+) -> FastAPI:
     app = create_app(settings)
     app.state.log_source = backend
-    app.state.core_config = pol.core  # explain accounts with the policy the loop runs
+    app.state.core_config = core  # explain accounts with the policy the loop runs
     app.state.backend = backend  # the dashboard shows its excluded nodes, where it has them
     app.state.metrics.follow_leader(lambda: loop.leading)
     loop.observers.append(app.state.metrics.observe_cycle)
     app.add_middleware(WakeOnWrite, loop=loop)
+    return app
+
+
+def _run(app: FastAPI, loop: Loop, *, host: str, port: int, interval_s: float) -> None:
+    """Serve `app` with the loop cycling on a thread of its own, until uvicorn stops."""
     stop = threading.Event()
     thread = threading.Thread(target=loop.run_forever, args=(stop,), name="loop", daemon=True)
-    stall_s = float(os.environ.get("SHOAL_LOOP_STALL_SECONDS") or max(120.0, 20 * pol.interval_s))
+    stall_s = float(os.environ.get("SHOAL_LOOP_STALL_SECONDS") or max(120.0, 20 * interval_s))
     app.state.loop_health = loop_health(loop, thread, stall_s)
     thread.start()
-    print(f"Shoal serving on {url}  (state {state}, database {db_url})", flush=True)
-    if admin is not None:
-        print(f"admin token: {admin}  (also in {state / 'admin-token'})", flush=True)
     if threading.current_thread() is threading.main_thread():
         # uvicorn re-raises SIGTERM once it has stopped; with the default handler that
         # kills the process before the clean-up below (Lease release, store lease).
@@ -308,6 +340,3 @@ def serve(
         stop.set()
         loop.wake()
         thread.join(timeout=10)
-        backend.close()
-        database.close()
-        print("Shoal stopped", flush=True)

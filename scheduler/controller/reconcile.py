@@ -167,8 +167,9 @@ def reconcile_trainingjob(cr: Mapping[str, Any], existing: StoredJob | None) -> 
         if existing is not None and not Phase(existing.phase).finished:
             return Outcome(Cancel(existing.id))
         return Outcome(None)
+    problems: list[str] = []
     try:
-        spec = job_spec_of(cr)
+        spec: JobSpec | None = job_spec_of(cr)
     except pydantic.ValidationError as exc:
         if existing is None:
             return _invalid(errors_of(exc), generation)
@@ -180,20 +181,33 @@ def reconcile_trainingjob(cr: Mapping[str, Any], existing: StoredJob | None) -> 
         spec, problems = None, [str(exc)]
     if existing is None:
         assert spec is not None
-        namespace = str(meta.get("namespace", "default"))
-        uid = str(meta.get("uid") or f"{namespace}/{spec.name}")
-        status = {
-            "phase": Phase.PENDING.value,
-            "reason": "submitted to the scheduler",
-            "queue": spec.queue,
-            "workers": spec.workers,
-            "observedGeneration": generation,
-            "conditions": [condition("Valid", True, "Accepted")],
-        }
-        origin = Origin(TRAININGJOB, namespace, spec.name, str(meta.get("uid") or ""))
-        # The key and submitter strings stay as stored rows have them (a CR submitted
-        # before an upgrade must find its job again); nothing reads identity out of them.
-        return Outcome(Submit(spec, submitter(namespace), f"cr:{uid}", origin), status)
+        return _submit(meta, spec, generation)
+    return _against(existing, spec, problems, generation)
+
+
+def _submit(meta: Mapping[str, Any], spec: JobSpec, generation: Any) -> Outcome:
+    """A valid TrainingJob not submitted yet: Submit, idempotent on the CR's uid."""
+    namespace = str(meta.get("namespace", "default"))
+    uid = str(meta.get("uid") or f"{namespace}/{spec.name}")
+    status = {
+        "phase": Phase.PENDING.value,
+        "reason": "submitted to the scheduler",
+        "queue": spec.queue,
+        "workers": spec.workers,
+        "observedGeneration": generation,
+        "conditions": [condition("Valid", True, "Accepted")],
+    }
+    origin = Origin(TRAININGJOB, namespace, spec.name, str(meta.get("uid") or ""))
+    # The key and submitter strings stay as stored rows have them (a CR submitted
+    # before an upgrade must find its job again); nothing reads identity out of them.
+    return Outcome(Submit(spec, submitter(namespace), f"cr:{uid}", origin), status)
+
+
+def _against(
+    existing: StoredJob, spec: JobSpec | None, problems: list[str], generation: Any
+) -> Outcome:
+    """A submitted TrainingJob: its job's status, and whether an edit was applied
+    (`spec` None: the edited spec is invalid, for `problems`)."""
     status = status_for(existing)
     status["observedGeneration"] = generation
     if spec is None:

@@ -312,14 +312,18 @@ class MixLearner:
 
     def observe(self, job: m.JobRequest, urgent: bool = False) -> WorkloadMix:
         """The mix to place `job` with. `urgent`: a type the mix lacks rebuilds it now
-        (a scarce one, whose hosts the mix must keep before the next doubling)."""
+        (a scarce one, whose hosts the mix must keep before the next doubling), and
+        leaves the doubling schedule as it was."""
         self.add(job)
-        stale = urgent and self.mix is not None and fit.Demand.of(job) not in self.mix.weights
-        if self.mix is None or self.total >= self._next or stale:
+        mix = self.mix
+        due = mix is None or self.total >= self._next
+        if due or (urgent and mix is not None and fit.Demand.of(job) not in mix.weights):
             if self._log is not None:
                 self._log.record(self._rebuilt, self.mix, self._next)
             self.mix = WorkloadMix(self.counts)
-            self._next = self.total * 2 if self.total < 4096 else self.total + 4096
+            if due:
+                self._next = self.total * 2 if self.total < 4096 else self.total + 4096
+        assert self.mix is not None
         return self.mix
 
     def _restore(self, job: m.JobRequest, mix: WorkloadMix | None, next_: int) -> None:

@@ -255,11 +255,12 @@ _Watch = list[tuple[tuple[tuple[Sig, int], ...], int, int, list[fit.Demand]]]
 
 def depletion(state: ClusterState, mix: WorkloadMix, supply: Supply) -> Depletion:
     """How many times the empty hosts of each scarce whole-node type of `mix`
-    (`Supply.whole_node`, scarcity at least `SCARCE`) have halved, by their GPUs, against the empty cluster: the
-    types whose scarcity `WorkloadMix.on` doubles that many times. Counted from the
-    classes of empty nodes (a dict look-up per host shape), so cheap per placement;
-    quantised, so the weighted mix, and its caches, change a few times per fill. With
-    no empty host left a type counts as having one (its weight stays bounded)."""
+    (`Supply.whole_node`, scarcity at least `SCARCE`) have halved, by their GPUs,
+    against the empty cluster: the types whose scarcity `WorkloadMix.on` doubles that
+    many times. Counted from the classes of empty nodes (a dict look-up per host
+    shape), so cheap per placement; quantised, so the weighted mix, and its caches,
+    change a few times per fill. With no empty host left a type counts as having one
+    (its weight stays bounded)."""
     key = (depletion, mix)
     watch = state.cache.get(key)
     if watch is None:

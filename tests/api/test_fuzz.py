@@ -10,6 +10,7 @@ is tested in test_auth_matrix.py; the long per-role fuzz against a live server i
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,9 +22,14 @@ from conftest import ADMIN, VIEWER, VISION, build_app, job_body
 from hypothesis import HealthCheck, settings
 from schemathesis import checks
 
-from bench import fuzz_seeding
 from scheduler import store
 from scheduler.spec import JobSpec
+
+# The seeding hooks live in bench/ (shared with bench/api_fuzz.py), as tests/placement do.
+ROOT = str(Path(__file__).resolve().parents[2])
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+from bench import fuzz_seeding  # noqa: E402
 
 # Per operation (x 18 operations): a few thousand calls in all, in a few minutes.
 EXAMPLES = {"admin": 60, "member": 60, "viewer": 20}

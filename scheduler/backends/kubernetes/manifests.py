@@ -120,8 +120,38 @@ def worker_pod(
     before it binds the worker (the kubelet resolves it when the container starts)."""
     spec = req.spec
     name = names.pod_name(base_name, req.attempt, p.worker)
+    container = _worker_container(req, p, hosts, config)
+    volumes = _worker_volumes(req, base_name, container)
+    pod_spec: Obj = {
+        "schedulerName": config.scheduler_name,
+        "restartPolicy": "Never",  # Shoal retries with a new attempt (backoffLimit)
+        "hostname": name,
+        "subdomain": base_name,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": spec.termination_grace_period_seconds,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if config.tolerations:
+        pod_spec["tolerations"] = [dict(t) for t in config.tolerations]
+    if config.service_account:
+        pod_spec["serviceAccountName"] = config.service_account
+    else:  # the namespace's default account: its token is of no use to a worker
+        pod_spec["automountServiceAccountToken"] = False
+    labels, ann = _worker_marks(req, p, base_name)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _meta(name, ns, labels, req, ann),
+        "spec": pod_spec,
+    }
+
+
+def _worker_env(req: base.LaunchRequest, p: WorkerPlacement, hosts: Sequence[str]) -> list[Obj]:
+    """The container's environment; a fraction's GPU comes from the pod's annotation."""
     frac = is_fractional(p)
-    env = base.worker_env(spec, p, hosts, job_id=req.job_id, attempt=req.attempt)
+    env = base.worker_env(req.spec, p, hosts, job_id=req.job_id, attempt=req.attempt)
     env.update(req.extra_env)
     env["SHOAL_PREEMPT_FILE"] = PREEMPT_FILE
     env["SHOAL_STOP_FILE"] = STOP_FILE
@@ -141,28 +171,24 @@ def worker_pod(
                 },
             }
         )
+    return env_list
+
+
+def _worker_container(
+    req: base.LaunchRequest, p: WorkerPlacement, hosts: Sequence[str], config: KubeConfig
+) -> Obj:
+    spec = req.spec
     requests: Obj = {"cpu": f"{spec.cpu_milli}m", "memory": f"{spec.memory_mib}Mi"}
     limits: Obj = {"memory": f"{spec.memory_mib}Mi"}
-    if p.gpus and not frac:
+    if p.gpus and not is_fractional(p):
         requests[GPU] = limits[GPU] = str(len(p.gpus))
-    labels = job_labels(req, base_name, names.WORKER)
-    labels[names.WORKER_INDEX] = str(p.worker)
-    ann = {
-        names.NODE: p.node,
-        names.GPUS: names.gpus_text(p.gpus),
-        names.WORKERS: str(len(req.placements)),
-    }
-    if frac:
-        ann[names.GPU_FRACTION] = f"{p.fraction:.4f}"
-        ann[names.ENFORCEMENT] = str(base.Enforcement.ADVISORY)
-        labels[names.RESERVATION] = names.reservation_name(p.node, p.gpus[0])
     ports = [{"name": "rendezvous", "containerPort": base.MASTER_PORT}]
     if spec.framework is Framework.TENSORFLOW:
         ports.append({"name": "tf", "containerPort": base.MASTER_PORT + 1 + p.worker})
     container: Obj = {
         "name": "worker",
         "image": spec.image,
-        "env": env_list,
+        "env": _worker_env(req, p, hosts),
         "ports": ports,
         "resources": {"requests": requests, "limits": limits},
         "securityContext": dict(config.security_context),
@@ -172,6 +198,12 @@ def worker_pod(
         container["command"] = list(spec.command)
     if spec.args:
         container["args"] = list(spec.args)
+    return container
+
+
+def _worker_volumes(req: base.LaunchRequest, base_name: str, container: Obj) -> list[Obj]:
+    """The downward-API files the launcher watches (preempted, stop reason), and an MPI
+    job's hostfile (mounted into `container` too)."""
     preempted = {"fieldPath": f"metadata.annotations['{names.PREEMPTED}']"}
     stop_reason = {"fieldPath": f"metadata.annotations['{names.STOP_REASON}']"}
     items = [
@@ -179,36 +211,32 @@ def worker_pod(
         {"path": "stop-reason", "fieldRef": stop_reason},
     ]
     volumes: list[Obj] = [{"name": "podinfo", "downwardAPI": {"items": items}}]
-    if spec.framework is Framework.MPI:
+    if req.spec.framework is Framework.MPI:
         container["volumeMounts"].append(
             {"name": "hostfile", "mountPath": "/etc/shoal/hostfile", "subPath": "hostfile"}
         )
         volumes.append(
             {"name": "hostfile", "configMap": {"name": names.hostfile_name(base_name, req.attempt)}}
         )
-    pod_spec: Obj = {
-        "schedulerName": config.scheduler_name,
-        "restartPolicy": "Never",  # Shoal retries with a new attempt (backoffLimit)
-        "hostname": name,
-        "subdomain": base_name,
-        "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": spec.termination_grace_period_seconds,
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [container],
-        "volumes": volumes,
+    return volumes
+
+
+def _worker_marks(
+    req: base.LaunchRequest, p: WorkerPlacement, base_name: str
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The worker's labels and annotations: where it is bound, and a fraction's share."""
+    labels = job_labels(req, base_name, names.WORKER)
+    labels[names.WORKER_INDEX] = str(p.worker)
+    ann = {
+        names.NODE: p.node,
+        names.GPUS: names.gpus_text(p.gpus),
+        names.WORKERS: str(len(req.placements)),
     }
-    if config.tolerations:
-        pod_spec["tolerations"] = [dict(t) for t in config.tolerations]
-    if config.service_account:
-        pod_spec["serviceAccountName"] = config.service_account
-    else:  # the namespace's default account: its token is of no use to a worker
-        pod_spec["automountServiceAccountToken"] = False
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": _meta(name, ns, labels, req, ann),
-        "spec": pod_spec,
-    }
+    if is_fractional(p):
+        ann[names.GPU_FRACTION] = f"{p.fraction:.4f}"
+        ann[names.ENFORCEMENT] = str(base.Enforcement.ADVISORY)
+        labels[names.RESERVATION] = names.reservation_name(p.node, p.gpus[0])
+    return labels, ann
 
 
 RESERVER = ["python", "-m", "scheduler.backends.kubernetes.reserve"]
