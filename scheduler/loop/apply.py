@@ -16,7 +16,7 @@ that job's reason, with a backoff) and the other decisions are still carried out
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
@@ -51,6 +51,23 @@ class Applied:
     violations: list[model.Violation] = field(default_factory=list)
 
 
+def report_violations(
+    violations: Sequence[model.Violation], reported: set[model.Violation] | None
+) -> None:
+    """Log drift when it appears and when it clears, not on every cycle it lasts: pods
+    on a NotReady node stay "on an unknown node" for as long as the node is away."""
+    now_seen = set(violations)
+    before = set() if reported is None else reported
+    for v in violations:
+        if v not in before:
+            log.warning("invariant: %s: %s", v.kind, v.message)
+    for v in before - now_seen:
+        log.info("invariant cleared: %s: %s", v.kind, v.message)
+    if reported is not None:
+        reported.clear()
+        reported.update(now_seen)
+
+
 def apply(
     session: Session,
     backend: base.ClusterBackend,
@@ -64,6 +81,7 @@ def apply(
     foreign_ids: Set[str] = frozenset(),
     backoff: retry.Backoff | None = None,
     on_error: OnError = _raise,
+    reported: set[model.Violation] | None = None,
 ) -> Applied:
     """`reasons` remembers what was last written per job, so an unchanged reason costs
     no store round trip (the store would skip it too, after a read). A launch or bind the
@@ -72,8 +90,7 @@ def apply(
     written = {} if reasons is None else reasons
     backoff = retry.Backoff() if backoff is None else backoff
     out = Applied(violations=list(result.violations))
-    for v in result.violations:
-        log.warning("invariant: %s: %s", v.kind, v.message)
+    report_violations(result.violations, reported)
     for p in result.preempts:
         try:
             _preempt(session, backend, p, live, now, out)

@@ -110,6 +110,7 @@ class Loop:
         self._wake = threading.Event()
         self._inventory: tuple[model.Node, ...] | None = None
         self._reasons: dict[str, model.PendingReason] = {}
+        self._violations: set[model.Violation] = set()  # drift already logged
         # Per-job backoff after a refused or failed launch/bind (scheduler.loop.backoff).
         self.backoff = Backoff()
         # A failed attempt's retry waits 2 s, 4 s, 8 s... (at most 5 min): BackoffRetry.
@@ -180,6 +181,7 @@ class Loop:
                 foreign_ids={r.id for r in snapshot.pending} - by_id.keys(),
                 backoff=self.backoff,
                 on_error=lambda job_id, step, exc: self._job_error(session, job_id, step, exc, now),
+                reported=self._violations,
             )
         housekeeping.forget_finished(self.backend, seen.attempts, by_id)
         housekeeping.purge(self.database, self.config.job_retention_s, self.cycles, now)

@@ -166,7 +166,7 @@ CASES = [
         reasons={"a1": R.WAITING_FOR_PREEMPTION},
         says={
             "a1": "from job b1 in queue b (queue a is below its guarantee); they become "
-            "preemptible at 00:17:30 UTC (in 50s"
+            "preemptible at 00:17:30 UTC (after the minimum runtime of 60s)"
         },
     ),
     Case(
