@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
@@ -60,15 +61,51 @@ def run(
         nodes = alibaba_nodes(alibaba_node_file, node_limit)
     else:
         nodes = cluster.load_nodes(cluster_file)
-    queues = None
-    if queues_file is not None:
-        data = yaml.safe_load(queues_file.read_text())
-        queues = [QueueSpec.model_validate(q) for q in (data.get("queues", data) or [])]
+    queues = _queues(queues_file)
     gpus = sum(n.gpu_count for n in nodes)
     out.print(
         f"replaying {len(jobs)} GPU jobs from {trace_file.name} on {len(nodes)} nodes "
         f"({gpus} GPUs), policy {policy}"
     )
+    rep, wall = _replay(
+        jobs,
+        nodes,
+        queues=queues,
+        config=model.Config(policy=model.Policy(policy)),
+        tick_s=tick_s,
+        arrival_scale=arrival_scale,
+        every_tick=every_tick,
+    )
+    _summary(rep, wall)
+    out.print(_utilisation_table(rep))
+    out.print(_queue_table(rep))
+    if series_out is not None:
+        _write_series(rep, series_out)
+    if plot_out is not None:
+        from scheduler.sim import plot
+
+        plot.write(rep, plot_out, title=f"{trace_file.name}: {len(jobs)} jobs, {len(nodes)} nodes")
+        out.print(f"plot written to {plot_out}")
+
+
+def _queues(path: Path | None) -> list[QueueSpec] | None:
+    if path is None:
+        return None
+    data = yaml.safe_load(path.read_text())
+    return [QueueSpec.model_validate(q) for q in (data.get("queues", data) or [])]
+
+
+def _replay(
+    jobs: Sequence[trace.TraceJob],
+    nodes: Sequence[model.Node],
+    *,
+    queues: list[QueueSpec] | None,
+    config: model.Config,
+    tick_s: float,
+    arrival_scale: float,
+    every_tick: bool,
+) -> tuple[replay.SimReport, float]:
+    """The replay under a progress bar; returns the report and its wall time (s)."""
     # The replay prints nothing until it ends; the bar counts jobs that have left the system.
     with Progress(
         "jobs done",
@@ -84,13 +121,16 @@ def run(
             jobs,
             nodes,
             queues=queues,
-            config=model.Config(policy=model.Policy(policy)),
+            config=config,
             tick_s=tick_s,
             arrival_scale=arrival_scale,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
             every_tick=every_tick,
         )
-        wall = time.perf_counter() - wall
+        return rep, time.perf_counter() - wall
+
+
+def _summary(rep: replay.SimReport, wall: float) -> None:
     span = rep.end - rep.start
     skipped = f" (+{rep.skipped_ticks} idle ticks skipped)" if rep.skipped_ticks else ""
     out.print(
@@ -107,10 +147,14 @@ def run(
     if rep.invariant_reports:
         kinds = ", ".join(f"{k} x{n}" for k, n in sorted(rep.invariant_reports.items()))
         out.print(f"core invariant reports (cycles): {kinds}")
+
+
+def _utilisation_table(rep: replay.SimReport, buckets: int = 10) -> Table:
+    """Share of the cluster's GPUs held, time-weighted, in `buckets` equal spans."""
     t = Table(title="utilisation over time", box=None, header_style="bold")
     t.add_column("FROM (h)")
     t.add_column("GPUs HELD")
-    buckets = 10
+    span = rep.end - rep.start
     width = span / buckets if span > 0 else 1.0
     for b in range(buckets):
         lo, hi = rep.start + b * width, rep.start + (b + 1) * width
@@ -122,7 +166,10 @@ def run(
         area = sum((e - s) * u for s, e, u in segs)
         share = area / width if width else 0.0
         t.add_row(f"{(lo - rep.start) / 3600:.1f}", f"{'█' * round(share * 30):<30} {share:.0%}")
-    out.print(t)
+    return t
+
+
+def _queue_table(rep: replay.SimReport) -> Table:
     q = Table(title="per queue", box=None, header_style="bold")
     for col in (
         "QUEUE",
@@ -150,16 +197,13 @@ def run(
             str(rep.preemptions.get(name, 0)),
             f"{rep.violation_s.get(name, 0.0):.0f}",
         )
-    out.print(q)
-    if series_out is not None:
-        with series_out.open("w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["t_s", "gpu_utilisation"])
-            for ts, u in rep.utilisation:
-                w.writerow([f"{ts - rep.start:.1f}", f"{u:.4f}"])
-        out.print(f"utilisation series written to {series_out}")
-    if plot_out is not None:
-        from scheduler.sim import plot
+    return q
 
-        plot.write(rep, plot_out, title=f"{trace_file.name}: {len(jobs)} jobs, {len(nodes)} nodes")
-        out.print(f"plot written to {plot_out}")
+
+def _write_series(rep: replay.SimReport, path: Path) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["t_s", "gpu_utilisation"])
+        for ts, u in rep.utilisation:
+            w.writerow([f"{ts - rep.start:.1f}", f"{u:.4f}"])
+    out.print(f"utilisation series written to {path}")

@@ -143,17 +143,58 @@ def simulate(
     `every_tick` runs a cycle at every idle tick (the slow path, for comparison)."""
     if not jobs:
         raise ValueError("the trace has no GPU jobs")
-    total_gpus = float(sum(n.gpu_count for n in nodes))
     clock = VirtualClock(start=1_700_000_000.0)
     # arrival_scale < 1 compresses the arrivals (more load); durations stay as traced.
-    jobs = sorted(
+    arrivals = sorted(
         (dataclasses.replace(j, submit=j.submit * arrival_scale) for j in jobs),
         key=lambda j: (j.submit, j.name),
     )
-    base_t = clock.now() - jobs[0].submit
-    backend = SimBackend(nodes, clock)
     with tempfile.TemporaryDirectory() as tmp:
         db = store.open_database(f"sqlite:///{Path(tmp) / 'sim.db'}")
+        run = _Run.start(db, arrivals, nodes, clock, queues, config, tick_s, every_tick)
+        run.drive(max_cycles, progress)
+        db.close()
+    return run.rep
+
+
+@dataclass
+class _Run:
+    """One replay's state: the jobs in arrival order (`i` is the next to arrive), the
+    loop it drives, and what it has seen so far."""
+
+    jobs: list[TraceJob]
+    base_t: float  # virtual time of a submit offset of 0
+    clock: VirtualClock
+    db: store.Database
+    backend: SimBackend
+    loop: Loop
+    models: set[str]  # GPU models in the cluster
+    total_gpus: float
+    tick_s: float
+    every_tick: bool
+    rep: SimReport
+    submitted: dict[str, tuple[str, float, str]] = field(
+        default_factory=dict
+    )  # id -> (queue, submit time, name)
+    first_start: dict[str, float] = field(default_factory=dict)
+    i: int = 0
+
+    @classmethod
+    def start(
+        cls,
+        db: store.Database,
+        jobs: list[TraceJob],
+        nodes: Sequence[model.Node],
+        clock: VirtualClock,
+        queues: Sequence[QueueSpec] | None,
+        config: model.Config | None,
+        tick_s: float,
+        every_tick: bool,
+    ) -> _Run:
+        """The loop on `db` and a sim backend over `nodes`, with the queues created."""
+        total_gpus = float(sum(n.gpu_count for n in nodes))
+        base_t = clock.now() - jobs[0].submit
+        backend = SimBackend(nodes, clock)
         loop = Loop(
             db,
             backend,
@@ -165,76 +206,100 @@ def simulate(
         with db.session() as s:
             for qs in qspecs:
                 store.create_queue(session=s, spec=qs)
-        models = {n.gpu_model for n in nodes}
         rep = SimReport(len(jobs), 0, 0, 0, clock.now(), clock.now(), 0, guaranteed=guaranteed)
-        submitted: dict[str, tuple[str, float, str]] = {}  # id -> (queue, submit time, name)
-        first_start: dict[str, float] = {}
+        models = {n.gpu_model for n in nodes}
+        return cls(
+            jobs, base_t, clock, db, backend, loop, models, total_gpus, tick_s, every_tick, rep
+        )
+
+    def drive(self, max_cycles: int, progress: Callable[[int, int], None] | None) -> None:
+        """Cycle from event to event until every job has left or nothing is left to happen."""
+        rep = self.rep
         live: list[store.LiveJob] = []
-        i, t = 0, clock.now()
+        t = self.clock.now()
         while rep.cycles < max_cycles:
-            clock.advance_to(t)
-            arrived = False
-            with db.session() as s:
-                while i < len(jobs) and base_t + jobs[i].submit <= t:
-                    spec, dropped = _spec(jobs[i], models)
-                    rep.dropped_gpu_types += dropped
-                    # Ids in arrival order: the core breaks ties by id, so a random id
-                    # would make two replays of one trace differ.
-                    row, _ = store.submit_job(
-                        session=s,
-                        spec=spec,
-                        submitter="sim",
-                        now=as_datetime(t),
-                        job_id=f"{i:016x}",
-                    )
-                    backend.durations[row.id] = jobs[i].duration
-                    submitted[row.id] = (spec.queue, t, spec.name)
-                    i += 1
-                    arrived = True
-            report = loop.run_once()
+            self.clock.advance_to(t)
+            arrived = self.arrive(t)
+            report = self.loop.run_once()
             rep.cycles += 1
             if report is not None:
-                _record(rep, report, t, submitted, first_start)
+                _record(rep, report, t, self.submitted, self.first_start)
             # A quiet cycle changed no job: what the store held before it, it holds now.
-            if every_tick or arrived or not _quiet(report):
-                with db.session() as s:
+            if self.every_tick or arrived or not _quiet(report):
+                with self.db.session() as s:
                     live = store.live_jobs(session=s)
-            held: dict[str, float] = defaultdict(float)
-            for a in backend.attempts.values():
-                if a.ends() > t:
-                    held[a.request.spec.queue] += sum(
-                        p.fraction * len(p.gpus) for p in a.request.placements
-                    )
-            rep.utilisation.append((t, sum(held.values()) / total_gpus if total_gpus else 0.0))
-            rep.usage.append(dict(held))
+            held = self.sample(t)
             waiting = [lj for lj in live if lj.phase is Phase.PENDING]
-            events = [base_t + jobs[i].submit] if i < len(jobs) else []
-            if (e := backend.next_event()) is not None:
-                events.append(e)
-            nxt = list(events)
-            if waiting and (
-                nxt or any(lj.phase in (Phase.SCHEDULED, Phase.RUNNING) for lj in live)
-            ):
-                tick = t + tick_s
-                if not every_tick and report is not None and _decided_nothing(report):
-                    tick = _skip(rep, report, loop, t, tick_s, min(events, default=None))
-                nxt.append(tick)
-            if any(lj.phase is Phase.SCHEDULED for lj in live):
-                nxt.append(t)  # let Scheduled become Running at the same instant
+            nxt = self.next_times(t, report, live, waiting)
             step = (min(nxt) if nxt else t) - t
-            _violations(rep, waiting, held, guaranteed, step)
-            backend.forget_finished({lj.id for lj in live})
+            _violations(rep, waiting, held, rep.guaranteed, step)
+            self.backend.forget_finished({lj.id for lj in live})
             if progress is not None:
-                progress(i - len(live), len(jobs))
-            if not nxt or (not live and i >= len(jobs)):
+                progress(self.i - len(live), len(self.jobs))
+            if not nxt or (not live and self.i >= len(self.jobs)):
                 break
             t = min(nxt)
-        rep.end = clock.now()
-        rep.placed = len(first_start)
-        rep.never_placed = len(submitted) - len(first_start) + (len(jobs) - i)
-        rep.finished = len(submitted) - len(live)
-        db.close()
-    return rep
+        rep.end = self.clock.now()
+        rep.placed = len(self.first_start)
+        rep.never_placed = len(self.submitted) - len(self.first_start) + (len(self.jobs) - self.i)
+        rep.finished = len(self.submitted) - len(live)
+
+    def arrive(self, t: float) -> bool:
+        """Submit the jobs due by `t`; whether any were."""
+        arrived = False
+        with self.db.session() as s:
+            while self.i < len(self.jobs) and self.base_t + self.jobs[self.i].submit <= t:
+                job = self.jobs[self.i]
+                spec, dropped = _spec(job, self.models)
+                self.rep.dropped_gpu_types += dropped
+                # Ids in arrival order: the core breaks ties by id, so a random id
+                # would make two replays of one trace differ.
+                row, _ = store.submit_job(
+                    session=s,
+                    spec=spec,
+                    submitter="sim",
+                    now=as_datetime(t),
+                    job_id=f"{self.i:016x}",
+                )
+                self.backend.durations[row.id] = job.duration
+                self.submitted[row.id] = (spec.queue, t, spec.name)
+                self.i += 1
+                arrived = True
+        return arrived
+
+    def sample(self, t: float) -> dict[str, float]:
+        """GPUs each queue holds at `t`, recorded with the cluster's share in use."""
+        held: dict[str, float] = defaultdict(float)
+        for a in self.backend.attempts.values():
+            if a.ends() > t:
+                held[a.request.spec.queue] += sum(
+                    p.fraction * len(p.gpus) for p in a.request.placements
+                )
+        total = self.total_gpus
+        self.rep.utilisation.append((t, sum(held.values()) / total if total else 0.0))
+        self.rep.usage.append(dict(held))
+        return held
+
+    def next_times(
+        self,
+        t: float,
+        report: CycleReport | None,
+        live: Sequence[store.LiveJob],
+        waiting: Sequence[store.LiveJob],
+    ) -> list[float]:
+        """Candidate instants for the next cycle (empty: nothing left to happen)."""
+        events = [self.base_t + self.jobs[self.i].submit] if self.i < len(self.jobs) else []
+        if (e := self.backend.next_event()) is not None:
+            events.append(e)
+        nxt = list(events)
+        if waiting and (nxt or any(lj.phase in (Phase.SCHEDULED, Phase.RUNNING) for lj in live)):
+            tick = t + self.tick_s
+            if not self.every_tick and report is not None and _decided_nothing(report):
+                tick = _skip(self.rep, report, self.loop, t, self.tick_s, min(events, default=None))
+            nxt.append(tick)
+        if any(lj.phase is Phase.SCHEDULED for lj in live):
+            nxt.append(t)  # let Scheduled become Running at the same instant
+        return nxt
 
 
 def _skip(
