@@ -22,56 +22,81 @@ def _placements(snapshot: m.Snapshot, nodes: dict[str, m.Node]) -> list[m.Violat
     mem: dict[str, int] = defaultdict(int)
     for run in snapshot.running:
         job = run.job
-        workers = sorted(p.worker for p in run.placements)
-        # A stopping job (cancelled, preempted, failed: draining) loses workers as they
-        # exit; only a job that is meant to run whole must be whole.
-        if not run.stopping and workers != list(range(job.workers)):
-            out.append(
-                m.Violation(
-                    "gang-incomplete",
-                    f"job {job.id} has placements for workers {workers} of {job.workers}",
-                    job.id,
-                )
-            )
+        out += _gang(run)
         for p in run.placements:
             node = nodes.get(p.node)
             if node is None:
                 out.append(
                     m.Violation(
-                        "unknown-node", f"job {job.id} runs on unknown node {p.node}", job.id
+                        "unknown-node",
+                        f"job {job.id} runs on unknown node {p.node}",
+                        job.id,
                     )
                 )
                 continue
             cpu[p.node] += job.cpu_milli
             mem[p.node] += job.memory_mib
-            if len(p.gpus) > 1 and p.fraction < 1.0 - m.EPS:
-                out.append(
-                    m.Violation(
-                        "fraction-spans-gpus",
-                        f"job {job.id} worker {p.worker} holds {p.fraction} of {len(p.gpus)} GPUs",
-                        job.id,
-                    )
-                )
             for g in p.gpus:
-                if not 0 <= g < node.gpu_count:
-                    out.append(
-                        m.Violation(
-                            "unknown-gpu",
-                            f"job {job.id} uses GPU {g} of node {p.node}, "
-                            f"which has {node.gpu_count}",
-                            job.id,
-                        )
-                    )
                 gpu_share[(p.node, g)] += p.fraction
-    for (node_name, g), share in sorted(gpu_share.items()):
-        if share > 1.0 + m.EPS:
+            out += _gpus(job, p, node)
+    return out + _gpu_overcommit(gpu_share) + _node_overcommit(cpu, mem, nodes)
+
+
+def _gang(run: m.RunningJob) -> list[m.Violation]:
+    job = run.job
+    workers = sorted(p.worker for p in run.placements)
+    # A stopping job (cancelled, preempted, failed: draining) loses workers as they
+    # exit; only a job that is meant to run whole must be whole.
+    if run.stopping or workers == list(range(job.workers)):
+        return []
+    return [
+        m.Violation(
+            "gang-incomplete",
+            f"job {job.id} has placements for workers {workers} of {job.workers}",
+            job.id,
+        )
+    ]
+
+
+def _gpus(job: m.JobRequest, p: m.WorkerPlacement, node: m.Node) -> list[m.Violation]:
+    """One worker's GPUs: a fraction on one GPU only, and GPUs the node has."""
+    out: list[m.Violation] = []
+    if len(p.gpus) > 1 and p.fraction < 1.0 - m.EPS:
+        out.append(
+            m.Violation(
+                "fraction-spans-gpus",
+                f"job {job.id} worker {p.worker} holds {p.fraction} of {len(p.gpus)} GPUs",
+                job.id,
+            )
+        )
+    for g in p.gpus:
+        if not 0 <= g < node.gpu_count:
             out.append(
                 m.Violation(
-                    "gpu-overcommit",
-                    f"GPU {g} of node {node_name} is {share:.3g} allocated",
-                    f"{node_name}/{g}",
+                    "unknown-gpu",
+                    f"job {job.id} uses GPU {g} of node {p.node}, which has {node.gpu_count}",
+                    job.id,
                 )
             )
+    return out
+
+
+def _gpu_overcommit(gpu_share: dict[tuple[str, int], float]) -> list[m.Violation]:
+    return [
+        m.Violation(
+            "gpu-overcommit",
+            f"GPU {g} of node {node_name} is {share:.3g} allocated",
+            f"{node_name}/{g}",
+        )
+        for (node_name, g), share in sorted(gpu_share.items())
+        if share > 1.0 + m.EPS
+    ]
+
+
+def _node_overcommit(
+    cpu: dict[str, int], mem: dict[str, int], nodes: dict[str, m.Node]
+) -> list[m.Violation]:
+    out: list[m.Violation] = []
     for name in sorted(cpu):
         node = nodes[name]
         if cpu[name] > node.cpu_milli:

@@ -20,7 +20,6 @@ guarantee holds less than that guarantee while another queue holds more than its
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -32,54 +31,11 @@ from scheduler.backends.sim.backend import SimBackend
 from scheduler.clock import VirtualClock, as_datetime
 from scheduler.loop import timing
 from scheduler.loop.service import CycleReport, Loop, LoopConfig
+from scheduler.sim.report import SimReport, count_violations, record
 from scheduler.sim.trace import TraceJob
 from scheduler.spec import JobSpec, Phase, QueueSpec
 
-EPS = 1e-6
-
-# One decision, as the test of fast against every-tick compares them:
-# (virtual time, "place" | "preempt" | "succeeded" | "failed", job name, placements).
-Decision = tuple[float, str, str, tuple[model.WorkerPlacement, ...]]
-
-
-@dataclass
-class SimReport:
-    jobs: int
-    placed: int
-    finished: int
-    never_placed: int
-    start: float
-    end: float
-    cycles: int  # cycles run
-    utilisation: list[tuple[float, float]] = field(default_factory=list)  # (t, share)
-    # GPUs each queue holds from the matching utilisation sample on.
-    usage: list[dict[str, float]] = field(default_factory=list)
-    guaranteed: dict[str, float] = field(default_factory=dict)
-    delays: dict[str, list[float]] = field(default_factory=dict)
-    preemptions: dict[str, int] = field(default_factory=dict)
-    violation_s: dict[str, float] = field(default_factory=dict)
-    dropped_gpu_types: int = 0
-    invariant_reports: dict[str, int] = field(default_factory=dict)  # core's checks, by kind
-    skipped_ticks: int = 0  # idle ticks the fast path did not run (each as its last cycle)
-    decisions: list[Decision] = field(default_factory=list)
-
-    def mean_utilisation(self) -> float:
-        total, area = 0.0, 0.0
-        for (t0, u), (t1, _) in zip(self.utilisation, self.utilisation[1:], strict=False):
-            area += u * (t1 - t0)
-            total += t1 - t0
-        return area / total if total else 0.0
-
-    def mean_usage(self) -> dict[str, float]:
-        """Time-weighted GPUs held per queue."""
-        area: dict[str, float] = defaultdict(float)
-        total = 0.0
-        samples = list(zip(self.utilisation, self.usage, strict=True))
-        for ((t0, _), held), ((t1, _), _) in itertools.pairwise(samples):
-            for q, g in held.items():
-                area[q] += g * (t1 - t0)
-            total += t1 - t0
-        return {q: area.get(q, 0.0) / total if total else 0.0 for q in self.guaranteed}
+__all__ = ["SimReport", "default_queues", "simulate"]  # SimReport lives in sim.report
 
 
 def default_queues(jobs: Sequence[TraceJob], gpus: float) -> list[QueueSpec]:
@@ -223,7 +179,7 @@ class _Run:
             report = self.loop.run_once()
             rep.cycles += 1
             if report is not None:
-                _record(rep, report, t, self.submitted, self.first_start)
+                record(rep, report, t, self.submitted, self.first_start)
             # A quiet cycle changed no job: what the store held before it, it holds now.
             if self.every_tick or arrived or not _quiet(report):
                 with self.db.session() as s:
@@ -232,7 +188,7 @@ class _Run:
             waiting = [lj for lj in live if lj.phase is Phase.PENDING]
             nxt = self.next_times(t, report, live, waiting)
             step = (min(nxt) if nxt else t) - t
-            _violations(rep, waiting, held, rep.guaranteed, step)
+            count_violations(rep, waiting, held, rep.guaranteed, step)
             self.backend.forget_finished({lj.id for lj in live})
             if progress is not None:
                 progress(self.i - len(live), len(self.jobs))
@@ -328,50 +284,3 @@ def _skip(
     for v in report.result.violations:
         rep.invariant_reports[v.kind] = rep.invariant_reports.get(v.kind, 0) + skipped
     return tick
-
-
-def _record(
-    rep: SimReport,
-    report: CycleReport,
-    t: float,
-    submitted: dict[str, tuple[str, float, str]],
-    first_start: dict[str, float],
-) -> None:
-    for v in report.result.violations:
-        rep.invariant_reports[v.kind] = rep.invariant_reports.get(v.kind, 0) + 1
-    for kind, ids in (
-        ("succeeded", report.reconciled.succeeded),
-        ("failed", report.reconciled.failed),
-    ):
-        rep.decisions.extend((t, kind, submitted[jid][2], ()) for jid in sorted(ids))
-    for jid in report.applied.preempted:
-        q = submitted[jid][0]
-        rep.preemptions[q] = rep.preemptions.get(q, 0) + 1
-        rep.decisions.append((t, "preempt", submitted[jid][2], ()))
-    where = {p.job_id: p.placements for p in report.result.places}
-    for jid in report.applied.placed:
-        rep.decisions.append((t, "place", submitted[jid][2], where.get(jid, ())))
-        if jid not in first_start:
-            first_start[jid] = t
-            q, sub, _ = submitted[jid]
-            rep.delays.setdefault(q, []).append(t - sub)
-
-
-def _violations(
-    rep: SimReport,
-    waiting: Sequence[store.LiveJob],
-    held: dict[str, float],
-    guaranteed: dict[str, float],
-    step: float,
-) -> None:
-    if step <= 0:
-        return
-    over = any(held.get(q, 0.0) > g + EPS for q, g in guaranteed.items())
-    if not over:
-        return
-    for lj in waiting:
-        q = lj.request.queue
-        need = lj.request.workers * (lj.request.gpu or 1.0)
-        if held.get(q, 0.0) + need <= guaranteed.get(q, 0.0) + EPS:
-            rep.violation_s[q] = rep.violation_s.get(q, 0.0) + step
-            held = {**held, q: float("inf")}  # count each queue once per interval

@@ -4,8 +4,9 @@ workers' OMPI_MCA_orte_default_hostfile points at (one line, 127.0.0.1, a slot p
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
+
+from support.wait import eventually
 
 from scheduler.backends import base
 from scheduler.backends.local import LocalBackend
@@ -33,11 +34,10 @@ def test_the_local_backend_writes_the_mpi_hostfile(tmp_path: Path) -> None:
         )
         pl = (WorkerPlacement(0, "node-a", (0, 1)), WorkerPlacement(1, "node-a", (2, 3)))
         b.launch(base.LaunchRequest("mpi1", spec, 1, pl))
-        deadline = time.time() + 30
-        while time.time() < deadline and not all(
-            w.state is base.WorkerState.SUCCEEDED for w in b.workers()
-        ):
-            time.sleep(0.05)
+        eventually(
+            lambda: b.workers() and all(w.state is base.WorkerState.SUCCEEDED for w in b.workers()),
+            what="both workers exited 0",
+        )
         for _, _, log in b.log_files("mpi1"):
             path, text = json.loads(log.read_text().strip().splitlines()[-1])
             assert Path(path).is_file() and text == "127.0.0.1 slots=4\n"

@@ -1,17 +1,23 @@
 """Cancel and maxRuntime honour `terminationGracePeriodSeconds` as preemption does: the
 loop SIGTERMs the workers with the job's grace period and a reason the worker can read,
-and no later cycle (the orphan sweep of a job that is no longer live) cuts it short."""
+and no later cycle (the orphan sweep of a job that is no longer live) cuts it short.
+
+The loop runs on a `VirtualClock`: maxRuntime runs out when the test moves the clock, once
+the worker is up, not when a loaded machine's interpreter start-up happens to exceed it
+(the worker would then die of a SIGTERM it has no handler for yet)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.wait import eventually
 
 from scheduler import store
 from scheduler.backends.local import LocalBackend
+from scheduler.clock import VirtualClock
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, Phase, QueueSpec
 
@@ -30,17 +36,18 @@ LINGER = (
     "time.sleep(120)\n"
 )
 
-Env = tuple[store.Database, LocalBackend, Loop]
+Env = tuple[store.Database, LocalBackend, Loop, VirtualClock]
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[Env]:
     db = store.open_database(f"sqlite:///{tmp_path / 's.db'}")
     backend = LocalBackend(tmp_path / "state")
-    loop = Loop(db, backend, config=LoopConfig(holder="t", lease_ttl_s=1e6))
+    clock = VirtualClock(time.time())  # from now, so submit times are not in its future
+    loop = Loop(db, backend, clock=clock, config=LoopConfig(holder="t", lease_ttl_s=1e6))
     with db.session() as s:
         store.create_queue(session=s, spec=QueueSpec.model_validate({"name": "q", "guaranteed": 8}))
-    yield db, backend, loop
+    yield db, backend, loop, clock
     backend.kill_all()
     backend.close()
     db.close()
@@ -70,15 +77,12 @@ def _phase(db: store.Database, job_id: str) -> Phase:
         return Phase(store.get_job(session=s, job_id=job_id).phase)
 
 
-def _cycle_until(loop: Loop, cond: object, timeout: float = 60.0) -> None:
-    assert callable(cond)
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+def _cycle_until(loop: Loop, cond: Callable[[], bool], what: str) -> None:
+    def cycled() -> bool:
         loop.run_once()
-        if cond():
-            return
-        time.sleep(0.1)
-    raise AssertionError("condition not reached")
+        return cond()
+
+    eventually(cycled, every=0.1, what=what)
 
 
 def _log(backend: LocalBackend, job_id: str) -> str:
@@ -93,16 +97,16 @@ def _exit_code(backend: LocalBackend, job_id: str) -> str | None:
 
 def _drained(loop: Loop, backend: LocalBackend, job_id: str) -> None:
     # Cycles keep running while the worker checkpoints: none of them may cut it short.
-    _cycle_until(loop, lambda: _exit_code(backend, job_id) is not None)
+    _cycle_until(loop, lambda: _exit_code(backend, job_id) is not None, "the worker exited")
 
 
 def test_cancel_gives_the_worker_its_grace_period_and_says_cancelled(env: Env) -> None:
-    db, backend, loop = env
+    db, backend, loop, _ = env
     job = _submit(db)
-    _cycle_until(loop, lambda: "up" in _log(backend, job))
+    _cycle_until(loop, lambda: "up" in _log(backend, job), "the worker is up")
     with db.session() as s:
         store.cancel_job(session=s, job_id=job, by="t")
-    _cycle_until(loop, lambda: _phase(db, job) is Phase.CANCELLED)
+    _cycle_until(loop, lambda: _phase(db, job) is Phase.CANCELLED, "Cancelled")
     _drained(loop, backend, job)
     assert _exit_code(backend, job) == "0"  # exited on its own, not SIGKILLed
     out = _log(backend, job)
@@ -110,9 +114,13 @@ def test_cancel_gives_the_worker_its_grace_period_and_says_cancelled(env: Env) -
 
 
 def test_max_runtime_gives_the_worker_its_grace_period(env: Env) -> None:
-    db, backend, loop = env
+    db, backend, loop, clock = env
     job = _submit(db, maxRuntime=1)
-    _cycle_until(loop, lambda: _phase(db, job) is Phase.FAILED)
+    # "up" is printed after the SIGTERM handler is installed; the clock has not moved.
+    _cycle_until(loop, lambda: "up" in _log(backend, job), "the worker is up")
+    _cycle_until(loop, lambda: _phase(db, job) is Phase.RUNNING, "Running")
+    clock.advance_to(clock.now() + 2)  # past maxRuntime 1 s
+    _cycle_until(loop, lambda: _phase(db, job) is Phase.FAILED, "Failed (maxRuntime)")
     _drained(loop, backend, job)
     assert _exit_code(backend, job) == "0"
     out = _log(backend, job)

@@ -23,34 +23,18 @@ already terminating keeps its grace period.
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from scheduler.backends import base
-from scheduler.backends.local import cluster, records
+from scheduler.backends.local import cluster, processes, records
 from scheduler.model import Node
 from scheduler.spec import Framework
-
-HOST_VARS = ("HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
-
-
-def free_port(taken: set[int]) -> int:
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        # TF workers use port+1+i, so keep a little room between jobs.
-        if all(abs(port - t) > 64 for t in taken):
-            return port
-    raise RuntimeError("no free local port")
 
 
 class LocalBackend:
@@ -114,7 +98,7 @@ class LocalBackend:
                 job_id=request.job_id,
                 attempt=request.attempt,
                 queue=request.spec.queue,
-                port=free_port(taken),
+                port=processes.free_port(taken),
                 preempt_file=str(d / "preempted"),
                 stop_file=str(d / "stop-reason"),
                 workers=[
@@ -164,7 +148,10 @@ class LocalBackend:
             env["SHOAL_STOP_FILE"] = rec.stop_file
             if request.spec.framework is Framework.MPI:
                 env["OMPI_MCA_orte_default_hostfile"] = str(hostfile)
-            self._spawn(request, rec, w, env)
+            argv = [*request.spec.command, *request.spec.args]
+            proc = processes.spawn(argv, w, env, ledger=self.records.ledger, shim_key=shim_key)
+            if proc is not None:
+                self._procs[(rec.key, w.worker)] = proc
             self.records.save()
             if self._on_spawn is not None:
                 self._on_spawn(rec.job_id, rec.attempt, w.worker)
@@ -186,13 +173,13 @@ class LocalBackend:
                     # The reason first, so a worker woken by SIGTERM finds it.
                     rec.stop_reason = str(reason)
                     if rec.stop_file:
-                        _write_atomic(rec.stop_file, f"{reason}\n")
+                        processes.write_atomic(rec.stop_file, f"{reason}\n")
                     if reason == base.StopReason.PREEMPTED:
-                        _write_atomic(rec.preempt_file, "SHOAL_PREEMPTED=1\n")
+                        processes.write_atomic(rec.preempt_file, "SHOAL_PREEMPTED=1\n")
                     rec.stop_deadline = now + max(0.0, grace_period_s)
                     for w in rec.workers:
                         if records.alive(w) and w.pid is not None:
-                            _signal(w.pid, signal.SIGTERM, group=False)
+                            processes.send(w.pid, signal.SIGTERM, group=False)
                 # A repeat (the orphan sweep of a job that already ended) keeps the first
                 # stop's deadline: the grace period is the worker's to use.
             self._escalate()
@@ -204,7 +191,7 @@ class LocalBackend:
             if self._escalate():
                 self.records.save()
             return [
-                self._status(rec, w)
+                processes.status(rec, w)
                 for rec in self.records.attempts.values()
                 for w in rec.workers
                 if rec.launched or w.pid is not None or Path(w.exit_file).exists()
@@ -258,57 +245,10 @@ class LocalBackend:
             for rec in self.records.attempts.values():
                 for w in rec.workers:
                     if records.alive(w) and w.pid is not None:
-                        _signal(w.pid, signal.SIGKILL, group=True)
+                        processes.send(w.pid, signal.SIGKILL, group=True)
             self._reap()
 
     # -- internals ---------------------------------------------------------------------
-
-    def _spawn(
-        self,
-        request: base.LaunchRequest,
-        rec: records.AttemptRecord,
-        w: records.WorkerRecord,
-        env: dict[str, str],
-    ) -> None:
-        argv = [*request.spec.command, *request.spec.args]
-        if argv and argv[0] in ("python", "python3"):
-            argv[0] = sys.executable
-        bin_dir = str(Path(sys.executable).parent)
-        env["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin")
-        env.update({k: os.environ[k] for k in HOST_VARS if k in os.environ})
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        if not argv:
-            self._unstartable(w, "the job has no command")
-            return
-        shim = [sys.executable, "-m", "scheduler.backends.local.shim"]
-        shim += ["--exit-file", w.exit_file, "--ledger", str(self.records.ledger)]
-        shim += ["--key", self.records.shim_key(rec.job_id, rec.attempt, w.worker), "--"]
-        try:
-            with open(w.log, "ab") as log:
-                proc = subprocess.Popen(
-                    shim + argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    start_new_session=True,  # survives the service; its own process group
-                )
-        except (OSError, ValueError) as exc:
-            # A value no process can take (validation refuses these at submission; a
-            # spec stored by an older version may still hold one): this worker's failure,
-            # with the true reason, never the cycle's.
-            self._unstartable(w, f"cannot start the worker: {exc}")
-            return
-        w.pid = proc.pid
-        w.start_ticks = records.start_ticks(proc.pid)
-        self._procs[(rec.key, w.worker)] = proc
-
-    @staticmethod
-    def _unstartable(w: records.WorkerRecord, why: str) -> None:
-        w.error = why
-        with open(w.log, "a") as log:
-            log.write(f"shoal: {why}\n")
-        _write_atomic(w.exit_file, "127\n")
 
     def _recover(self) -> None:
         """After a restart: adopt shims started by an interrupted launch. The attempt stays
@@ -336,42 +276,9 @@ class LocalBackend:
             if rec.stop_deadline is not None and not rec.killed and now >= rec.stop_deadline:
                 for w in rec.workers:
                     if records.alive(w) and w.pid is not None:
-                        _signal(w.pid, signal.SIGKILL, group=True)
+                        processes.send(w.pid, signal.SIGKILL, group=True)
                 rec.killed = changed = True
         return changed
-
-    def _status(self, rec: records.AttemptRecord, w: records.WorkerRecord) -> base.WorkerStatus:
-        exit_path = Path(w.exit_file)
-        code: int | None = None
-        if exit_path.exists():
-            try:
-                code = int(exit_path.read_text().strip() or "1")
-            except ValueError:
-                code = 1
-        if code is not None:
-            state = base.WorkerState.SUCCEEDED if code == 0 else base.WorkerState.FAILED
-            message = "" if code == 0 else (w.error or f"exit code {code}")
-        elif records.alive(w):
-            state, message = base.WorkerState.RUNNING, ""
-        elif w.pid is None:
-            state, message = (
-                base.WorkerState.FAILED,
-                "never started: the service stopped during launch",
-            )
-        else:
-            state, message = base.WorkerState.FAILED, "worker process vanished (killed)"
-        return base.WorkerStatus(
-            job_id=rec.job_id,
-            attempt=rec.attempt,
-            worker=w.worker,
-            state=state,
-            exit_code=code,
-            message=message,
-            node=w.node,
-            gpus=tuple(w.gpus),
-            fraction=w.fraction,
-            queue=rec.queue,
-        )
 
     def _watch(self, interval: float) -> None:
         last: list[tuple[str, int, int, str]] = []
@@ -384,19 +291,3 @@ class LocalBackend:
                 last = now
                 if self._on_change is not None:
                     self._on_change()
-
-
-def _write_atomic(path: str, text: str) -> None:
-    tmp = f"{path}.tmp"
-    Path(tmp).write_text(text)
-    os.replace(tmp, path)
-
-
-def _signal(pid: int, sig: signal.Signals, *, group: bool) -> None:
-    try:
-        if group:
-            os.killpg(pid, sig)
-        else:
-            os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
