@@ -292,6 +292,11 @@ def simulate(
 ) -> None:
     """Replay a job trace in virtual time through the same loop and core."""
     from scheduler.cli import simulate as sim
+    from scheduler.model import Policy
+
+    if policy not in set(Policy):
+        names = ", ".join(p.value for p in Policy)
+        raise typer.BadParameter(f"{policy!r} is not one of {names}", param_hint="--policy")
 
     logging.basicConfig(level=logging.ERROR)  # the core's reports are counted instead
     sim.run(

@@ -55,3 +55,12 @@ def test_simulate_prints_the_report(tmp_path: Path) -> None:
     result = runner.invoke(app, ["simulate", str(f)])
     assert result.exit_code == 0, result.output
     assert "per queue" in result.output and "mean GPU utilisation" in result.output
+
+
+def test_simulate_refuses_an_unknown_policy_by_name(tmp_path: Path) -> None:
+    f = tmp_path / "trace.csv"
+    f.write_text("name,queue,submit,duration,workers,gpu\nj0,a,0,600,1,0.5\n")
+    result = runner.invoke(app, ["simulate", str(f), "--policy", "best-fit"])
+    assert result.exit_code == 2
+    assert "--policy" in result.output and "'best-fit' is not one of" in result.output
+    assert "Traceback" not in result.output
