@@ -1,11 +1,10 @@
 """A stop that reaches a local worker while its supervisor (the shim) is still starting.
 
-Found by h8 (issue 13 item 7): the shim installs its SIGTERM forwarder only after it has
-imported the `scheduler` package and started the user's process, so a stop sent in that
-window (a cancel or maxRuntime right after the launch) kills the shim itself: the user's
-process is never told, runs on until the grace period's SIGKILL, and its exit code is never
-recorded. Marked xfail (strict) until the shim (scheduler/backends/local/shim.py) survives
-an early SIGTERM; then the mark goes."""
+A stop sent in that window (a cancel or maxRuntime right after the launch) used to kill
+the shim itself, before it had set its SIGTERM forwarder: the user's process was never
+told, ran on until the grace period's SIGKILL, and its exit code was never recorded. Now
+the shim sets its handlers before it writes its ledger line, and the backend signals only
+shims listed there (a later call tells the others)."""
 
 from __future__ import annotations
 
@@ -29,7 +28,6 @@ def backend(tmp_path: Path) -> Iterator[LocalBackend]:
     b.close()
 
 
-@pytest.mark.xfail(strict=True, reason="shim killed by a SIGTERM before its forwarder is set")
 def test_a_stop_right_after_the_launch_still_reaches_the_worker(backend: LocalBackend) -> None:
     spec = JobSpec.model_validate(
         {

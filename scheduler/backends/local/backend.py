@@ -177,9 +177,6 @@ class LocalBackend:
                     if reason == base.StopReason.PREEMPTED:
                         processes.write_atomic(rec.preempt_file, "SHOAL_PREEMPTED=1\n")
                     rec.stop_deadline = now + max(0.0, grace_period_s)
-                    for w in rec.workers:
-                        if records.alive(w) and w.pid is not None:
-                            processes.send(w.pid, signal.SIGTERM, group=False)
                 # A repeat (the orphan sweep of a job that already ended) keeps the first
                 # stop's deadline: the grace period is the worker's to use.
             self._escalate()
@@ -271,7 +268,21 @@ class LocalBackend:
                 del self._procs[k]
 
     def _escalate(self) -> bool:
+        """Tell stopping workers (SIGTERM), then SIGKILL them once the grace period ends.
+        A shim not yet in the ledger has no handler yet; it is told on a later call."""
         now, changed = time.time(), False
+        ledger: dict[str, int] | None = None
+        for rec in self.records.attempts.values():
+            if rec.stop_deadline is None or rec.killed:
+                continue
+            for w in rec.workers:
+                if w.told or w.pid is None or not records.alive(w):
+                    continue
+                if ledger is None:
+                    ledger = self.records.launches()
+                if self.records.shim_key(rec.job_id, rec.attempt, w.worker) in ledger:
+                    processes.send(w.pid, signal.SIGTERM, group=False)
+                    w.told = changed = True
         for rec in self.records.attempts.values():
             if rec.stop_deadline is not None and not rec.killed and now >= rec.stop_deadline:
                 for w in rec.workers:

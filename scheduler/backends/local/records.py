@@ -28,6 +28,7 @@ class WorkerRecord:
     pid: int | None = None
     start_ticks: int | None = None  # /proc start time, to tell a reused pid apart
     error: str = ""  # why it could not be started (the job's failure reason)
+    told: bool = False  # SIGTERM sent to its shim (only once the shim is in the ledger)
 
 
 @dataclass

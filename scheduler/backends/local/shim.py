@@ -5,7 +5,9 @@ Why a shim: the service may be killed and restarted while workers run, and a res
 service is no longer their parent, so it could not learn their exit codes. The shim
 outlives the service, forwards SIGTERM/SIGINT to the user's process and writes the exit
 code to `--exit-file` (atomically) when it ends. It first appends one line to the launch
-ledger, the record tests use to prove no worker ever started twice.
+ledger, the record tests use to prove no worker ever started twice. The line is written
+after the signal handlers are set, so the backend signals only shims listed there: a
+SIGTERM any earlier would kill the shim itself, and the user's process would never hear it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--key", required=True)
     args = parser.parse_args(argv[:cut])
     command = argv[cut + 1 :]
+    # Until the user's process exists, a signal is kept and forwarded once it does.
+    box: dict[str, subprocess.Popen[bytes]] = {}
+    pending: list[int] = []
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        child = box.get("child")
+        if child is None:
+            pending.append(signum)
+        elif child.poll() is None:
+            child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
     # One short O_APPEND write is atomic, so concurrent shims never interleave lines.
     fd = os.open(args.ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.write(fd, f"{args.key} {os.getpid()} {time.time():.3f}\n".encode())
@@ -51,13 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"shoal: cannot start {command[:1]}: {exc}", file=sys.stderr, flush=True)
         _write_atomic(args.exit_file, "127\n")
         return 127
-
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        if child.poll() is None:
-            child.send_signal(signum)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
+    box["child"] = child
+    for signum in pending:
+        forward(signum, None)
     code = child.wait()
     # A child killed by signal N exits as 128 + N, as a shell (and Kubernetes) reports it.
     code = 128 - code if code < 0 else code
