@@ -148,3 +148,18 @@ def test_a_worker_that_cannot_start_fails_with_the_true_reason(backend: LocalBac
     assert w.state is base.WorkerState.FAILED and w.exit_code == 127
     assert "cannot start the worker" in w.message and "service stopped" not in w.message
     assert "cannot start the worker" in backend.log_files("job6")[0][2].read_text()
+
+
+def test_a_stop_right_after_the_launch_still_reaches_the_worker(backend: LocalBackend) -> None:
+    """A stop sent while the shim is still starting (a cancel or maxRuntime right after the
+    launch) used to kill the shim before it had set its SIGTERM forwarder: the worker was
+    never told and its exit code never recorded. The shim sets its handlers before its
+    ledger line, and the backend signals only shims listed there."""
+    backend.launch(
+        base.LaunchRequest(
+            "early", spec("import time; time.sleep(120)"), 1, (WorkerPlacement(0, "node-a", (0,)),)
+        )
+    )
+    backend.stop("early", 3.0, reason=base.StopReason.CANCELLED)  # at once: no process is up yet
+    (w,) = settle(backend)
+    assert w.exit_code == 143, w  # told (SIGTERM's default action), its exit recorded
