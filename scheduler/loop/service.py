@@ -46,7 +46,7 @@ from scheduler import model
 from scheduler.backends import base
 from scheduler.clock import Clock, WallClock, as_datetime
 from scheduler.core import cycle
-from scheduler.loop import apply, housekeeping, isolation, reconcile
+from scheduler.loop import apply, collector, housekeeping, isolation, reconcile
 from scheduler.loop import snapshot as snapshots
 from scheduler.loop.backoff import Backoff
 from scheduler.loop.config import CycleReport, LoopConfig
@@ -111,6 +111,8 @@ class Loop:
         self._inventory: tuple[model.Node, ...] | None = None
         self._reasons: dict[str, model.PendingReason] = {}
         self._violations: set[model.Violation] = set()  # drift already logged
+        # The live jobs last read: each cycle re-reads only the rows whose version moved.
+        self.live_cache = store.LiveCache()
         # Per-job backoff after a refused or failed launch/bind (scheduler.loop.backoff).
         self.backoff = Backoff()
         # A failed attempt's retry waits 2 s, 4 s, 8 s... (at most 5 min): BackoffRetry.
@@ -146,6 +148,10 @@ class Loop:
             store.release_lease(session=session, holder=self.config.holder)
 
     def run_once(self) -> CycleReport | None:
+        with collector.paused():  # see scheduler.loop.collector: why
+            return self._cycle()
+
+    def _cycle(self) -> CycleReport | None:
         steps = _Steps()
         now = self.clock.now()
         if self.config.is_leader is not None and not self.config.is_leader():
@@ -231,7 +237,7 @@ class Loop:
             [w for w in self.backend.workers() if w.job_id not in adopted]
         )
         unreadable: list[store.Unreadable] = []
-        live = store.live_jobs(session=session, unreadable=unreadable)
+        live = store.live_jobs(session=session, unreadable=unreadable, cache=self.live_cache)
         return _Seen(nodes, foreign, f_running, f_pending, attempts, live, unreadable)
 
     def _reconcile(self, session: Session, backend: Fenced, seen: _Seen, now: float) -> None:
@@ -259,7 +265,9 @@ class Loop:
                 done.touched += 1
         if done.changed():
             seen.unreadable = []
-            seen.live = store.live_jobs(session=session, unreadable=seen.unreadable)
+            seen.live = store.live_jobs(
+                session=session, unreadable=seen.unreadable, cache=self.live_cache
+            )
         for bad in seen.unreadable:
             if not self.faulty.active(bad.id, now):
                 self._job_error(session, bad.id, "reading the stored job", bad.error, now)

@@ -21,7 +21,8 @@ API / CRD controller (`queues`, `jobs`):
 
 Scheduler loop (`cycle`), every write checked against `expected_version`:
     load_queues(*, session) -> tuple[core.Queue, ...]
-    live_jobs(*, session) -> list[LiveJob]          # .request, .running(), .version, .spec
+    live_jobs(*, session, cache=None) -> list[LiveJob]  # .request, .running(), .version, .spec
+    LiveCache()                                     # a reader's cache: re-read only changed rows
     record_placement(*, session, job_id, expected_version, placements, attempt, now=None)
         -> int                                      # Pending -> Scheduled, before launch
     set_phase(*, session, job_id, expected_version, phase: Phase, reason="", message="",
@@ -43,6 +44,7 @@ Errors (`errors`): NotFound, Conflict, VersionConflict(Conflict), InvalidTransit
 from __future__ import annotations
 
 from scheduler.store.cycle import (
+    LiveCache,
     LiveJob,
     acquire_lease,
     append_event,
@@ -78,6 +80,7 @@ from scheduler.store.queues import (
 __all__ = [
     "Database",
     "JobPage",
+    "LiveCache",
     "LiveJob",
     "acquire_lease",
     "append_event",

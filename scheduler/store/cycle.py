@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Row, Table, Text, bindparam, delete, func, select, update
+from sqlalchemy import Row, Select, Table, Text, bindparam, delete, func, select, update
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Session
 
@@ -95,41 +95,102 @@ class Unreadable:
     error: str
 
 
-def live_jobs(*, session: Session, unreadable: list[Unreadable] | None = None) -> list[LiveJob]:
+class LiveCache:
+    """What one reader (a loop) last read of the live jobs, so that its next read builds
+    only the rows that changed. Every write of a job row bumps its `version`
+    (`jobs.cas_update`, `set_pending_reasons`), so a live job whose version has not moved
+    is the job read before. One cache per reader of one database: the simulator's job ids
+    repeat across its throw-away databases."""
+
+    __slots__ = ("jobs", "parsed")
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, LiveJob] = {}
+        # Each job's spec parsed (pydantic) and its core request, with the stored values
+        # they were made from: a version bump that left the spec alone (a phase, a
+        # reason) re-uses them. Checked by value.
+        self.parsed: dict[str, _Parsed] = {}
+
+
+def live_jobs(
+    *,
+    session: Session,
+    unreadable: list[Unreadable] | None = None,
+    cache: LiveCache | None = None,
+) -> list[LiveJob]:
     """Pending, Preempted, Scheduled and Running jobs, oldest first, with their specs.
     With `unreadable`, a row that cannot be read is appended there and left out; without
-    it, the error propagates."""
+    it, the error propagates. With `cache`, only the rows whose version moved since the
+    last read through that cache are read whole (the rest are the jobs read then)."""
     j = schema.JobRow
-    stmt = (
-        select(
-            j.id,
-            j.version,
-            j.phase,
-            sql_cast(j.spec, Text).label("spec_text"),
-            j.queue,
-            j.priority,
-            j.created_at,
-            j.name,
-            j.placements,
-            j.attempt,
-            j.restarts,
-            j.cancel_requested,
-            j.scheduled_at,
-            j.started_at,
-            j.origin_kind,
-            j.origin_namespace,
-            j.origin_name,
-            j.origin_uid,
-        )
-        .where(j.phase.in_([p.value for p in LIVE]))
-        .order_by(j.seq)
-    )
-    global _parsed
+    live = j.phase.in_([p.value for p in LIVE])
+    if cache is None:
+        reader = _shared
+        rows = list(session.execute(_FULL.where(live).order_by(j.seq)))
+        fresh = _read(rows, reader, unreadable)
+        reader.parsed = {lj.id: reader.parsed[lj.id] for lj in fresh}
+        return fresh
+    current = session.execute(select(j.id, j.version).where(live).order_by(j.seq)).all()
+    stale = {jid for jid, version in current if _version(cache, jid) != version}
+    rows = []
+    for chunk in _chunks(sorted(stale)):
+        rows.extend(session.execute(_FULL.where(live, j.id.in_(chunk))))
+    # A stale row that left the live phases meanwhile, or cannot be read, is left out.
+    by_id = {lj.id: lj for lj in _read(rows, cache, unreadable)}
     out = []
-    seen: dict[str, _Parsed] = {}
-    for row in session.execute(stmt):
+    for jid, _ in current:
+        lj = by_id.get(jid) if jid in stale else cache.jobs[jid]
+        if lj is not None:
+            out.append(lj)
+    cache.jobs = {lj.id: lj for lj in out}
+    cache.parsed = {k: v for k, v in cache.parsed.items() if k in cache.jobs}
+    return out
+
+
+def _version(cache: LiveCache, job_id: str) -> int | None:
+    hit = cache.jobs.get(job_id)
+    return None if hit is None else hit.version
+
+
+def _chunks(ids: list[str], size: int = 500) -> list[list[str]]:
+    # Bounded IN lists: old SQLite builds allow 999 bound parameters.
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
+
+
+def _full_select() -> Select[Any]:
+    j = schema.JobRow
+    return select(
+        j.id,
+        j.version,
+        j.phase,
+        sql_cast(j.spec, Text).label("spec_text"),
+        j.queue,
+        j.priority,
+        j.created_at,
+        j.name,
+        j.placements,
+        j.attempt,
+        j.restarts,
+        j.cancel_requested,
+        j.scheduled_at,
+        j.started_at,
+        j.origin_kind,
+        j.origin_namespace,
+        j.origin_name,
+        j.origin_uid,
+    )
+
+
+_FULL = _full_select()
+
+
+def _read(
+    rows: Sequence[Row[Any]], cache: LiveCache, unreadable: list[Unreadable] | None
+) -> list[LiveJob]:
+    out = []
+    for row in rows:
         try:
-            spec, request = _parse(row, seen)
+            spec, request = _parse(row, cache)
             lj = LiveJob(
                 id=row.id,
                 version=row.version,
@@ -157,29 +218,23 @@ def live_jobs(*, session: Session, unreadable: list[Unreadable] | None = None) -
             unreadable.append(Unreadable(row.id, Phase(row.phase), f"{type(exc).__name__}: {exc}"))
             continue
         out.append(lj)
-    _parsed = seen  # only live jobs' entries are kept
     return out
 
 
-# A row's spec parsed (pydantic) and its core request, keyed by job id with the stored
-# values they were made from (the spec as stored text): the loop reads every live job
-# each cycle, and decoding and validating unchanged specs was most of that read's cost.
-# Checked by value, not by version, so a write that forgot to bump the version cannot
-# serve a stale spec.
 _Parsed = tuple[str, str, int, datetime, str, JobSpec, model.JobRequest]
-_parsed: dict[str, _Parsed] = {}
+# Readers without a cache of their own (the API's reads) share the parsed specs.
+_shared = LiveCache()
 
 
-def _parse(row: Row[Any], seen: dict[str, _Parsed]) -> tuple[JobSpec, model.JobRequest]:
+def _parse(row: Row[Any], cache: LiveCache) -> tuple[JobSpec, model.JobRequest]:
     key = (row.spec_text, row.queue, row.priority, row.created_at, row.name)
-    hit = _parsed.get(row.id)
+    hit = cache.parsed.get(row.id)
     if hit is not None and hit[:5] == key:
-        seen[row.id] = hit
         return hit[5], hit[6]
     spec = JobSpec.model_validate(json.loads(row.spec_text), context=STORED)
     # `job_request` reads only the columns selected above.
     request = convert.job_request(cast(schema.JobRow, row), spec)
-    seen[row.id] = (*key, spec, request)
+    cache.parsed[row.id] = (*key, spec, request)
     return spec, request
 
 

@@ -116,7 +116,7 @@ class LocalBackend:
             # Recorded before the first process starts: a crash from here on leaves a
             # record, so a restarted service adopts or reports the workers, never reruns.
             self.records.attempts[key] = rec
-            self.records.save()
+            self.records.save(rec)
             self._start(request, rec, resume=False)
 
     def _start(
@@ -152,11 +152,11 @@ class LocalBackend:
             proc = processes.spawn(argv, w, env, ledger=self.records.ledger, shim_key=shim_key)
             if proc is not None:
                 self._procs[(rec.key, w.worker)] = proc
-            self.records.save()
+            self.records.save(rec)
             if self._on_spawn is not None:
                 self._on_spawn(rec.job_id, rec.attempt, w.worker)
         rec.launched = True
-        self.records.save()
+        self.records.save(rec)
 
     def stop(
         self, job_id: str, grace_period_s: float, *, reason: str = base.StopReason.STOPPED

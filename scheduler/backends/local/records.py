@@ -1,10 +1,13 @@
 """The local backend's durable memory: which attempts it launched, with which processes.
 
-`state.json` is rewritten atomically (write, fsync, rename) after every change, and an
-attempt is recorded *before* its first process starts. After a crash the record may
-list fewer workers than were started; `find_shims` recovers those from the process
-table (each shim carries its key on its command line), so a restarted service knows
-every worker and never starts an attempt again.
+Each attempt is one small file, `attempts/<job>.<attempt>.json`, replaced atomically
+(write, fsync, rename) when that attempt changes, and an attempt is recorded *before*
+its first process starts. After a crash the record may list fewer workers than were
+started; `find_shims` recovers those from the process table (each shim carries its key
+on its command line), so a restarted service knows every worker and never starts an
+attempt again. (One file for all attempts, rewritten whole three times per launch, was
+most of the scheduler loop's CPU under a burst of submissions: docs/benchmarks.md.) A
+`state.json` of an older version is read once and split into these files.
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 
 @dataclass
@@ -55,32 +59,77 @@ def attempt_key(job_id: str, attempt: int) -> str:
 
 
 class Records:
-    """All attempt records of one state directory, loaded once and saved on change."""
+    """All attempt records of one state directory, loaded once; `save` writes the ones
+    that changed."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
-        self.path = root / "state.json"
+        self.dir = root / "attempts"
+        self.dir.mkdir(exist_ok=True)
         self.ledger = root / "launches.log"
         id_file = root / "instance"
         if not id_file.exists():
             id_file.write_text(uuid.uuid4().hex[:12])
         self.instance = id_file.read_text().strip()
         self.attempts: dict[str, AttemptRecord] = {}
-        if self.path.exists():
-            for raw in json.loads(self.path.read_text()).get("attempts", []):
-                workers = [WorkerRecord(**w) for w in raw.pop("workers")]
-                rec = AttemptRecord(**raw, workers=workers)
-                self.attempts[rec.key] = rec
+        self._written: dict[str, str] = {}  # key -> the text its file holds
+        legacy = root / "state.json"
+        loaded: list[AttemptRecord] = []
+        if legacy.exists():
+            loaded += [_decode(raw) for raw in json.loads(legacy.read_text()).get("attempts", [])]
+        for f in self.dir.iterdir():
+            if f.suffix == ".tmp":  # a write a crash interrupted: its rename never happened
+                f.unlink(missing_ok=True)
+            elif f.suffix == ".json":
+                text = f.read_text()
+                rec = _decode(json.loads(text))
+                self._written[rec.key] = text
+                loaded.append(rec)
+        # Sorted, so that a restarted service lists workers in the same order every time.
+        for rec in sorted(loaded, key=lambda r: (r.job_id, r.attempt)):
+            self.attempts[rec.key] = rec  # a file written after state.json wins
+        if legacy.exists():
+            self.save()
+            legacy.unlink()
 
-    def save(self) -> None:
-        data: dict[str, Any] = {"attempts": [asdict(a) for a in self.attempts.values()]}
-        tmp = self.path.with_suffix(".tmp")
+    def save(self, *changed: AttemptRecord) -> None:
+        """Write the records of `changed`, or, without any, every record that differs from
+        its file (and remove the files of records no longer in `attempts`)."""
+        if changed:
+            for rec in changed:
+                self._write(rec)
+            return
+        for rec in self.attempts.values():
+            self._write(rec)
+        for key in [k for k in self._written if k not in self.attempts]:
+            job_id, attempt = key.rsplit("/", 1)
+            self._file(job_id, int(attempt)).unlink(missing_ok=True)
+            del self._written[key]
+
+    def _file(self, job_id: str, attempt: int) -> Path:
+        return self.dir / f"{quote(job_id, safe='')}.{attempt}.json"
+
+    def _write(self, rec: AttemptRecord) -> None:
+        text = json.dumps(_encode(rec))
+        key = rec.key
+        if self._written.get(key) == text:
+            return
+        path = self._file(rec.job_id, rec.attempt)
+        tmp = path.with_suffix(".tmp")
         with open(tmp, "w") as f:
-            json.dump(data, f)
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        os.replace(tmp, path)
+        if key not in self._written:
+            # A new file's name is durable only once its directory is.
+            fd = os.open(self.dir, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._written[key] = text
 
     def shim_key(self, job_id: str, attempt: int, worker: int) -> str:
         return f"{self.instance}:{job_id}:{attempt}:{worker}"
@@ -93,6 +142,16 @@ class Records:
                 key = line.split(" ", 1)[0]
                 counts[key] = counts.get(key, 0) + 1
         return counts
+
+
+def _encode(rec: AttemptRecord) -> dict[str, Any]:
+    # The fields by hand, not `dataclasses.asdict` (a deep copy: ten times slower here).
+    return {**vars(rec), "workers": [vars(w) for w in rec.workers]}
+
+
+def _decode(raw: dict[str, Any]) -> AttemptRecord:
+    workers = [WorkerRecord(**w) for w in raw.pop("workers")]
+    return AttemptRecord(**raw, workers=workers)
 
 
 def start_ticks(pid: int) -> int | None:
