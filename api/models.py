@@ -58,9 +58,9 @@ class Placement(_Model):
     node: str
     gpus: list[int]
     fraction: float
-    # How a GPU fraction is held to: "advisory" (the worker launcher's cooperative memory
-    # cap; nothing stops a worker using more) - no backend here enforces one yet. None
-    # for whole GPUs and CPU-only workers: there is no fraction to enforce.
+    # How a GPU fraction is held to, as its node does it: "advisory" (the worker launcher's
+    # cooperative memory cap; nothing stops a worker using more) or "mps" (CUDA MPS limits
+    # its memory and SMs). None for whole GPUs and CPU-only workers: no fraction to enforce.
     enforcement: str | None = None
 
     @model_validator(mode="after")
@@ -149,6 +149,8 @@ class NodePublic(_Model):
     memory_mib: int
     gpu_model: str
     gpu_memory_mib: int
+    # How GPU fractions placed here are held to their share: "advisory" or "mps".
+    enforcement: str = "advisory"
     gpus: list[GpuPublic]
 
 

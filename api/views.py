@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import ValidationError
+from sqlalchemy import select
+from sqlalchemy.orm import Session, object_session
 
 from api import models, usage
 from api.auth import Principal
@@ -42,7 +46,7 @@ def job(row: schema.JobRow, spec: JobSpec | None = None) -> models.JobPublic:
         phase=Phase(row.phase),
         priority=row.priority,
         conditions=[models.Condition.model_validate(c) for c in row.conditions],
-        placements=[models.Placement.model_validate(p) for p in row.placements],
+        placements=[_placement(p, _enforcement(object_session(row))) for p in row.placements],
         pending_reason=reason,
         attempt=row.attempt,
         restarts=row.restarts,
@@ -53,6 +57,25 @@ def job(row: schema.JobRow, spec: JobSpec | None = None) -> models.JobPublic:
         finished_at=row.finished_at,
         version=row.version,
     )
+
+
+def _enforcement(session: Session | None) -> dict[str, str]:
+    """node -> how it enforces fractions, read once per session (a page of jobs)."""
+    if session is None:
+        return {}
+    found: dict[str, str] | None = session.info.get("shoal.enforcement")
+    if found is None:
+        t = schema.InventoryRow
+        found = {name: how for name, how in session.execute(select(t.name, t.enforcement))}
+        session.info["shoal.enforcement"] = found
+    return found
+
+
+def _placement(data: dict[str, Any], enforcement: dict[str, str]) -> models.Placement:
+    p = models.Placement.model_validate(data)
+    if p.enforcement is not None and p.node in enforcement:
+        p.enforcement = enforcement[p.node]  # a fraction: what its node does
+    return p
 
 
 def _spec(row: schema.JobRow) -> JobSpec:
@@ -108,6 +131,7 @@ def nodes(u: usage.Usage, principal: Principal) -> models.NodesPublic:
                 memory_mib=n.memory_mib,
                 gpu_model=n.gpu_model,
                 gpu_memory_mib=n.gpu_memory_mib,
+                enforcement=str(n.enforcement),
                 gpus=gpus,
             )
         )

@@ -19,6 +19,22 @@ EPS = 1e-9
 TOTAL = "total"  # the key of a quota that counts every GPU model
 
 
+class Enforcement(StrEnum):
+    """How a node holds a fractional worker to its share of a GPU. ADVISORY: the worker
+    launcher's cooperative memory cap, nothing stops a process using more. MPS: CUDA MPS
+    limits its memory and SMs (the local backend's daemon, or a device plugin sharing by
+    MPS). NONE: no fraction (whole GPUs, CPU). ENFORCED: another enforcing mechanism."""
+
+    NONE = "none"
+    ADVISORY = "advisory"
+    MPS = "mps"
+    ENFORCED = "enforced"
+
+    @property
+    def enforcing(self) -> bool:
+        return self in (Enforcement.MPS, Enforcement.ENFORCED)
+
+
 @dataclass(frozen=True, slots=True)
 class Node:
     """A schedulable node: its allocatable CPU, memory and GPUs (all of one model)."""
@@ -29,6 +45,8 @@ class Node:
     gpu_count: int = 0
     gpu_model: str = ""
     gpu_memory_mib: int = 0
+    # How GPU fractions are held to on this node (reported with every fractional placement).
+    enforcement: Enforcement = Enforcement.ADVISORY
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,18 +16,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
+from scheduler import model
 from scheduler.model import JobRequest, Node, RunningJob, WorkerPlacement
 from scheduler.spec import Framework, JobSpec, Origin
 
 MASTER_PORT = 29500
 
 
-class Enforcement(StrEnum):
-    """How a GPU fraction is held to: `advisory` is the launcher's cooperative memory cap."""
-
-    NONE = "none"
-    ADVISORY = "advisory"
-    ENFORCED = "enforced"
+# How a GPU fraction is held to (`advisory`: the launcher's cooperative cap; `mps`): the
+# node's, so the core's vocabulary owns it.
+Enforcement = model.Enforcement
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,6 +58,18 @@ def serve(
             help="seconds a finished job is kept before it is deleted (0: forever)",
         ),
     ] = 7 * 24 * 3600.0,
+    gpus: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SHOAL_GPUS",
+            help="auto: run workers on this host's GPUs (found through NVML) instead of "
+            "the simulated cluster; stops with 'no GPU found' where there is none",
+        ),
+    ] = None,
+    fallback_simulated: Annotated[
+        bool,
+        typer.Option(help="with --gpus auto on a host with no GPU: run the simulated cluster"),
+    ] = False,
 ) -> None:
     """Run the API and the scheduler on the embedded default (SQLite, local workers)."""
     from scheduler.cli import serve as serving
@@ -77,6 +89,8 @@ def serve(
         interval_s=interval,
         min_runtime_s=min_runtime,
         job_retention_s=job_retention or None,
+        gpus=gpus,
+        fallback_simulated=fallback_simulated,
     )
 
 

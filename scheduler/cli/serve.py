@@ -39,7 +39,7 @@ from api.app import create_app
 from api.settings import Settings
 from scheduler import model
 from scheduler.backends import base
-from scheduler.backends.local import LocalBackend
+from scheduler.backends.local import host
 from scheduler.cli import settings as serve_settings
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.loop.workerenv import ScopedWorkerEnv
@@ -139,9 +139,25 @@ def make_backend(
     *,
     env: serve_settings.ServeSettings | None = None,
     database: Database | None = None,
+    gpus: str | None = None,
+    fallback_simulated: bool = False,
 ) -> base.ClusterBackend:
+    """`gpus="auto"` (local only): this host's GPUs through NVML, not the simulated cluster."""
+    if gpus not in (None, "auto"):
+        raise SystemExit(f"--gpus {gpus!r}: the only value is auto (this host's GPUs)")
     if kind == "local":
-        return LocalBackend(state, cluster_file=cluster, on_change=wake)
+        try:
+            return host.local_backend(
+                state,
+                cluster_file=cluster,
+                gpus_auto=gpus == "auto",
+                fallback_simulated=fallback_simulated,
+                on_change=wake,
+            )
+        except (host.NoGpuHost, ValueError) as e:
+            raise SystemExit(str(e)) from None
+    if gpus is not None:
+        raise SystemExit("--gpus auto is for the local backend (Kubernetes reads its nodes)")
     if kind == "kubernetes":
         # Imported here: only these pull in the `kubernetes` client.
         from scheduler.backends.kubernetes import runtime
@@ -222,6 +238,8 @@ def serve(
     interval_s: float,
     min_runtime_s: float,
     job_retention_s: float | None = None,
+    gpus: str | None = None,
+    fallback_simulated: bool = False,
 ) -> None:
     try:
         env = serve_settings.from_env()
@@ -246,7 +264,16 @@ def serve(
         if wake:
             wake[0].wake()
 
-    backend = make_backend(backend_kind, state, cluster, on_change, env=env, database=database)
+    backend = make_backend(
+        backend_kind,
+        state,
+        cluster,
+        on_change,
+        env=env,
+        database=database,
+        gpus=gpus,
+        fallback_simulated=fallback_simulated,
+    )
     loop = Loop(
         database,
         backend,

@@ -469,6 +469,7 @@ def save_inventory(
             "gpu_count": n.gpu_count,
             "gpu_model": n.gpu_model,
             "gpu_memory_mib": n.gpu_memory_mib,
+            "enforcement": str(n.enforcement),
         }
         row = rows.get(n.name)
         if row is None:

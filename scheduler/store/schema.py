@@ -188,6 +188,10 @@ class InventoryRow(Base):
     gpu_count: Mapped[int] = mapped_column(Integer)
     gpu_model: Mapped[str] = mapped_column(String(128))
     gpu_memory_mib: Mapped[int] = mapped_column(BigInteger)
+    # How fractions are held to there (`scheduler.model.Enforcement`): advisory, mps...
+    enforcement: Mapped[str] = mapped_column(
+        String(16), default="advisory", server_default="advisory"
+    )
     seen_at: Mapped[datetime]
 
 

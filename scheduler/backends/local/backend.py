@@ -19,10 +19,18 @@ to the attempt's `SHOAL_STOP_FILE` and, for a preemption only, `SHOAL_PREEMPTED=
 is over (checked by `workers()` and by the watcher thread, so `stop` itself never
 blocks). A repeated stop keeps the first one's reason and deadline, as a pod that is
 already terminating keeps its grace period.
+
+On a real GPU host (`host`: the GPUs NVML found, made by `host.local_backend`) a worker
+sees only its GPUs: CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES name their UUIDs
+(empty for a CPU-only worker, so it sees none). With an MPS daemon (`use_mps`) the
+nodes report `enforcement: mps` and each fractional worker gets its MPS limits
+(`mps.worker_env`); `close` stops the daemon unless fractional workers still use it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import shutil
 import signal
 import subprocess
@@ -32,9 +40,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from scheduler.backends import base
-from scheduler.backends.local import cluster, processes, records
-from scheduler.model import Node
+from scheduler.backends.local import cluster, gpus, mps, processes, records
+from scheduler.model import Enforcement, Node, WorkerPlacement
 from scheduler.spec import Framework
+
+log = logging.getLogger("shoal.local")
 
 
 class LocalBackend:
@@ -54,11 +64,18 @@ class LocalBackend:
         on_change: Callable[[], None] | None = None,
         watch_interval_s: float = 0.1,
         on_spawn: Callable[[str, int, int], None] | None = None,
+        host: gpus.Host | None = None,
     ) -> None:
         """`on_spawn(job_id, attempt, worker)` is called after each worker is started and
         recorded (the crash-safety tests' crash point in the middle of a gang launch)."""
         self.state_dir = Path(state_dir)
-        self._nodes = tuple(nodes) if nodes is not None else cluster.load_nodes(cluster_file)
+        self._host = host
+        if host is not None:
+            self._nodes = host.nodes
+        else:
+            self._nodes = tuple(nodes) if nodes is not None else cluster.load_nodes(cluster_file)
+        self.mps: mps.Daemon | None = None
+        self.mps_unavailable = ""  # why no MPS daemon runs on this GPU host
         self._lock = threading.RLock()
         self.records = records.Records(self.state_dir / "local")
         self._procs: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
@@ -75,6 +92,22 @@ class LocalBackend:
     def instance(self) -> str:
         """This state directory's id: recorded with every launch (the `Launched` event)."""
         return self.records.instance
+
+    def use_mps(self, daemon: mps.Daemon) -> None:
+        """Enforce fractions with `daemon` (before the first cycle): the nodes say `mps`."""
+        self.mps = daemon
+        self._nodes = tuple(
+            dataclasses.replace(n, enforcement=Enforcement.MPS) if n.gpu_count else n
+            for n in self._nodes
+        )
+
+    def enforcement(self, node: str) -> Enforcement:
+        found = next((n for n in self._nodes if n.name == node), None)
+        return found.enforcement if found is not None else Enforcement.ADVISORY
+
+    def excluded_nodes(self) -> dict[str, str]:
+        """GPUs of this host not offered, with why (the dashboard lists them)."""
+        return dict(self._host.excluded) if self._host is not None else {}
 
     # -- the interface -------------------------------------------------------------
 
@@ -134,16 +167,22 @@ class LocalBackend:
             shim_key = self.records.shim_key(rec.job_id, rec.attempt, w.worker)
             if w.pid is not None or shim_key in started or Path(w.exit_file).exists():
                 continue  # started before the crash (alive, or already ended)
+            visible = self._host.visible(p.node, p.gpus) if self._host is not None else None
             env = base.worker_env(
                 request.spec,
                 p,
                 hosts,
                 job_id=request.job_id,
                 attempt=request.attempt,
-                gpu_ids=[f"local-{p.node}-gpu{g}" for g in p.gpus],
+                gpu_ids=visible
+                if visible is not None
+                else [f"local-{p.node}-gpu{g}" for g in p.gpus],
+                enforcement=self.enforcement(p.node),
                 port=rec.port,
             )
             env.update(request.extra_env)
+            if visible is not None:
+                env.update(self._device_env(p, visible))
             env["SHOAL_PREEMPT_FILE"] = rec.preempt_file
             env["SHOAL_STOP_FILE"] = rec.stop_file
             if request.spec.framework is Framework.MPI:
@@ -195,9 +234,22 @@ class LocalBackend:
             ]
 
     def close(self) -> None:
-        """Stops the watcher; running workers keep running (a restart adopts them)."""
+        """Stops the watcher; running workers keep running (a restart adopts them). The MPS
+        daemon is stopped unless fractional workers still run (a restart adopts it too)."""
         self._closed.set()
         self._watcher.join(timeout=2)
+        if self.mps is not None:
+            with self._lock:
+                sharing = [
+                    f"{r.job_id}/{w.worker}"
+                    for r in self.records.attempts.values()
+                    for w in r.workers
+                    if w.gpus and w.fraction < 1 and records.alive(w)
+                ]
+            if sharing:
+                log.info("MPS daemon left running for %d fractional workers", len(sharing))
+            else:
+                self.mps.stop()
 
     # -- extras for the loop, the logs route and the tests -----------------------------
 
@@ -246,6 +298,18 @@ class LocalBackend:
             self._reap()
 
     # -- internals ---------------------------------------------------------------------
+
+    def _device_env(self, p: WorkerPlacement, visible: list[str]) -> dict[str, str]:
+        """A real host's device variables: only its GPUs (none for a CPU-only worker),
+        and, for a fraction on an MPS node, the limits MPS holds it to. Set after the
+        user's `env`, so a job cannot widen them."""
+        env = {"CUDA_VISIBLE_DEVICES": ",".join(visible)}
+        if not visible:
+            env["NVIDIA_VISIBLE_DEVICES"] = "void"
+        if self.mps is not None and visible and p.fraction < 1:
+            node = next(n for n in self._nodes if n.name == p.node)
+            env.update(mps.worker_env(self.mps, p.fraction, node.gpu_memory_mib))
+        return env
 
     def _recover(self) -> None:
         """After a restart: adopt shims started by an interrupted launch. The attempt stays
