@@ -52,9 +52,10 @@ class KubeConfig:
     # kubelet's eviction under pressure should take a GPU its shares run on.
     reserve_priority_class: str | None = None
     reserve_runtime_class: str | None = None  # e.g. "nvidia" where the runtime needs it
-    # The reserver's memory request and limit, sized from its measured peak RSS
-    # (docs/kubernetes.md: about 21 MiB; twice that plus headroom).
-    reserve_memory_mib: int = 48
+    # The reserver's memory request and limit, sized from its measured peak RSS: 58 MB with
+    # nvidia-ml-py loaded, on an H200 with driver 580 (issue 23; 21 MiB without NVML, as
+    # bench/reserve_rss.py measures it here). Twice the NVML figure plus headroom.
+    reserve_memory_mib: int = 128
     # A reservation that reports no GPU UUID this long after it was bound (image pull
     # failing, no GPU, a crash loop) is replaced and its shares are failed (re-placed).
     reservation_uuid_timeout_s: float = 180.0
