@@ -1,6 +1,9 @@
-"""A real PyTorch DistributedDataParallel job on a small synthetic dataset (CPU, gloo).
+"""A real PyTorch DistributedDataParallel job on a small synthetic dataset.
 
-Every worker reads its rank from the environment Shoal gives it (MASTER_ADDR,
+With a GPU visible (`torch.cuda.is_available()`: on `shoal serve --gpus auto` each worker
+sees only its own GPU, as device 0) it trains on `cuda` with NCCL; otherwise on the CPU
+with gloo (the laptop demo and the tests). Every worker reads its rank from the
+environment Shoal gives it (MASTER_ADDR,
 MASTER_PORT, WORLD_SIZE, RANK), trains a small MLP on its shard of a synthetic
 regression problem, and reports `step` and `loss` with `SHOAL_PROGRESS` lines. It
 watches SHOAL_PREEMPT_FILE and stops cleanly (exit 143) when preempted. Seconds to run.
@@ -30,22 +33,29 @@ def report(step: int, loss: float) -> None:
 
 
 def main() -> int:
-    dist.init_process_group("gloo")  # reads MASTER_ADDR/PORT, RANK, WORLD_SIZE
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)  # the worker's one visible GPU
+    # Reads MASTER_ADDR/PORT, RANK, WORLD_SIZE from the environment.
+    dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     # The same synthetic problem on every rank (fixed seed); each trains on its shard.
     x = torch.randn(4096, 16)
     w_true = torch.randn(16, 1)
     y = x @ w_true + 0.5 * torch.tanh(x[:, :1]) + 0.05 * torch.randn(4096, 1)
-    x, y = x[rank::world], y[rank::world]
-    model = DistributedDataParallel(nn.Sequential(nn.Linear(16, 64), nn.Tanh(), nn.Linear(64, 1)))
+    x, y = x[rank::world].to(device), y[rank::world].to(device)
+    net = nn.Sequential(nn.Linear(16, 64), nn.Tanh(), nn.Linear(64, 1)).to(device)
+    model = DistributedDataParallel(net, device_ids=[0] if cuda else None)
     opt = torch.optim.Adam(model.parameters(), lr=0.02)
-    print(f"rank {rank}/{world}: {len(x)} samples, {STEPS} steps", flush=True)
+    how = f"{dist.get_backend()} on {device}"
+    print(f"rank {rank}/{world}: {len(x)} samples, {STEPS} steps, {how}", flush=True)
     for step in range(1, STEPS + 1):
         if preempted():
             print(f"rank {rank}: preempted at step {step}, stopping", flush=True)
             return 143
-        i = torch.randint(0, len(x), (256,))
+        i = torch.randint(0, len(x), (256,), device=device)
         loss = nn.functional.mse_loss(model(x[i]), y[i])
         opt.zero_grad()
         loss.backward()  # DDP all-reduces the gradients across ranks here
