@@ -39,6 +39,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from bench import baselines, plot, trace, variants
+from bench.fgd_report import DEFAULT_DIGEST, Results, load_published, load_reference, table
 from scheduler import model as m
 from scheduler import placement
 from scheduler.placement import policies
@@ -49,10 +50,7 @@ POLICIES = ["fgd-learned", "fgd", "fgd-exact", "fgd-paper", "binpack", "spread",
 STEPS = 131  # 0% .. 130% of capacity, one point per percent
 TUNE = 1.3
 OPENB_SEEDS = 42  # the reference's seeds are 42..51
-# The paper's FGD on openb default, its published per-seed curves (expected_results/
-# analysis_allo_discrete.csv of the simulator's repository): unallocated at 100%.
-PAPER_FGD = {"default": (4.77, 0.11)}
-REFERENCE_CSV = Path(__file__).resolve().parent / "reference" / "fgd_paper_openb_default.csv"
+__all__ = ["table"]  # the report lives in bench.fgd_report
 
 
 def scorer(
@@ -65,7 +63,7 @@ def scorer(
     makers: dict[str, Callable[[], policies.Scorer]] = {
         "fgd": lambda: policies.Fgd(trace.mix_of(list(pods)).on(Supply(nodes))),
         "fgd-exact": lambda: policies.Fgd(_paper_score(trace.mix_of(list(pods)))),
-        "fgd-paper": lambda: baselines.PaperFgd(trace.mix_of(list(pods)), seed),
+        "fgd-paper": lambda: baselines.PaperFgd(baselines.typical_mix(p.task for p in pods), seed),
         "binpack": policies.Binpack,
         "spread": policies.Spread,
         "best-fit": baselines.BestFit,
@@ -132,7 +130,7 @@ def run(
     nodes = trace.load_nodes(data)
     if limit_nodes is not None:
         nodes = nodes[:limit_nodes]
-    pods = variants.build(pod_list, trace.load_pods(data), nodes)
+    pods = variants.load(pod_list, data, nodes)
     capacity = sum(n.gpu_count for n in nodes)
     state = placement.ClusterState.build(nodes, ())
     score = scorer(policy, pods, seed, nodes)
@@ -182,7 +180,7 @@ def ceiling(
     nothing; what is left of its gap to the paper's curve there is the order of
     arrivals (ours is drawn with Python's random numbers, the reference's with Go's)."""
     nodes = trace.load_nodes(data)
-    pods = variants.build(pod_list, trace.load_pods(data), nodes)
+    pods = variants.load(pod_list, data, nodes)
     capacity = sum(n.gpu_count for n in nodes)
     order = (openb_order if protocol == "openb" else shoal_order)(pods, capacity, seed)
     events, arrived = [], 0.0
@@ -200,21 +198,23 @@ def _run(args: Task) -> tuple[str, str, int, list[float]]:
     return pod_list, policy, seed, run(data, policy, seed, pod_list=pod_list, protocol=protocol)
 
 
-Results = dict[str, dict[str, list[list[float]]]]  # pod list -> policy -> curve per seed
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=trace.DEFAULT_DATA)
     ap.add_argument("--protocol", choices=["openb", "shoal"], default="openb")
     ap.add_argument("--seeds", type=int, default=10)
-    ap.add_argument("--lists", default=",".join(variants.DEFAULT_LISTS))
+    ap.add_argument(
+        "--lists",
+        default=",".join(variants.DEFAULT_LISTS),
+        help="built lists (see bench.variants), `all`, or pod list .csv files",
+    )
     ap.add_argument("--out", type=Path, default=Path("bench/out"))
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
     ap.add_argument("--plot", type=Path, default=None, help="also write the figure here")
     args = ap.parse_args(argv)
-    names, lists = args.policies.split(","), args.lists.split(",")
+    names = args.policies.split(",")
+    lists = list(variants.ALL_LISTS) if args.lists == "all" else args.lists.split(",")
     first = OPENB_SEEDS if args.protocol == "openb" else 0
     seeds = range(first, first + args.seeds)
     work = [(args.data, lst, p, s, args.protocol) for lst in lists for p in names for s in seeds]
@@ -223,10 +223,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for lst, policy, _, curve in pool.map(_run, work):
             results[lst][policy].append(curve)
     args.out.mkdir(parents=True, exist_ok=True)
-    reference = load_reference() if args.protocol == "openb" else {}
-    ceilings = {lst: [ceiling(args.data, s, pod_list=lst, protocol=args.protocol) for s in seeds]
-                for lst in lists if lst in reference}  # fmt: skip
-    report = table(results, len(seeds), args.protocol, reference, ceilings)
+    results = {variants.label(lst): r for lst, r in results.items()}
+    paths = {variants.label(lst): lst for lst in lists}
+    reference, published = _references(args.data, paths, args.protocol)
+    ceilings = {lst: [ceiling(args.data, s, pod_list=paths[lst], protocol=args.protocol)
+                      for s in seeds] for lst in reference}  # fmt: skip
+    report = table(results, len(seeds), args.protocol, reference, ceilings, published)
     (args.out / "inflation.md").write_text(report)
     with (args.out / "inflation.csv").open("w") as f:
         f.write("pod_list,policy,seed," + ",".join(f"a{i}" for i in range(STEPS)) + "\n")
@@ -245,101 +247,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def load_reference() -> dict[str, list[list[float]]]:
-    """The paper's FGD curves (per seed, ratios) by pod list, where we have them."""
-    if not REFERENCE_CSV.exists():
-        return {}
-    out: dict[str, list[list[float]]] = {}
-    for line in REFERENCE_CSV.read_text().splitlines():
-        if not line or line.startswith("workload"):
-            continue
-        cells = line.split(",")
-        name = cells[0].removeprefix("openb_pod_list_")
-        out.setdefault(name, []).append([float(v) / 100 for v in cells[5:]])
-    return out
-
-
-def _ms(values: Sequence[float], digits: int = 2) -> str:
-    mean = statistics.fmean(values)
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{100 * mean:.{digits}f} ± {100 * sd:.{digits}f}"
-
-
-def unallocated(curve: Sequence[float], at: int = 100) -> float:
-    return at / 100 - curve[at]
-
-
-def table(
-    results: Results,
-    seeds: int,
-    protocol: str = "openb",
-    reference: dict[str, list[list[float]]] | None = None,
-    ceilings: dict[str, list[list[float]]] | None = None,
-) -> str:
-    """Markdown: unallocated at 100% for every pod list x policy (mean ± sd over seeds),
-    the default policy's gap to the paper's curve (also where it had dropped a task,
-    with `ceilings`, the lists' arrival curves per seed), then the curve of every list."""
-    reference, ceilings = reference or {}, ceilings or {}
-    lists = list(results)
-    names = list(next(iter(results.values())))
-    lines = [f"Protocol `{protocol}`, {seeds} seeds. Unallocated GPU requests when arrivals "
-             "reach 100% of capacity (arrived - allocated, % of capacity; lower is better), "
-             "mean ± sd over seeds:", "",
-             "| pod list | paper's FGD | " + " | ".join(names) + " |",
-             "|---|---|" + "---|" * len(names)]  # fmt: skip
-    for lst in lists:
-        ref = reference.get(lst)
-        paper = _ms([unallocated(c) for c in ref]) if ref else "n/a"
-        cells = [_ms([unallocated(c) for c in results[lst][p]]) if results[lst][p] else ""
-                 for p in names]  # fmt: skip
-        lines.append(f"| {lst} | {paper} | " + " | ".join(cells) + " |")
-    for lst in lists:
-        ref = reference.get(lst)
-        if ref and results[lst].get("fgd-learned"):
-            ours = _mean_curve(results[lst]["fgd-learned"])
-            paper_curve = _mean_curve(ref)
-            gap = min(ours[x] - paper_curve[x] for x in range(STEPS))
-            worst = min(range(STEPS), key=lambda x: ours[x] - paper_curve[x])
-            ratio = unallocated(ours) / unallocated(paper_curve)
-            lines += ["", f"{lst}: the default policy (`fgd-learned`) leaves {ratio:.2f} x the "
-                      f"paper's FGD unallocated at 100%; its mean curve minus the paper's, at "
-                      f"its lowest point ({worst}% arrived): {100 * gap:+.2f} points."]  # fmt: skip
-            if ceilings.get(lst):
-                lines[-1] += " " + _dropped_gap(ours, paper_curve, _mean_curve(ceilings[lst]))
-    points = [50, 80, 90, 95, 98, 100, 110, 120, 130]
-    for lst in lists:
-        lines += ["", f"`{lst}`: GPU allocation ratio (%) vs arrived GPU requests (% of "
-                  "capacity)", "", "| policy | " + " | ".join(f"{p}%" for p in points) + " |",
-                  "|---|" + "---|" * len(points)]  # fmt: skip
-        rows = dict(results[lst])
-        if reference.get(lst):
-            rows = {"paper's FGD": reference[lst], **rows}
-        for name, cs in rows.items():
-            if cs:
-                cells = [_ms([c[p] for c in cs], 1) for p in points]
-                lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def _dropped_gap(ours: Sequence[float], paper: Sequence[float], ceil: Sequence[float]) -> str:
-    """The gap where the policy had dropped a task in some seed (its mean curve below
-    the arrivals'); elsewhere it placed all that arrived and no policy could do more."""
-    below = [x for x in range(STEPS) if ours[x] < paper[x] - 1e-12]
-    short = [x for x in below if ours[x] < ceil[x] - 1e-9]
-    placed_all = len(below) - len(short)
-    text = (f"It is below the paper's curve at {len(below)} points; at {placed_all} of them "
-            "it had placed every task that had arrived, in every seed (there only the order "
-            "of arrivals differs).")  # fmt: skip
-    if not short:
-        return text + " Below the paper's curve with a task dropped: nowhere."
-    worst = min(short, key=lambda x: ours[x] - paper[x])
-    gap = 100 * (ours[worst] - paper[worst])
-    return text + (f" Below it with a task dropped: {len(short)} points, lowest at "
-                   f"{worst}% arrived: {gap:+.2f} points.")  # fmt: skip
-
-
-def _mean_curve(cs: Sequence[Sequence[float]]) -> list[float]:
-    return [statistics.fmean(c[x] for c in cs) for x in range(STEPS)]
+def _references(
+    data: Path, paths: dict[str, str], protocol: str
+) -> tuple[dict[str, list[list[float]]], dict[str, float]]:
+    """The paper's curves and figures that apply to these lists (openb protocol only).
+    The default list's curves apply only to a list whose tasks are the default's."""
+    if protocol != "openb":
+        return {}, {}
+    curves, figures = load_reference(), load_published()
+    nodes = trace.load_nodes(data)
+    same = {lst: trace.fingerprint(variants.load(path, data, nodes)) == DEFAULT_DIGEST
+            for lst, path in paths.items() if lst in curves}  # fmt: skip
+    for lst, ok in same.items():
+        if not ok:
+            sys.stderr.write(f"{lst}: not the shared default list; no paper curve for it\n")
+    return ({lst: curves[lst] for lst, ok in same.items() if ok},
+            {lst: figures[lst] for lst in paths if lst in figures})  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ path is `../shared/data/alibaba-gpu-2023` relative to the repository root.
 from __future__ import annotations
 
 import csv
+import hashlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,16 +49,32 @@ def load_nodes(data: Path) -> list[m.Node]:
 
 
 def load_pods(data: Path) -> list[Pod]:
+    return load_pod_list(data / PODS_CSV)
+
+
+def load_pod_list(path: Path) -> list[Pod]:
+    """A pod list file; `gpu_spec` is optional (the published multigpuNN lack it)."""
     pods = []
-    with (data / PODS_CSV).open(newline="") as f:
+    with path.open(newline="") as f:
         for r in csv.DictReader(f):
             count, milli = int(r["num_gpu"]), int(r["gpu_milli"])
             # gpu_milli is the per-GPU share of a sharing task (num_gpu == 1).
             gpu = milli / 1000 if count == 1 and milli < 1000 else float(count)
-            types = tuple(t for t in r["gpu_spec"].split("|") if t)
+            types = tuple(t for t in (r.get("gpu_spec") or "").split("|") if t)
             task = Demand(int(r["cpu_milli"]), int(r["memory_mib"]), gpu, None, types)
             pods.append(Pod(r["name"], task))
     return pods
+
+
+def fingerprint(pods: list[Pod]) -> str:
+    """A short digest of a pod list's tasks, to tell the default list from others."""
+    h = hashlib.sha256()
+    for p in pods:
+        t = p.task
+        h.update(
+            f"{p.name},{t.cpu_milli},{t.memory_mib},{t.gpu},{'|'.join(t.gpu_types)}\n".encode()
+        )
+    return h.hexdigest()[:12]
 
 
 def mix_of(pods: list[Pod]) -> WorkloadMix:
