@@ -100,5 +100,5 @@ def _numbers(
     frag, stranded = scorer.growth(s, d, n, c.take)
     gpu = f" on a GPU with {c.take / UNIT:g} free" if c.take is not None else ""
     return (f"fragmentation grows {(frag + stranded) / UNIT:+.3f} GPU{gpu} "
-            f"(F_n(M) {frag / UNIT:+.3f}, stranded by CPU/memory {stranded / UNIT:+.3f}); "
+            f"(weighted frag {frag / UNIT:+.3f}, stranded by CPU/memory {stranded / UNIT:+.3f}); "
             f"node of {len(s.shares)} GPUs, {s.cap_cpu // 1000} cores")  # fmt: skip
