@@ -94,6 +94,9 @@ class JobRequest:
     max_runtime_s: float | None = None
     grace_period_s: float = 30.0
     name: str = ""  # the user's name for it, for messages (ids stay the keys)
+    # One GPU holds at most one worker of this job: NCCL aborts when two ranks of one
+    # communicator share a device ("Duplicate GPU detected"). Matters for fractions only.
+    distinct_gpus: bool = False
 
     @property
     def label(self) -> str:
@@ -171,6 +174,7 @@ class ReasonCode(StrEnum):
     GPU_TYPE = "GpuType"
     NO_NODE = "NoFittingNode"
     FRAGMENTATION = "Fragmentation"
+    DISTINCT_GPUS = "DistinctGpus"  # fits only with two workers of the job on one GPU
     RESERVED = "Reserved"
     WAITING_FOR_PREEMPTION = "WaitingForPreemption"
     UNKNOWN_QUEUE = "UnknownQueue"

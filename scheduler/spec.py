@@ -109,6 +109,11 @@ class Framework(StrEnum):
     MPI = "mpi"
     GENERIC = "generic"
 
+    @property
+    def speaks_nccl(self) -> bool:
+        """Whether its workers are ranks of one NCCL communicator on GPUs (by default)."""
+        return self in (Framework.PYTORCH, Framework.TENSORFLOW)
+
 
 class Phase(StrEnum):
     PENDING = "Pending"
@@ -182,6 +187,12 @@ class JobSpec(_Spec):
     cpu: str | float = "1"
     memory: str = "2Gi"
     gpu_type: list[str] = Field(default_factory=list)
+    distinct_gpus: bool | None = Field(
+        default=None,
+        description="one GPU holds at most one worker of this job (NCCL ranks cannot share "
+        "a device); default true for pytorch and tensorflow, false otherwise. Set false "
+        "for gloo or one process per job",
+    )
     priority: Priority | None = None
     preemptible: bool | None = None
     max_runtime: int | None = Field(default=None, gt=0, le=MAX_RUNTIME_S, description="seconds")
@@ -276,6 +287,11 @@ class JobSpec(_Spec):
     @property
     def gpu_memory_mib(self) -> int | None:
         return None if self.gpu_memory is None else parse_memory_mib(self.gpu_memory)
+
+    @property
+    def gpus_distinct(self) -> bool:
+        """`distinctGpus` as given, or the framework's default."""
+        return self.framework.speaks_nccl if self.distinct_gpus is None else self.distinct_gpus
 
 
 def spec_json(spec: JobSpec) -> dict[str, Any]:

@@ -2,9 +2,10 @@
 
 `check(snapshot)` is run by `cycle.schedule` every cycle (its result is
 `CycleResult.violations`) and is usable on its own by tests and the loop. It trusts no
-earlier decision: it recomputes GPU shares, node totals, gang completeness and queue
-usage from the running jobs alone. Reclaim corrects an unmet guarantee; the rest is
-reported for the loop to act on (or for a person to read).
+earlier decision: it recomputes GPU shares, node totals, gang completeness, distinct
+GPUs for NCCL jobs and queue usage from the running jobs alone. Reclaim corrects an
+unmet guarantee; the rest is reported for the loop to act on (or for a person to
+read).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def _placements(snapshot: m.Snapshot, nodes: dict[str, m.Node]) -> list[m.Violat
     mem: dict[str, int] = defaultdict(int)
     for run in snapshot.running:
         job = run.job
-        out += _gang(run)
+        out += _gang(run) + _shared_gpus(run)
         for p in run.placements:
             node = nodes.get(p.node)
             if node is None:
@@ -55,6 +56,25 @@ def _gang(run: m.RunningJob) -> list[m.Violation]:
             f"job {job.id} has placements for workers {workers} of {job.workers}",
             job.id,
         )
+    ]
+
+
+def _shared_gpus(run: m.RunningJob) -> list[m.Violation]:
+    """Two workers of a distinct-GPU job (NCCL ranks) on one GPU: NCCL aborts them."""
+    if not run.job.distinct_gpus:
+        return []
+    holders: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for p in run.placements:
+        for g in p.gpus:
+            holders[(p.node, g)].append(p.worker)
+    return [
+        m.Violation(
+            "distinct-gpus-shared",
+            f"job {run.job.id} has workers {ws} on GPU {g} of node {node}",
+            run.job.id,
+        )
+        for (node, g), ws in sorted(holders.items())
+        if len(ws) > 1
     ]
 
 

@@ -24,7 +24,7 @@ class NodeFit:
     reason: str
 
 
-def _why(d: fit.Demand, s: Sig, workers: int) -> tuple[int, str, int]:
+def _why(d: fit.Demand, s: Sig, workers: int, distinct: bool) -> tuple[int, str, int]:
     """(distance, reason, workers that fit): 0 fits, 1 short of room, 2 never fits."""
     n = fit.need(d, s.model, s.gpu_mem)
     if n is None:
@@ -42,9 +42,10 @@ def _why(d: fit.Demand, s: Sig, workers: int) -> tuple[int, str, int]:
         return 1, f"needs {d.cpu_milli}m CPU; {s.cpu}m free", 0
     if d.memory_mib > s.mem:
         return 1, f"needs {d.memory_mib} MiB memory; {s.mem} MiB free", 0
-    k = fit.capacity(d, s, workers)
+    k = fit.capacity(d, s, workers, distinct=distinct)
     if workers > 1:
-        return 0, f"fits {k} of {workers} workers", k
+        each = " (each on a GPU of its own)" if distinct and 0 < n.share < UNIT else ""
+        return 0, f"fits {k} of {workers} workers{each}", k
     return 0, "fits", k
 
 
@@ -54,7 +55,7 @@ def diagnose(state: ClusterState, job: m.JobRequest, top: int = 5) -> list[NodeF
     workers = max(job.workers, 1)
     ranked = []
     for s, members in state.classes.items():
-        far, reason, k = _why(d, s, workers)
+        far, reason, k = _why(d, s, workers, job.distinct_gpus)
         ranked.append(((far, -k, -sum(s.shares), -s.cpu, members[0]), members, far == 0, reason))
     ranked.sort(key=lambda r: r[0])
     out: list[NodeFit] = []

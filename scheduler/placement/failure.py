@@ -5,7 +5,9 @@ Called by `gang.place_gang` when no placement exists; the answer is the job's
 basic to the most specific, and the first that explains the failure is the reason:
 GPU type, a worker larger than any node, not enough free GPUs at all (NoFittingNode),
 enough free GPU share in total but no single GPU or node holding one worker's part
-(Fragmentation), CPU or memory, and last a gang larger than the room left.
+(Fragmentation), CPU or memory, a gang that fits only with two of its workers on one
+GPU where its workers need distinct GPUs (DistinctGpus), and last a gang larger than
+the room left.
 """
 
 from __future__ import annotations
@@ -66,8 +68,12 @@ def explain(state: ClusterState, job: m.JobRequest) -> m.PendingReason:
             f"the most free such node has {cpu}m CPU and {_gib(mem)} memory".replace("  ", " "),
             {**base, "most_free_cpu_milli": cpu, "most_free_memory_mib": mem},
         )
-    caps = [(fit.capacity(d, s, workers), k) for s, _, k in allowed]
+    caps = [(fit.capacity(d, s, workers, distinct=job.distinct_gpus), k) for s, _, k in allowed]
     room = sum(c * k for c, k in caps)
+    if job.distinct_gpus and room < workers:
+        shared = sum(fit.capacity(d, s, workers) * k for s, _, k in allowed)
+        if shared >= workers:
+            return _distinct(state, job, d, room, base)
     largest = max(c for c, _ in caps)
     per = max(n.gpus * n.share for _, n, _ in allowed) / UNIT
     code = R.FRAGMENTATION if per and free_total >= per * workers else R.NO_NODE
@@ -81,6 +87,29 @@ def explain(state: ClusterState, job: m.JobRequest) -> m.PendingReason:
             "largest_node_workers": largest,
             "free_gpus_total": free_total,
         },
+    )
+
+
+def _distinct(
+    state: ClusterState, job: m.JobRequest, d: fit.Demand, room: int, base: Mapping[str, object]
+) -> m.PendingReason:
+    """The gang fits only with two of its workers on one GPU, which NCCL refuses."""
+    workers = max(job.workers, 1)
+    where = ""
+    for i, node in enumerate(state.nodes):
+        n = fit.need(d, node.gpu_model, node.gpu_memory_mib)
+        if n is None or n.gpus != 1 or not n.share:
+            continue
+        most = max(((v // n.share, g) for g, v in enumerate(state.gpu[i])), default=(0, 0))
+        if most[0] >= 2:
+            where = f": {most[0]} free fractions on {node.name} gpu{most[1]} count once"
+            break
+    return m.PendingReason(
+        R.DISTINCT_GPUS,
+        f"workers of one job need distinct GPUs (NCCL puts one rank on a GPU; set "
+        f"distinctGpus: false for gloo){where}; {room} of {workers} workers of "
+        f"{_ask(job)} fit now",
+        {**base, "fit_workers": room, "distinct_gpus": True},
     )
 
 

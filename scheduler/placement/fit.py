@@ -8,7 +8,9 @@ gang) and by `diagnose`. The rules, from DESIGN.md "Scheduling semantics" 4:
   share and never spans GPUs; a memory request larger than the GPU does not fit;
 - a whole-number request takes that many fully free GPUs on one node;
 - a worker with gpu == 0 takes CPU and memory only;
-- CPU and memory must fit; `gpu_types` restricts the node models (empty: any).
+- CPU and memory must fit; `gpu_types` restricts the node models (empty: any);
+- `distinct`: one GPU holds at most one worker of the job (NCCL ranks), so a node holds
+  as many fractional workers of it as it has GPUs with room for one.
 """
 
 from __future__ import annotations
@@ -126,8 +128,9 @@ def after(n: Need, shares: tuple[int, ...], take: int | None) -> tuple[int, ...]
     return tuple(rest)
 
 
-def capacity(d: Demand, s: Sig, limit: int) -> int:
-    """How many workers of `d` a node in state `s` holds at once (at most `limit`)."""
+def capacity(d: Demand, s: Sig, limit: int, *, distinct: bool = False) -> int:
+    """How many workers of `d` a node in state `s` holds at once (at most `limit`);
+    `distinct`: each on a GPU of its own."""
     n = need(d, s.model, s.gpu_mem)
     if n is None:
         return 0
@@ -136,7 +139,9 @@ def capacity(d: Demand, s: Sig, limit: int) -> int:
         k = min(k, s.cpu // d.cpu_milli)
     if d.memory_mib > 0:
         k = min(k, s.mem // d.memory_mib)
-    if n.gpus == 1:
+    if n.gpus == 1 and distinct:
+        k = min(k, sum(1 for v in s.shares if v >= n.share))
+    elif n.gpus == 1:
         k = min(k, sum(v // n.share for v in s.shares))
     elif n.gpus > 1:
         k = min(k, sum(1 for v in s.shares if v >= UNIT) // n.gpus)

@@ -3,8 +3,10 @@
 Called by `scheduler.core` (admission, preemption trials, reservations) and by the
 benchmarks. Workers go on as few nodes as possible: one node when any node holds
 the whole gang, otherwise the nodes that hold the most workers (the policy breaks
-ties and picks the node for the remainder). Trials run inside a checkpoint of the
-state and are rolled back: `place_gang` never leaves the state changed.
+ties and picks the node for the remainder). A job with `distinct_gpus` (NCCL ranks)
+puts each fractional worker on a GPU of its own: during the trial, a GPU one of its
+workers took is shown as full to the rest. Trials run inside a checkpoint of the state
+and are rolled back: `place_gang` never leaves the state changed.
 """
 
 from __future__ import annotations
@@ -112,7 +114,8 @@ def place_gang(
 def _gang(
     state: ClusterState, job: m.JobRequest, d: fit.Demand, scorer: policies.Scorer, workers: int
 ) -> tuple[m.WorkerPlacement, ...] | None:
-    caps: dict[Sig, int] = {s: fit.capacity(d, s, workers) for s in state.classes}
+    distinct = job.distinct_gpus
+    caps = {s: fit.capacity(d, s, workers, distinct=distinct) for s in state.classes}
     if sum(c * len(state.classes[s]) for s, c in caps.items()) < workers:
         return None
     mark = state.checkpoint()
@@ -122,7 +125,7 @@ def _gang(
         while len(placed) < workers:
             left = workers - len(placed)
             # A node for all that is left if one exists, else one of the largest.
-            caps = {s: fit.capacity(d, s, left) for s in state.classes}
+            caps = {s: fit.capacity(d, s, left, distinct=distinct) for s in state.classes}
             top = max((c for s, c in caps.items() if _free(state, s, used)), default=0)
             if top == 0:
                 return None
@@ -139,6 +142,8 @@ def _gang(
                 assert n is not None  # capacity said it fits
                 w, n = _worker(state, job, len(placed), i, scorer.score(sig, d, n).take)
                 state.take_worker(i, d.cpu_milli, d.memory_mib, w.gpus, n.share)
+                if distinct and n.gpus == 1 and n.share < UNIT:
+                    state.hide_gpu(i, w.gpus[0])  # the trial is rolled back below
                 placed.append(w)
         return tuple(placed)
     finally:

@@ -180,6 +180,13 @@ class ClusterState:
         self.tags[i][tag] = self.tags[i].get(tag, 0) + 1
         self._reclass(i)
 
+    def hide_gpu(self, i: int, g: int) -> None:
+        """Show GPU `g` of node `i` as full (logged; used inside gang trials): the rest
+        of a GPU that a worker of a distinct-GPU job took is not for its other workers."""
+        self._save(i)
+        self.gpu[i][g] = 0
+        self._reclass(i)
+
     # -- internals -----------------------------------------------------------------
 
     def _check(self, placements: tuple[m.WorkerPlacement, ...], cpu: int, mem: int) -> None:

@@ -55,6 +55,7 @@ def job_request(row: schema.JobRow, spec: JobSpec | None = None) -> model.JobReq
         max_runtime_s=None if spec.max_runtime is None else float(spec.max_runtime),
         grace_period_s=float(spec.termination_grace_period_seconds),
         name=row.name,
+        distinct_gpus=spec.gpus_distinct,
     )
 
 

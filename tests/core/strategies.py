@@ -65,6 +65,7 @@ def jobs(draw: st.DrawFn, queues: list[str], prefix: str, count: int) -> list[m.
                 preemptible=draw(st.sampled_from([None, None, True, False])),
                 submitted_at=float(draw(st.integers(0, 900))),
                 max_runtime_s=draw(st.sampled_from([None, 100.0, 5_000.0])),
+                distinct_gpus=draw(st.booleans()),
             )
         )
     return out

@@ -22,6 +22,7 @@ SAFETY = {
     "unknown-node",
     "unknown-gpu",
     "fraction-spans-gpus",
+    "distinct-gpus-shared",
     "queue-over-limit",
 }
 FAST = settings(max_examples=40, deadline=None)

@@ -1,5 +1,6 @@
 """End to end through HTTP and the CLI on `shoal serve`: a reclaim that preempts a
-borrower, four 0.25-GPU workers sharing one GPU, and the DDP example to Succeeded."""
+borrower, four 0.25-GPU workers sharing one GPU (a job that opted out of distinct
+GPUs), and the DDP example to Succeeded on two GPUs (NCCL ranks never share one)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,7 @@ def test_reclaim_preempts_borrower_and_fractions_share_a_gpu(server: Server) -> 
             "image": "local",
             "workers": 4,
             "gpu": 0.25,
+            "distinctGpus": False,  # not NCCL ranks: they may share a GPU
             "command": ["python", "-c", wait_for_flag],
         },
     )
@@ -88,7 +90,9 @@ def test_ddp_example_succeeds_with_falling_loss(server: Server) -> None:
     t0 = time.perf_counter()
     out = server.shoal("submit", "-f", "examples/pytorch-ddp/job.yaml").stdout
     job_id = re.search(r"id (\w+)", out).group(1)  # type: ignore[union-attr]
-    wait_for(server, job_id, {"Running"})
+    running = wait_for(server, job_id, {"Running"})
+    gpus = [(p["node"], tuple(p["gpus"])) for p in running["placements"]]
+    assert len(set(gpus)) == 2, gpus  # two ranks, two GPUs
     print(f"submit to running, DDP example: {time.perf_counter() - t0:.2f}s")
     logs = server.shoal("logs", "ddp-example", "-f", "--worker", "0")
     assert logs.returncode == 0 and "Succeeded" in logs.stdout

@@ -53,6 +53,7 @@ def _spec(name: str, q: str, n: int, gpu: float, cmd: list[str], backoff: int) -
         cpu="100m",
         memory="64Mi",
         termination_grace_period_seconds=1,
+        distinct_gpus=False,  # sleeps, not NCCL ranks: the fractions stack as planned
     )
 
 

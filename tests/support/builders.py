@@ -93,6 +93,9 @@ class JobB:
     def cpu(self, milli: int) -> JobB:
         return self._set(cpu_milli=milli)
 
+    def distinct(self, on: bool = True) -> JobB:
+        return self._set(distinct_gpus=on)
+
     def _set(self, **kw: object) -> JobB:
         self._j = dataclasses.replace(self._j, **kw)  # type: ignore[arg-type]
         return self
