@@ -97,6 +97,8 @@ class JobRequest:
     # One GPU holds at most one worker of this job: NCCL aborts when two ranks of one
     # communicator share a device ("Duplicate GPU detected"). Matters for fractions only.
     distinct_gpus: bool = False
+    # A fractional worker runs only where fractions are enforced (MPS), never advisory.
+    enforced_only: bool = False
 
     @property
     def label(self) -> str:

@@ -115,6 +115,13 @@ class Framework(StrEnum):
         return self in (Framework.PYTORCH, Framework.TENSORFLOW)
 
 
+class Enforcement(StrEnum):
+    """What a job asks of its GPU fractions: `required`, only where a node enforces them
+    (MPS); unset, advisory is enough (the worker launcher's cooperative cap)."""
+
+    REQUIRED = "required"
+
+
 class Phase(StrEnum):
     PENDING = "Pending"
     SCHEDULED = "Scheduled"
@@ -192,6 +199,11 @@ class JobSpec(_Spec):
         description="one GPU holds at most one worker of this job (NCCL ranks cannot share "
         "a device); default true for pytorch and tensorflow, false otherwise. Set false "
         "for gloo or one process per job",
+    )
+    enforcement: Enforcement | None = Field(
+        default=None,
+        description="required: fractional workers run only on nodes that enforce their "
+        "share (MPS), else the job waits with that reason; unset: advisory is enough",
     )
     priority: Priority | None = None
     preemptible: bool | None = None

@@ -31,6 +31,8 @@ def _why(d: fit.Demand, s: Sig, workers: int, distinct: bool) -> tuple[int, str,
         if d.gpu_types and s.model not in d.gpu_types:
             return 2, f"GPU type {s.model or 'none'} is not one of {', '.join(d.gpu_types)}", 0
         return 2, f"its GPUs have {s.gpu_mem} MiB; the job asks {d.gpu_memory_mib} MiB", 0
+    if fit.unenforced(d, n, s):
+        return 2, "its GPU fractions are advisory; the job requires them enforced (MPS)", 0
     if not fit.gpu_fits(n, s.shares):
         block = sum(1 for v in s.shares if v >= UNIT)
         if n.share >= UNIT:

@@ -51,6 +51,15 @@ def explain(state: ClusterState, job: m.JobRequest) -> m.PendingReason:
         "cpu_milli": d.cpu_milli,
         "memory_mib": d.memory_mib,
     }
+    enforcing = [(s, n, k) for s, n, k in allowed if not fit.unenforced(d, n, s)]
+    if allowed and not enforcing:
+        return m.PendingReason(
+            R.NO_NODE,
+            f"asks for {_ask(job)} enforced (enforcement: required); no node of an allowed "
+            "type enforces GPU fractions (they are advisory where MPS does not run)",
+            {**base, "enforcement": "required"},
+        )
+    allowed = enforcing
     if not allowed:
         return _runs_nowhere(state, job, d, base)
     gpu_ok = [(s, n, k) for s, n, k in allowed if fit.gpu_fits(n, s.shares)]

@@ -9,6 +9,8 @@ gang) and by `diagnose`. The rules, from DESIGN.md "Scheduling semantics" 4:
 - a whole-number request takes that many fully free GPUs on one node;
 - a worker with gpu == 0 takes CPU and memory only;
 - CPU and memory must fit; `gpu_types` restricts the node models (empty: any);
+- `enforced_only`: a fractional worker goes only to a node that enforces fractions
+  (MPS); whole GPUs are exclusive anyway, so they go anywhere;
 - `distinct`: one GPU holds at most one worker of the job (NCCL ranks), so a node holds
   as many fractional workers of it as it has GPUs with room for one.
 """
@@ -31,11 +33,17 @@ class Demand(NamedTuple):
     gpu: float = 0.0
     gpu_memory_mib: int | None = None
     gpu_types: tuple[str, ...] = ()
+    enforced_only: bool = False  # a fraction only where it is enforced (`enforcement: required`)
 
     @staticmethod
     def of(job: m.JobRequest) -> Demand:
         return Demand(
-            job.cpu_milli, job.memory_mib, job.gpu, job.gpu_memory_mib, tuple(job.gpu_types)
+            job.cpu_milli,
+            job.memory_mib,
+            job.gpu,
+            job.gpu_memory_mib,
+            tuple(job.gpu_types),
+            job.enforced_only,
         )
 
 
@@ -92,12 +100,17 @@ def gpu_fits(n: Need, shares: tuple[int, ...]) -> bool:
     return len(shares) >= n.gpus and shares[n.gpus - 1] >= n.share
 
 
+def unenforced(d: Demand, n: Need, s: Sig) -> bool:
+    """Whether the worker asks for an enforced fraction and the node only advises one."""
+    return d.enforced_only and n.gpus == 1 and n.share < UNIT and not s.enforced
+
+
 def fits(d: Demand, s: Sig) -> Need | None:
     """The worker's need if one worker fits a node in state `s` now, else None."""
     n = need(d, s.model, s.gpu_mem)
     if n is None or d.cpu_milli > s.cpu or d.memory_mib > s.mem or not gpu_fits(n, s.shares):
         return None
-    return n
+    return None if unenforced(d, n, s) else n
 
 
 def candidates(n: Need, shares: tuple[int, ...]) -> list[int]:
@@ -132,7 +145,7 @@ def capacity(d: Demand, s: Sig, limit: int, *, distinct: bool = False) -> int:
     """How many workers of `d` a node in state `s` holds at once (at most `limit`);
     `distinct`: each on a GPU of its own."""
     n = need(d, s.model, s.gpu_mem)
-    if n is None:
+    if n is None or unenforced(d, n, s):
         return 0
     k = limit
     if d.cpu_milli > 0:

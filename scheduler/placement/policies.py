@@ -284,8 +284,10 @@ def _watch(mix: WorkloadMix, supply: Supply) -> _Watch:
         # them costs the many smaller tasks more than it gains.
         hosts = supply.whole_node(t) if supply.scarcity(t) >= SCARCE else ()
         if hosts:
-            empty = tuple((Sig(model, gpu_mem, cpu, mem, cpu, mem, (UNIT,) * gpus), gpus)
-                          for (model, gpu_mem, gpus, cpu, mem), _ in hosts)  # fmt: skip
+            # Both kinds of node count as empty hosts, advisory and enforcing (MPS) alike.
+            empty = tuple((Sig(model, gpu_mem, cpu, mem, cpu, mem, (UNIT,) * gpus, e), gpus)
+                          for (model, gpu_mem, gpus, cpu, mem), _ in hosts
+                          for e in (False, True))  # fmt: skip
             total = sum(shape[2] * count for shape, count in hosts)
             groups.setdefault(empty, (total, []))[1].append(t)
     return [(empty, total, min(g for _, g in empty), types)

@@ -28,6 +28,7 @@ class Sig(NamedTuple):
     cpu: int  # free milli-CPU
     mem: int  # free MiB
     shares: tuple[int, ...]  # free units per GPU, largest first
+    enforced: bool = False  # fractions are held to their share here (MPS), not advisory
 
 
 Tag = tuple[int, int]  # (GPUs per worker, units per GPU): the shape of a placed worker

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from scheduler import model
-from scheduler.spec import STORED, JobSpec
+from scheduler.spec import STORED, Enforcement, JobSpec
 from scheduler.store import schema
 
 
@@ -56,6 +56,7 @@ def job_request(row: schema.JobRow, spec: JobSpec | None = None) -> model.JobReq
         grace_period_s=float(spec.termination_grace_period_seconds),
         name=row.name,
         distinct_gpus=spec.gpus_distinct,
+        enforced_only=spec.enforcement is Enforcement.REQUIRED,
     )
 
 

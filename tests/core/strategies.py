@@ -19,7 +19,9 @@ def clusters(draw: st.DrawFn) -> list[m.Node]:
         model = draw(st.sampled_from(MODELS)) if gpus else ""
         cpu = draw(st.sampled_from([8_000, 32_000, 64_000]))
         mem = draw(st.sampled_from([16_384, 131_072]))
-        out.append(m.Node(f"n{i}", cpu, mem, gpus, model, 81_920 if model == "H100" else 40_960))
+        how = draw(st.sampled_from([m.Enforcement.ADVISORY, m.Enforcement.MPS]))
+        gpu_mem = 81_920 if model == "H100" else 40_960
+        out.append(m.Node(f"n{i}", cpu, mem, gpus, model, gpu_mem, how))
     return out
 
 
@@ -66,6 +68,7 @@ def jobs(draw: st.DrawFn, queues: list[str], prefix: str, count: int) -> list[m.
                 submitted_at=float(draw(st.integers(0, 900))),
                 max_runtime_s=draw(st.sampled_from([None, 100.0, 5_000.0])),
                 distinct_gpus=draw(st.booleans()),
+                enforced_only=draw(st.sampled_from([False, False, True])),
             )
         )
     return out

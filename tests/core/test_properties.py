@@ -23,6 +23,7 @@ SAFETY = {
     "unknown-gpu",
     "fraction-spans-gpus",
     "distinct-gpus-shared",
+    "fraction-not-enforced",
     "queue-over-limit",
 }
 FAST = settings(max_examples=40, deadline=None)

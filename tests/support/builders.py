@@ -96,6 +96,9 @@ class JobB:
     def distinct(self, on: bool = True) -> JobB:
         return self._set(distinct_gpus=on)
 
+    def enforced(self) -> JobB:
+        return self._set(enforced_only=True)
+
     def _set(self, **kw: object) -> JobB:
         self._j = dataclasses.replace(self._j, **kw)  # type: ignore[arg-type]
         return self
