@@ -47,6 +47,10 @@ class Node:
     gpu_memory_mib: int = 0
     # How GPU fractions are held to on this node (reported with every fractional placement).
     enforcement: Enforcement = Enforcement.ADVISORY
+    # The device plugin shares each GPU as this many equal MPS replicas (Kubernetes,
+    # `nvidia.com/gpu.sharing-strategy=mps`): fractions of at most 1/slices, one replica
+    # each, and no whole GPUs. 0: whole GPUs, and fractions of any size.
+    slices: int = 0
 
 
 @dataclass(frozen=True, slots=True)

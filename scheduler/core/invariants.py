@@ -89,16 +89,16 @@ def _gpus(job: m.JobRequest, p: m.WorkerPlacement, node: m.Node) -> list[m.Viola
                 job.id,
             )
         )
-    if job.enforced_only and p.gpus and p.fraction < 1.0 - m.EPS:
-        if not node.enforcement.enforcing:
-            out.append(
-                m.Violation(
-                    "fraction-not-enforced",
-                    f"job {job.id} worker {p.worker} requires an enforced fraction; node "
-                    f"{p.node} only advises one ({node.enforcement})",
-                    job.id,
-                )
+    fraction = bool(p.gpus) and p.fraction < 1.0 - m.EPS
+    if job.enforced_only and fraction and not node.enforcement.enforcing:
+        out.append(
+            m.Violation(
+                "fraction-not-enforced",
+                f"job {job.id} worker {p.worker} requires an enforced fraction; node "
+                f"{p.node} only advises one ({node.enforcement})",
+                job.id,
             )
+        )
     for g in p.gpus:
         if not 0 <= g < node.gpu_count:
             out.append(

@@ -43,7 +43,9 @@ _Allowed = list[tuple[Sig, fit.Need, int]]  # node class, the worker's need ther
 def explain(state: ClusterState, job: m.JobRequest) -> m.PendingReason:
     d = fit.Demand.of(job)
     workers = max(job.workers, 1)
-    sigs = [(s, fit.need(d, s.model, s.gpu_mem), len(ms)) for s, ms in state.classes.items()]
+    sigs = [
+        (s, fit.need(d, s.model, s.gpu_mem, s.slices), len(ms)) for s, ms in state.classes.items()
+    ]
     allowed = [(s, n, k) for s, n, k in sigs if n is not None]
     base = {
         "workers": workers,
@@ -106,7 +108,7 @@ def _distinct(
     workers = max(job.workers, 1)
     where = ""
     for i, node in enumerate(state.nodes):
-        n = fit.need(d, node.gpu_model, node.gpu_memory_mib)
+        n = fit.need(d, node.gpu_model, node.gpu_memory_mib, node.slices)
         if n is None or n.gpus != 1 or not n.share:
             continue
         most = max(((v // n.share, g) for g, v in enumerate(state.gpu[i])), default=(0, 0))
@@ -125,7 +127,8 @@ def _distinct(
 def _runs_nowhere(
     state: ClusterState, job: m.JobRequest, d: fit.Demand, base: Mapping[str, object]
 ) -> m.PendingReason:
-    """No node class can ever hold one worker: its GPU type, or its GPU memory."""
+    """No node class can ever hold one worker: its GPU type, its GPU memory, or GPUs
+    shared as MPS replicas smaller than the worker."""
     models = sorted({n.gpu_model for n in state.nodes if n.gpu_count})
     if d.gpu_types and not set(d.gpu_types) & set(models):
         return m.PendingReason(
@@ -133,6 +136,14 @@ def _runs_nowhere(
             f"needs GPU type {' or '.join(d.gpu_types)}; the cluster has "
             f"{', '.join(models) or 'no GPUs'}",
             {**base, "gpu_types": list(d.gpu_types), "cluster_models": models},
+        )
+    sliced = sorted({n.slices for n in state.nodes if n.gpu_count and n.slices})
+    if sliced and all(n.slices for n in state.nodes if n.gpu_count):
+        return m.PendingReason(
+            R.NO_NODE,
+            f"needs {_ask(job)}; every GPU node shares its GPUs as MPS replicas of "
+            f"1/{max(sliced)} (a worker there takes one replica, nothing larger)",
+            {**base, "slices": sliced},
         )
     largest = max((n.gpu_memory_mib for n in state.nodes), default=0)
     return m.PendingReason(

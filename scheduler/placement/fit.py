@@ -12,7 +12,10 @@ gang) and by `diagnose`. The rules, from DESIGN.md "Scheduling semantics" 4:
 - `enforced_only`: a fractional worker goes only to a node that enforces fractions
   (MPS); whole GPUs are exclusive anyway, so they go anywhere;
 - `distinct`: one GPU holds at most one worker of the job (NCCL ranks), so a node holds
-  as many fractional workers of it as it has GPUs with room for one.
+  as many fractional workers of it as it has GPUs with room for one (one in all on a
+  node of slices, where the device plugin, not Shoal, picks the GPU);
+- `slices`: a node whose device plugin shares each GPU as N enforced MPS replicas holds
+  fractions of at most 1/N, each taking one replica (1/N); no whole GPUs.
 """
 
 from __future__ import annotations
@@ -70,10 +73,23 @@ def gpu_share(gpu: float, gpu_memory_mib: int | None, gpu_mem: int) -> float | N
     return min(gpu, 1.0) if gpu > 0 else 0.0
 
 
-def need(d: Demand, model: str, gpu_mem: int) -> Need | None:
-    """The GPUs one worker takes on a node of this model, or None if it never can."""
+def slice_units(slices: int) -> int:
+    """Units of one of `slices` equal slices of a GPU (rounded down: `slices` of them
+    always fit in one GPU)."""
+    return UNIT // slices
+
+
+def need(d: Demand, model: str, gpu_mem: int, slices: int = 0) -> Need | None:
+    """The GPUs one worker takes on a node of this model, or None if it never can. On a
+    node whose GPUs are `slices` enforced equal slices (a device plugin's MPS replicas), a
+    fractional worker takes one slice, and nothing larger than a slice fits."""
     if d.gpu_types and model not in d.gpu_types:
         return None
+    if slices:
+        share = gpu_share(d.gpu, d.gpu_memory_mib, gpu_mem)
+        if share is None or share > slice_units(slices) / UNIT + m.EPS:
+            return None
+        return Need(1, slice_units(slices)) if share > 0 else NO_GPU
     if d.gpu_memory_mib:
         share = gpu_share(d.gpu, d.gpu_memory_mib, gpu_mem)
         return None if share is None else Need(1, units(share))
@@ -107,7 +123,7 @@ def unenforced(d: Demand, n: Need, s: Sig) -> bool:
 
 def fits(d: Demand, s: Sig) -> Need | None:
     """The worker's need if one worker fits a node in state `s` now, else None."""
-    n = need(d, s.model, s.gpu_mem)
+    n = need(d, s.model, s.gpu_mem, s.slices)
     if n is None or d.cpu_milli > s.cpu or d.memory_mib > s.mem or not gpu_fits(n, s.shares):
         return None
     return None if unenforced(d, n, s) else n
@@ -144,7 +160,7 @@ def after(n: Need, shares: tuple[int, ...], take: int | None) -> tuple[int, ...]
 def capacity(d: Demand, s: Sig, limit: int, *, distinct: bool = False) -> int:
     """How many workers of `d` a node in state `s` holds at once (at most `limit`);
     `distinct`: each on a GPU of its own."""
-    n = need(d, s.model, s.gpu_mem)
+    n = need(d, s.model, s.gpu_mem, s.slices)
     if n is None or unenforced(d, n, s):
         return 0
     k = limit
@@ -152,7 +168,9 @@ def capacity(d: Demand, s: Sig, limit: int, *, distinct: bool = False) -> int:
         k = min(k, s.cpu // d.cpu_milli)
     if d.memory_mib > 0:
         k = min(k, s.mem // d.memory_mib)
-    if n.gpus == 1 and distinct:
+    if n.gpus == 1 and distinct and s.slices:
+        k = min(k, 1)  # the device plugin picks the replica, so maybe a GPU already used
+    elif n.gpus == 1 and distinct:
         k = min(k, sum(1 for v in s.shares if v >= n.share))
     elif n.gpus == 1:
         k = min(k, sum(v // n.share for v in s.shares))
@@ -162,6 +180,9 @@ def capacity(d: Demand, s: Sig, limit: int, *, distinct: bool = False) -> int:
 
 
 def fraction_of(job: m.JobRequest, node: m.Node) -> float:
-    """The `WorkerPlacement.fraction` of one worker on `node` (1.0 for whole GPUs)."""
+    """The `WorkerPlacement.fraction` of one worker on `node` (1.0 for whole GPUs; one
+    slice on a node of equal slices)."""
     share = worker_gpu_share(job, node)
+    if node.slices and 0 < share < 1:
+        return slice_units(node.slices) / UNIT
     return share if 0 < share < 1 else 1.0

@@ -88,4 +88,5 @@ def node(row: schema.InventoryRow) -> model.Node:
         gpu_model=row.gpu_model,
         gpu_memory_mib=row.gpu_memory_mib,
         enforcement=model.Enforcement(row.enforcement or model.Enforcement.ADVISORY),
+        slices=row.slices or 0,
     )

@@ -470,6 +470,7 @@ def save_inventory(
             "gpu_model": n.gpu_model,
             "gpu_memory_mib": n.gpu_memory_mib,
             "enforcement": str(n.enforcement),
+            "slices": n.slices,
         }
         row = rows.get(n.name)
         if row is None:

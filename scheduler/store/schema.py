@@ -192,6 +192,8 @@ class InventoryRow(Base):
     enforcement: Mapped[str] = mapped_column(
         String(16), default="advisory", server_default="advisory"
     )
+    # GPUs shared as this many equal MPS replicas by the device plugin (0: not shared).
+    slices: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     seen_at: Mapped[datetime]
 
 

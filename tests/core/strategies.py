@@ -20,8 +20,10 @@ def clusters(draw: st.DrawFn) -> list[m.Node]:
         cpu = draw(st.sampled_from([8_000, 32_000, 64_000]))
         mem = draw(st.sampled_from([16_384, 131_072]))
         how = draw(st.sampled_from([m.Enforcement.ADVISORY, m.Enforcement.MPS]))
+        # An MPS node of a device plugin's replicas (Kubernetes), or of Shoal's own daemon.
+        slices = draw(st.sampled_from([0, 0, 4])) if how is m.Enforcement.MPS else 0
         gpu_mem = 81_920 if model == "H100" else 40_960
-        out.append(m.Node(f"n{i}", cpu, mem, gpus, model, gpu_mem, how))
+        out.append(m.Node(f"n{i}", cpu, mem, gpus, model, gpu_mem, how, slices))
     return out
 
 

@@ -3,6 +3,7 @@ and optimistic concurrency between two sessions."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -10,7 +11,7 @@ import pytest
 from storebuild import job, node, placement, queue
 
 from scheduler import store
-from scheduler.model import PendingReason, ReasonCode, RunningJob
+from scheduler.model import Enforcement, PendingReason, ReasonCode, RunningJob
 from scheduler.spec import Phase
 from scheduler.store import errors, schema
 from scheduler.store.db import Database
@@ -207,6 +208,15 @@ def test_save_inventory_replaces(db: Database) -> None:
         store.save_inventory(session=s, nodes=[node("a"), node("b", 4, "A100", 40960)])
         store.save_inventory(session=s, nodes=[node("b", 2, "A100", 40960), node("c")])
         assert store.load_inventory(session=s) == (node("b", 2, "A100", 40960), node("c"))
+
+
+def test_inventory_keeps_how_a_node_shares_its_gpus(db: Database) -> None:
+    mps = dataclasses.replace(node("m", 2), enforcement=Enforcement.MPS, slices=4)
+    with db.session() as s:
+        store.save_inventory(session=s, nodes=[node("a"), mps])
+        assert store.load_inventory(session=s) == (node("a"), mps)
+        store.save_inventory(session=s, nodes=[node("a"), dataclasses.replace(mps, slices=2)])
+        assert store.load_inventory(session=s)[1].slices == 2  # a change is written
 
 
 def test_lease_one_holder_at_a_time(db: Database) -> None:
