@@ -158,6 +158,14 @@ class KubernetesBackend:
             key=lambda n: n.name,
         )
 
+    def _mps_replicas(self, node: str) -> int:
+        """N when `node`'s device plugin shares each GPU as N MPS replicas, else 0."""
+        hit = self._node_memo.get(node)  # the node as the last `nodes()` (the cycle's) saw it
+        if hit is None:
+            obj = next((n for n in self.node_cache.items() if n["metadata"]["name"] == node), None)
+            return inventory.mps_replicas(obj) if obj is not None else 0
+        return inventory.mps_replicas(hit[0])
+
     def excluded_nodes(self) -> dict[str, str]:
         """node -> why Shoal does not offer it (cordoned, a taint, NotReady, shared
         devices it cannot count, a GPU that does not reach its containers)."""
@@ -182,12 +190,17 @@ class KubernetesBackend:
             self._ensure("services", manifests.service(req, stem, ns), req.job_id)
             if req.spec.framework is Framework.MPI:
                 self._ensure("configmaps", manifests.hostfile(req, stem, ns, hosts), req.job_id)
+            replica = {p.worker: self._mps_replicas(p.node) > 0 for p in req.placements}
             for p in req.placements:
-                if manifests.is_fractional(p):
+                if manifests.is_fractional(p) and not replica[p.worker]:
                     self.reservations.ensure(p.node, p.gpus[0])
             pods = [
                 self._ensure(
-                    "pods", manifests.worker_pod(req, p, stem, ns, hosts, self.config), req.job_id
+                    "pods",
+                    manifests.worker_pod(
+                        req, p, stem, ns, hosts, self.config, replica=replica[p.worker]
+                    ),
+                    req.job_id,
                 )
                 for p in req.placements
             ]
@@ -310,6 +323,13 @@ class KubernetesBackend:
                 elif not self._closed.is_set():
                     self._eventer.submit(self.events.emit, ref, "Scheduled", why)
             return True
+        if self._mps_replicas(placement.node):
+            # Its container asks no `nvidia.com/gpu` (resources cannot change on a pod),
+            # so it could not get the replica the placement counts on.
+            raise base.BackendError(
+                f"node {placement.node} shares GPUs as MPS replicas: a foreign pod gets a "
+                "fraction there only by requesting nvidia.com/gpu: 1 itself"
+            )
         patch: Obj = {"metadata": {"annotations": ann}}
         with self._lock:
             if manifests.is_fractional(placement):
@@ -481,7 +501,8 @@ class KubernetesBackend:
         if pod["spec"].get("nodeName") or meta.get("uid") in self._bound:
             return True
         ann, node = names.annotations_of(pod), names.annotations_of(pod).get(names.NODE, "")
-        if names.GPU_FRACTION in ann and not ann.get(names.GPU_UUID):
+        replica = bool(ann.get(names.GPU_REPLICA))  # the device plugin supplies the GPU
+        if names.GPU_FRACTION in ann and not ann.get(names.GPU_UUID) and not replica:
             uuid = self.reservations.uuid(names.labels_of(pod).get(names.RESERVATION, ""))
             if not uuid:
                 return False

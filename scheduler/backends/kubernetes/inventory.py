@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes.utils import quantity
 
 from scheduler.backends.kubernetes import names
-from scheduler.model import Node
+from scheduler.model import Enforcement, Node
 
 Obj = dict[str, Any]
 GPU = "nvidia.com/gpu"
@@ -25,7 +25,9 @@ PRODUCT_LABEL = "nvidia.com/gpu.product"
 MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB
 MODEL_OVERRIDE = "shoal.dev/gpu-model"
 COUNT_LABEL = "nvidia.com/gpu.count"
-REPLICAS_LABEL = "nvidia.com/gpu.replicas"  # time-slicing (GFD)
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"  # time-slicing or MPS (GFD)
+SHARING_LABEL = "nvidia.com/gpu.sharing-strategy"  # none | time-slicing | mps (GFD)
+SHARED_SUFFIX = "-SHARED"  # GFD's product label on a node that shares its GPUs
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"  # none | single | mixed
 TERMINAL = ("Succeeded", "Failed")
 
@@ -84,8 +86,11 @@ def sharing_reason(node: Obj) -> str | None:
     product (`…-MIG-1g.10gb`) and memory: counted as GPUs of that model. With MIG `mixed`,
     `nvidia.com/gpu` counts only the cards without MIG (slices are other resources),
     which is right as is. Any other node advertising more devices than it has GPUs
-    (`nvidia.com/gpu.count`) is excluded too."""
+    (`nvidia.com/gpu.count`) is excluded too. MPS sharing (`nvidia.com/gpu.sharing-strategy
+    =mps`) is not excluded: each replica is an enforced 1/N of a GPU (`mps_replicas`)."""
     labels = (node.get("metadata") or {}).get("labels") or {}
+    if mps_replicas(node):
+        return None  # enforced equal slices: `to_node` models them
     replicas = _int(labels.get(REPLICAS_LABEL), 1)
     if replicas > 1:
         return (
@@ -101,6 +106,14 @@ def sharing_reason(node: Obj) -> str | None:
             "shared devices Shoal cannot count as whole GPUs"
         )
     return None
+
+
+def mps_replicas(node: Obj) -> int:
+    """N when the device plugin shares each GPU of the node as N MPS replicas (each an
+    enforced 1/N of the GPU's memory and compute; a container may take one), else 0."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    replicas = _int(labels.get(REPLICAS_LABEL), 1)
+    return replicas if labels.get(SHARING_LABEL) == "mps" and replicas > 1 else 0
 
 
 def pod_requests(pod: Obj) -> tuple[int, int, int]:
@@ -160,13 +173,23 @@ def to_node(node: Obj, used: tuple[int, int, int] = (0, 0, 0)) -> Node:
         gpu_mem = int(labels.get(MEMORY_LABEL, "0"))
     except ValueError:
         gpu_mem = 0
+    model = labels.get(MODEL_OVERRIDE) or labels.get(PRODUCT_LABEL, "")
+    slices = mps_replicas(node)
+    if slices:
+        # `nvidia.com/gpu` counts replicas, and the plugin, not Shoal, picks the GPU of
+        # each: only GPUs whose every replica may still be free are offered (a foreign
+        # pod's replica costs one GPU here), so Shoal never hands out more than is free.
+        gpus //= slices
+        model = model.removesuffix(SHARED_SUFFIX)  # gpuType names the card, not the mode
     return Node(
         name=meta["name"],
         cpu_milli=max(cpu, 0),
         memory_mib=max(mem, 0),
         gpu_count=max(gpus, 0),
-        gpu_model=labels.get(MODEL_OVERRIDE) or labels.get(PRODUCT_LABEL, ""),
+        gpu_model=model,
         gpu_memory_mib=gpu_mem,
+        enforcement=Enforcement.MPS if slices else Enforcement.ADVISORY,
+        slices=slices,
     )
 
 

@@ -113,14 +113,18 @@ def worker_pod(
     ns: str,
     hosts: Sequence[str],
     config: KubeConfig,
+    *,
+    replica: bool = False,
 ) -> Obj:
     """One worker. Whole GPUs: `nvidia.com/gpu: N` (the device plugin then picks and
     exposes them). A fraction: no GPU request; NVIDIA_VISIBLE_DEVICES comes from the
     pod's `shoal.dev/gpu-uuid` annotation, which Shoal sets from the reservation pod
-    before it binds the worker (the kubelet resolves it when the container starts)."""
+    before it binds the worker (the kubelet resolves it when the container starts). A
+    fraction on a node that shares GPUs by MPS (`replica`): `nvidia.com/gpu: 1`, one
+    replica, which the device plugin picks, exposes and enforces."""
     spec = req.spec
     name = names.pod_name(base_name, req.attempt, p.worker)
-    container = _worker_container(req, p, hosts, config)
+    container = _worker_container(req, p, hosts, config, replica)
     volumes = _worker_volumes(req, base_name, container)
     pod_spec: Obj = {
         "schedulerName": config.scheduler_name,
@@ -139,7 +143,7 @@ def worker_pod(
         pod_spec["serviceAccountName"] = config.service_account
     else:  # the namespace's default account: its token is of no use to a worker
         pod_spec["automountServiceAccountToken"] = False
-    labels, ann = _worker_marks(req, p, base_name)
+    labels, ann = _worker_marks(req, p, base_name, replica)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -148,10 +152,16 @@ def worker_pod(
     }
 
 
-def _worker_env(req: base.LaunchRequest, p: WorkerPlacement, hosts: Sequence[str]) -> list[Obj]:
-    """The container's environment; a fraction's GPU comes from the pod's annotation."""
-    frac = is_fractional(p)
-    env = base.worker_env(req.spec, p, hosts, job_id=req.job_id, attempt=req.attempt)
+def _worker_env(
+    req: base.LaunchRequest, p: WorkerPlacement, hosts: Sequence[str], replica: bool
+) -> list[Obj]:
+    """The container's environment; a reserved fraction's GPU comes from the pod's
+    annotation, whole GPUs' and an MPS replica's from the device plugin."""
+    frac = is_fractional(p) and not replica
+    how = base.Enforcement.MPS if replica else base.Enforcement.ADVISORY
+    env = base.worker_env(
+        req.spec, p, hosts, job_id=req.job_id, attempt=req.attempt, enforcement=how
+    )
     env.update(req.extra_env)
     env["SHOAL_PREEMPT_FILE"] = PREEMPT_FILE
     env["SHOAL_STOP_FILE"] = STOP_FILE
@@ -175,20 +185,24 @@ def _worker_env(req: base.LaunchRequest, p: WorkerPlacement, hosts: Sequence[str
 
 
 def _worker_container(
-    req: base.LaunchRequest, p: WorkerPlacement, hosts: Sequence[str], config: KubeConfig
+    req: base.LaunchRequest,
+    p: WorkerPlacement,
+    hosts: Sequence[str],
+    config: KubeConfig,
+    replica: bool,
 ) -> Obj:
     spec = req.spec
     requests: Obj = {"cpu": f"{spec.cpu_milli}m", "memory": f"{spec.memory_mib}Mi"}
     limits: Obj = {"memory": f"{spec.memory_mib}Mi"}
-    if p.gpus and not is_fractional(p):
-        requests[GPU] = limits[GPU] = str(len(p.gpus))
+    if p.gpus and (replica or not is_fractional(p)):
+        requests[GPU] = limits[GPU] = str(len(p.gpus))  # an MPS replica: one
     ports = [{"name": "rendezvous", "containerPort": base.MASTER_PORT}]
     if spec.framework is Framework.TENSORFLOW:
         ports.append({"name": "tf", "containerPort": base.MASTER_PORT + 1 + p.worker})
     container: Obj = {
         "name": "worker",
         "image": spec.image,
-        "env": _worker_env(req, p, hosts),
+        "env": _worker_env(req, p, hosts, replica),
         "ports": ports,
         "resources": {"requests": requests, "limits": limits},
         "securityContext": dict(config.security_context),
@@ -222,7 +236,7 @@ def _worker_volumes(req: base.LaunchRequest, base_name: str, container: Obj) -> 
 
 
 def _worker_marks(
-    req: base.LaunchRequest, p: WorkerPlacement, base_name: str
+    req: base.LaunchRequest, p: WorkerPlacement, base_name: str, replica: bool
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The worker's labels and annotations: where it is bound, and a fraction's share."""
     labels = job_labels(req, base_name, names.WORKER)
@@ -232,7 +246,11 @@ def _worker_marks(
         names.GPUS: names.gpus_text(p.gpus),
         names.WORKERS: str(len(req.placements)),
     }
-    if is_fractional(p):
+    if is_fractional(p) and replica:
+        ann[names.GPU_FRACTION] = f"{p.fraction:.4f}"
+        ann[names.ENFORCEMENT] = str(base.Enforcement.MPS)
+        ann[names.GPU_REPLICA] = "1"
+    elif is_fractional(p):
         ann[names.GPU_FRACTION] = f"{p.fraction:.4f}"
         ann[names.ENFORCEMENT] = str(base.Enforcement.ADVISORY)
         labels[names.RESERVATION] = names.reservation_name(p.node, p.gpus[0])

@@ -31,6 +31,8 @@ GPUS = f"{DOMAIN}/gpus"
 GPU_FRACTION = f"{DOMAIN}/gpu-fraction"
 GPU_MEMORY = f"{DOMAIN}/gpu-memory"
 GPU_UUID = f"{DOMAIN}/gpu-uuid"
+# A fraction served as one MPS replica of the device plugin (no reservation, no UUID).
+GPU_REPLICA = f"{DOMAIN}/gpu-replica"
 CDI_SHARE = "cdi.k8s.io/shoal-gpu"  # containerd/CRI-O CDI device injection by annotation
 ENFORCEMENT = f"{DOMAIN}/gpu-enforcement"
 PREEMPTED = f"{DOMAIN}/preempted"
