@@ -14,6 +14,11 @@ for Prometheus); a worker token (`scheduler.workertoken`, minted per job by the 
 never in this file) may only report progress of its one job. Jobs and queues outside a
 caller's queues are reported as not found, so a member of one team cannot learn of
 another team's work.
+
+A server whose workers could read its state (the local backend, workers run as the
+service's own OS user: `scheduler.backends.local.users`) sets `team_tokens_refused` on
+the app, and `refusal` turns member and viewer tokens away with that reason; admin,
+metrics and worker tokens still work. `create_app` alone refuses nothing.
 """
 
 from __future__ import annotations
@@ -61,6 +66,16 @@ class Principal:
 
     def may_submit(self, queue: str) -> bool:
         return self.role is Role.ADMIN or (self.role is Role.MEMBER and self.sees(queue))
+
+
+TEAM_ROLES = frozenset({Role.MEMBER, Role.VIEWER})
+
+
+def refusal(principal: Principal, team_tokens_refused: str | None) -> str | None:
+    """Why this server turns `principal` away (a 403), or None."""
+    if team_tokens_refused and principal.role in TEAM_ROLES:
+        return team_tokens_refused
+    return None
 
 
 def digest(token: str) -> str:

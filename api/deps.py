@@ -70,6 +70,9 @@ def get_principal(
         )
         err.headers = unauthorized
         raise err
+    why = auth.refusal(principal, getattr(request.app.state, "team_tokens_refused", None))
+    if why is not None:
+        raise fail(403, why, loc=["header", "Authorization"])
     return principal
 
 

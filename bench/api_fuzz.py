@@ -61,7 +61,7 @@ def _serve(db_url: str | None) -> Iterator[str]:
     cmd += ["--state-dir", str(state)]
     if db_url:
         cmd += ["--database-url", db_url]
-    env = {**os.environ, "SHOAL_API_TOKENS_FILE": str(tokens)}
+    env = {**os.environ, "SHOAL_API_TOKENS_FILE": str(tokens), "SHOAL_SHARED_USER_OK": "1"}
     with serving(cmd, env, state, port) as (url, _):
         yield url
 

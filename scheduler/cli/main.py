@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -70,9 +71,27 @@ def serve(
         bool,
         typer.Option(help="with --gpus auto on a host with no GPU: run the simulated cluster"),
     ] = False,
+    worker_user: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SHOAL_WORKER_USER",
+            help="local backend, run as root: the OS user workers run as (over the cluster "
+            "file's workerUser; queueUsers there give a queue its own)",
+        ),
+    ] = None,
+    shared_user_ok: Annotated[
+        bool,
+        typer.Option(
+            envvar="SHOAL_SHARED_USER_OK",
+            help="accept team tokens although workers run as this server's own user "
+            "(one trusted team only: its workers can read the state directory)",
+        ),
+    ] = False,
 ) -> None:
     """Run the API and the scheduler on the embedded default (SQLite, local workers)."""
     from scheduler.cli import serve as serving
+
+    os.umask(0o077)  # what the service writes (secrets, database, logs) is its own
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -91,6 +110,8 @@ def serve(
         job_retention_s=job_retention or None,
         gpus=gpus,
         fallback_simulated=fallback_simulated,
+        worker_user=worker_user,
+        shared_user_ok=shared_user_ok,
     )
 
 

@@ -11,17 +11,20 @@ for the API, and `url`. Workers get SHOAL_API_URL and a token of their own job
 (`scheduler.workertoken`), good only to report that job's progress. Stopping the server
 leaves running workers alone; the next start adopts them (see docs/loop.md). A second
 server on the same state directory is refused (local backend) or warned about.
+
+The state directory is the service's alone (`statedir.secure`). With the local backend
+workers run as `--worker-user` / the cluster file's `workerUser` (when this is root);
+where they would run as the service's own user, team tokens are refused with the reason,
+unless `--shared-user-ok` accepts that (docs/gpu.md, "Sharing one box between teams").
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import fcntl
 import logging
 import math
 import os
-import secrets
 import signal
 import socket
 import threading
@@ -31,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-import yaml
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -39,8 +41,11 @@ from api.app import create_app
 from api.settings import Settings
 from scheduler import model
 from scheduler.backends import base
-from scheduler.backends.local import host
+from scheduler.backends.local import host, users
 from scheduler.cli import settings as serve_settings
+from scheduler.cli.statedir import claim_state as claim_state  # re-exported (tests)
+from scheduler.cli.statedir import prepare_state as prepare_state  # re-exported (tests)
+from scheduler.cli.statedir import secure
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.loop.workerenv import ScopedWorkerEnv
 from scheduler.store import cycle as store_cycle
@@ -49,48 +54,6 @@ from scheduler.store.db import Database, open_database
 log = logging.getLogger("shoal.serve")
 # Writes through the API wake the loop at most this often (the rest are merged).
 WAKE_GAP_S = 0.25
-
-
-def _token(path: Path) -> str:
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(24) + "\n")
-        path.chmod(0o600)
-    return path.read_text().strip()
-
-
-def prepare_state(state: Path, url: str) -> tuple[str, str, Path]:
-    """Tokens and the token file for the API; returns (admin token, worker key,
-    tokens.yaml). No token in the file is given to workers: each job's workers get one
-    minted from the worker key, scoped to that job's progress."""
-    state.mkdir(parents=True, exist_ok=True)
-    admin, worker_key = _token(state / "admin-token"), _token(state / "worker-key")
-    (state / "worker-token").unlink(missing_ok=True)  # the old all-queues member token
-    tokens = state / "tokens.yaml"
-    tokens.write_text(yaml.safe_dump({admin: {"user": "admin", "role": "admin", "queues": ["*"]}}))
-    tokens.chmod(0o600)
-    (state / "url").write_text(url + "\n")
-    return admin, worker_key, tokens
-
-
-_LOCKS: list[int] = []  # held for the life of the process
-
-
-def claim_state(state: Path, url: str) -> str | None:
-    """Lock `state` for this server; None when it was free, else who holds it (another
-    `shoal serve` on the same state directory: its pid and URL)."""
-    state.mkdir(parents=True, exist_ok=True)
-    path = state / "serve.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = os.pread(fd, 512, 0).decode(errors="replace").strip() or "unknown"
-        os.close(fd)
-        return holder
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"pid {os.getpid()} at {url}\n".encode(), 0)
-    _LOCKS.append(fd)
-    return None
 
 
 class WakeOnWrite:
@@ -141,23 +104,32 @@ def make_backend(
     database: Database | None = None,
     gpus: str | None = None,
     fallback_simulated: bool = False,
+    worker_user: str | None = None,
 ) -> base.ClusterBackend:
-    """`gpus="auto"` (local only): this host's GPUs through NVML, not the simulated cluster."""
+    """`gpus="auto"` (local only): this host's GPUs through NVML, not the simulated cluster.
+    `worker_user` (local only) over the cluster file's `workerUser`: who runs workers."""
     if gpus not in (None, "auto"):
         raise SystemExit(f"--gpus {gpus!r}: the only value is auto (this host's GPUs)")
     if kind == "local":
         try:
-            return host.local_backend(
+            local = host.local_backend(
                 state,
                 cluster_file=cluster,
                 gpus_auto=gpus == "auto",
                 fallback_simulated=fallback_simulated,
                 on_change=wake,
+                users=users.resolve(cluster, worker_user),
             )
-        except (host.NoGpuHost, ValueError) as e:
+            local.run.ensure()  # a run directory someone else made stops the service now
+            return local
+        except (host.NoGpuHost, ValueError, RuntimeError) as e:
             raise SystemExit(str(e)) from None
     if gpus is not None:
         raise SystemExit("--gpus auto is for the local backend (Kubernetes reads its nodes)")
+    if worker_user is not None:
+        raise SystemExit(
+            "--worker-user is for the local backend (a pod's user is its securityContext's)"
+        )
     if kind == "kubernetes":
         # Imported here: only these pull in the `kubernetes` client.
         from scheduler.backends.kubernetes import runtime
@@ -240,6 +212,8 @@ def serve(
     job_retention_s: float | None = None,
     gpus: str | None = None,
     fallback_simulated: bool = False,
+    worker_user: str | None = None,
+    shared_user_ok: bool = False,
 ) -> None:
     try:
         env = serve_settings.from_env()
@@ -251,6 +225,7 @@ def serve(
     state = Path(state_dir).resolve()
     url = f"http://{host}:{port}"
     owns_state = _claim(state, url, backend_kind)
+    secure(state)
     admin, worker_key, tokens = _tokens(env, state, url)
     db_url = database_url or f"sqlite:///{state / 'shoal.db'}"
     database = open_database(db_url)
@@ -273,6 +248,7 @@ def serve(
         database=database,
         gpus=gpus,
         fallback_simulated=fallback_simulated,
+        worker_user=worker_user,
     )
     loop = Loop(
         database,
@@ -299,6 +275,7 @@ def serve(
         worker_key=worker_key,
     )
     app = _app(settings, loop, backend, pol.core)
+    app.state.team_tokens_refused = team_refusal(backend, shared_user_ok=shared_user_ok)
     print(f"Shoal serving on {url}  (state {state}, database {db_url})", flush=True)
     if admin is not None:
         print(f"admin token: {admin}  (also in {state / 'admin-token'})", flush=True)
@@ -308,6 +285,24 @@ def serve(
         backend.close()
         database.close()
         print("Shoal stopped", flush=True)
+
+
+def team_refusal(backend: object, *, shared_user_ok: bool) -> str | None:
+    """Why team tokens are refused here (the API's 403), or None. Only the local backend
+    runs workers as OS users of this host; `shared_user_ok`: one trusted team, accepted."""
+    worker_users: users.WorkerUsers | None = getattr(backend, "users", None)
+    if worker_users is None:
+        return None
+    why = worker_users.shared_reason()
+    if why is None:
+        who = sorted({u.name for u in (worker_users.default, *worker_users.queues.values()) if u})
+        log.info("workers run as %s, apart from the state directory", ", ".join(who))
+        return None
+    if shared_user_ok:
+        log.warning("--shared-user-ok: team tokens accepted although %s", why.split(": ", 1)[1])
+        return None
+    log.warning("%s", why)
+    return why
 
 
 def _claim(state: Path, url: str, backend_kind: str) -> bool:

@@ -79,7 +79,9 @@ class Live:
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     tmp = tmp_path_factory.mktemp("dashboard")
     with (
-        serve.serving(tmp, {"SHOAL_API_TOKENS": TOKENS}) as s,
+        # Team tokens on a server whose workers run as its own user: one trusted team's
+        # box (docs/gpu.md), accepted explicitly, or they would be refused.
+        serve.serving(tmp, {"SHOAL_API_TOKENS": TOKENS, "SHOAL_SHARED_USER_OK": "1"}) as s,
         httpx.Client(
             base_url=s.url, headers={"Authorization": f"Bearer {s.token}"}, timeout=60
         ) as admin,

@@ -7,24 +7,22 @@ are no images here: `image` is recorded but ignored, `python`/`python3` as argv[
 the service's own interpreter, and the working directory is the service's.
 
 Each worker runs under `shim` (see there), in its own session, with stdout and stderr
-in `<state>/jobs/<job>/<attempt>/worker-<i>.log`. Attempts are recorded in `records`
-before anything starts, so `launch` of a known attempt is a no-op even across restarts.
-A launch a crash interrupted is resumed, not failed: after a restart the workers it had
-not started are not reported (missing, so the loop finishes the launch), and a repeated
-`launch` of that attempt starts exactly those (a worker counts as started once the
-launch ledger, the process table or its exit file shows it).
-`stop` writes its reason (`base.StopReason`: Preempted, Cancelled, MaxRuntimeExceeded...)
-to the attempt's `SHOAL_STOP_FILE` and, for a preemption only, `SHOAL_PREEMPTED=1` to its
-`SHOAL_PREEMPT_FILE`; sends SIGTERM, and SIGKILLs the process group once the grace period
-is over (checked by `workers()` and by the watcher thread, so `stop` itself never
-blocks). A repeated stop keeps the first one's reason and deadline, as a pod that is
-already terminating keeps its grace period.
+in `<state>/jobs/<job>/<attempt>/worker-<i>.log`, as the OS user `users` names for its
+queue (the service's own where none is set or it is not root). The files a worker is
+told of (SHOAL_STOP_FILE, SHOAL_PREEMPT_FILE, the MPI hostfile) are in its attempt's
+directory under the run directory (`rundir`), never in the state directory. Attempts
+are recorded in `records` before anything starts, so `launch` of a known attempt is a
+no-op even across restarts. A launch a crash interrupted is resumed, not failed: after a
+restart the workers it had not started are not reported (missing, so the loop finishes
+the launch), and a repeated `launch` of that attempt starts exactly those (a worker
+counts as started once the launch ledger, the process table or its exit file shows it).
+`stop` (`stopping`) writes its reason to the stop files, sends SIGTERM, and SIGKILLs the
+process group once the grace period is over (checked by `workers()` and by the watcher
+thread, so `stop` itself never blocks).
 
 On a real GPU host (`host`: the GPUs NVML found, made by `host.local_backend`) a worker
-sees only its GPUs: CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES name their UUIDs
-(empty for a CPU-only worker, so it sees none). With an MPS daemon (`use_mps`) the
-nodes report `enforcement: mps` and each fractional worker gets its MPS limits
-(`mps.worker_env`); `close` stops the daemon unless fractional workers still use it.
+sees only its GPUs (`environment`); with an MPS daemon (`use_mps`) the nodes report
+`enforcement: mps`, and `close` stops the daemon unless fractional workers still use it.
 """
 
 from __future__ import annotations
@@ -40,8 +38,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from scheduler.backends import base
-from scheduler.backends.local import cluster, gpus, mps, processes, records
-from scheduler.model import Enforcement, Node, WorkerPlacement
+from scheduler.backends.local import (
+    cluster,
+    environment,
+    gpus,
+    mps,
+    processes,
+    records,
+    rundir,
+    stopping,
+)
+from scheduler.backends.local.users import RunAs, WorkerUsers
+from scheduler.model import Enforcement, Node
 from scheduler.spec import Framework
 
 log = logging.getLogger("shoal.local")
@@ -65,10 +73,14 @@ class LocalBackend:
         watch_interval_s: float = 0.1,
         on_spawn: Callable[[str, int, int], None] | None = None,
         host: gpus.Host | None = None,
+        users: WorkerUsers | None = None,
+        run_dir: str | Path | None = None,
     ) -> None:
         """`on_spawn(job_id, attempt, worker)` is called after each worker is started and
-        recorded (the crash-safety tests' crash point in the middle of a gang launch)."""
+        recorded (the crash-safety tests' crash point in the middle of a gang launch).
+        `run_dir`: the workers' run directory (default `<tmp>/shoal-run-<instance>`)."""
         self.state_dir = Path(state_dir)
+        self.users = users or WorkerUsers()
         self._host = host
         if host is not None:
             self._nodes = host.nodes
@@ -78,9 +90,14 @@ class LocalBackend:
         self.mps_unavailable = ""  # why no MPS daemon runs on this GPU host
         self._lock = threading.RLock()
         self.records = records.Records(self.state_dir / "local")
+        self.run = (
+            rundir.RunDir(Path(run_dir))
+            if run_dir is not None
+            else rundir.RunDir.for_instance(self.records.instance)
+        )
         self._procs: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
         self._on_spawn = on_spawn
-        self._recover()
+        self.records.adopt_interrupted()
         self._on_change = on_change
         self._closed = threading.Event()
         self._watcher = threading.Thread(
@@ -124,27 +141,12 @@ class LocalBackend:
                 if not known.launched and known.stop_deadline is None and not known.killed:
                     self._start(request, known, resume=True)
                 return
-            d = self.state_dir / "jobs" / request.job_id / str(request.attempt)
-            d.mkdir(parents=True, exist_ok=True)
             taken = {a.port for a in self.records.attempts.values()}
-            rec = records.AttemptRecord(
-                job_id=request.job_id,
-                attempt=request.attempt,
-                queue=request.spec.queue,
+            rec = self.run.new_attempt(
+                request,
+                self.state_dir / "jobs" / request.job_id / str(request.attempt),
+                self.users.for_queue(request.spec.queue),
                 port=processes.free_port(taken),
-                preempt_file=str(d / "preempted"),
-                stop_file=str(d / "stop-reason"),
-                workers=[
-                    records.WorkerRecord(
-                        worker=p.worker,
-                        node=p.node,
-                        gpus=list(p.gpus),
-                        fraction=p.fraction,
-                        log=str(d / f"worker-{p.worker}.log"),
-                        exit_file=str(d / f"worker-{p.worker}.exit"),
-                    )
-                    for p in request.placements
-                ],
             )
             # Recorded before the first process starts: a crash from here on leaves a
             # record, so a restarted service adopts or reports the workers, never reruns.
@@ -156,39 +158,42 @@ class LocalBackend:
         self, request: base.LaunchRequest, rec: records.AttemptRecord, *, resume: bool
     ) -> None:
         """Start every worker of the attempt not started yet, then mark it launched."""
-        d = Path(rec.preempt_file).parent
-        hosts = ["127.0.0.1"] * len(request.placements)
-        hostfile = d / "hostfile"  # MPI: the hostfile the env points at (hostfile only)
+        try:
+            user = RunAs.lookup(rec.user, where=f"attempt {rec.key}") if rec.user else None
+        except ValueError as e:  # the user was removed between a crash and this resume
+            for w in rec.workers:  # never as the service's user instead: each one fails
+                if w.pid is None and not Path(w.exit_file).exists():
+                    processes.unstartable(w, str(e))
+            rec.launched = True
+            self.records.save(rec)
+            return
+        # Old records (before the run directory) kept these files in the state directory.
+        work = Path(rec.preempt_file).parent
+        if resume and rundir.is_inside(work, self.run.root):
+            self.run.attempt_dir(rec.job_id, rec.attempt, user)  # /tmp may have been cleaned
+        hostfile = work / "hostfile"  # MPI: the hostfile the env points at (hostfile only)
         if request.spec.framework is Framework.MPI:
+            hosts = ["127.0.0.1"] * len(request.placements)
             slots = [base.mpi_slots(p) for p in request.placements]
-            hostfile.write_text(base.hostfile_text(hosts, slots))
+            rundir.write_for_worker(hostfile, base.hostfile_text(hosts, slots))
         started = self.records.launches() if resume else {}  # the ledger: read once, here
         for p, w in zip(request.placements, rec.workers, strict=True):
             shim_key = self.records.shim_key(rec.job_id, rec.attempt, w.worker)
             if w.pid is not None or shim_key in started or Path(w.exit_file).exists():
                 continue  # started before the crash (alive, or already ended)
-            visible = self._host.visible(p.node, p.gpus) if self._host is not None else None
-            env = base.worker_env(
-                request.spec,
+            env = environment.worker_environment(
+                request,
                 p,
-                hosts,
-                job_id=request.job_id,
-                attempt=request.attempt,
-                gpu_ids=visible
-                if visible is not None
-                else [f"local-{p.node}-gpu{g}" for g in p.gpus],
-                enforcement=self.enforcement(p.node),
-                port=rec.port,
+                rec,
+                host=self._host,
+                node=next((n for n in self._nodes if n.name == p.node), None),
+                daemon=self.mps,
+                hostfile=hostfile,
             )
-            env.update(request.extra_env)
-            if visible is not None:
-                env.update(self._device_env(p, visible))
-            env["SHOAL_PREEMPT_FILE"] = rec.preempt_file
-            env["SHOAL_STOP_FILE"] = rec.stop_file
-            if request.spec.framework is Framework.MPI:
-                env["OMPI_MCA_orte_default_hostfile"] = str(hostfile)
             argv = [*request.spec.command, *request.spec.args]
-            proc = processes.spawn(argv, w, env, ledger=self.records.ledger, shim_key=shim_key)
+            proc = processes.spawn(
+                argv, w, env, ledger=self.records.ledger, shim_key=shim_key, user=user, home=work
+            )
             if proc is not None:
                 self._procs[(rec.key, w.worker)] = proc
             self.records.save(rec)
@@ -201,23 +206,9 @@ class LocalBackend:
         self, job_id: str, grace_period_s: float, *, reason: str = base.StopReason.STOPPED
     ) -> None:
         with self._lock:
-            now = time.time()
-            for rec in self.records.attempts.values():
-                if rec.job_id != job_id or rec.killed:
-                    continue
-                if not any(records.alive(w) for w in rec.workers):
-                    rec.killed = True
-                    continue
-                if rec.stop_deadline is None:
-                    # The reason first, so a worker woken by SIGTERM finds it.
-                    rec.stop_reason = str(reason)
-                    if rec.stop_file:
-                        processes.write_atomic(rec.stop_file, f"{reason}\n")
-                    if reason == base.StopReason.PREEMPTED:
-                        processes.write_atomic(rec.preempt_file, "SHOAL_PREEMPTED=1\n")
-                    rec.stop_deadline = now + max(0.0, grace_period_s)
-                # A repeat (the orphan sweep of a job that already ended) keeps the first
-                # stop's deadline: the grace period is the worker's to use.
+            stopping.request(
+                self.records.attempts.values(), job_id, grace_period_s, reason, time.time()
+            )
             self._escalate()
             self.records.save()
 
@@ -250,6 +241,8 @@ class LocalBackend:
                 log.info("MPS daemon left running for %d fractional workers", len(sharing))
             else:
                 self.mps.stop()
+        with self._lock:
+            self.run.sweep(self.records.attempts.values())
 
     # -- extras for the loop, the logs route and the tests -----------------------------
 
@@ -259,6 +252,7 @@ class LocalBackend:
             for key, rec in list(self.records.attempts.items()):
                 if rec.job_id == job_id and not any(records.alive(w) for w in rec.workers):
                     del self.records.attempts[key]
+                    self.run.remove(job_id, rec.attempt)
             self.records.save()
 
     def kept_jobs(self) -> set[str]:
@@ -275,6 +269,7 @@ class LocalBackend:
                 return False
         self.forget(job_id)
         shutil.rmtree(self.state_dir / "jobs" / job_id, ignore_errors=True)
+        self.run.remove(job_id)
         return True
 
     def log_files(self, job_id: str) -> list[tuple[int, int, Path]]:
@@ -289,42 +284,17 @@ class LocalBackend:
         return sorted(out)
 
     def kill_all(self) -> None:
-        """SIGKILL every worker this state directory knows of (tests, `serve --clean`)."""
+        """SIGKILL every worker this state directory knows of (tests, `serve --clean`);
+        their run directories go too (no worker is left to need them)."""
         with self._lock:
             for rec in self.records.attempts.values():
                 for w in rec.workers:
                     if records.alive(w) and w.pid is not None:
                         processes.send(w.pid, signal.SIGKILL, group=True)
+                self.run.remove(rec.job_id, rec.attempt)
             self._reap()
 
     # -- internals ---------------------------------------------------------------------
-
-    def _device_env(self, p: WorkerPlacement, visible: list[str]) -> dict[str, str]:
-        """A real host's device variables: only its GPUs (none for a CPU-only worker),
-        and, for a fraction on an MPS node, the limits MPS holds it to. Set after the
-        user's `env`, so a job cannot widen them."""
-        env = {"CUDA_VISIBLE_DEVICES": ",".join(visible)}
-        if not visible:
-            env["NVIDIA_VISIBLE_DEVICES"] = "void"
-        if self.mps is not None and visible and p.fraction < 1:
-            node = next(n for n in self._nodes if n.name == p.node)
-            env.update(mps.worker_env(self.mps, p.fraction, node.gpu_memory_mib))
-        return env
-
-    def _recover(self) -> None:
-        """After a restart: adopt shims started by an interrupted launch. The attempt stays
-        unlaunched: its workers never started are not reported, and a repeated `launch`
-        starts them (see the module doc)."""
-        pending = [r for r in self.records.attempts.values() if not r.launched]
-        if not pending:
-            return
-        found = records.find_shims(self.records.instance)
-        for rec in pending:
-            for w in rec.workers:
-                pid = found.get(self.records.shim_key(rec.job_id, rec.attempt, w.worker))
-                if w.pid is None and pid is not None:
-                    w.pid, w.start_ticks = pid, records.start_ticks(pid)
-        self.records.save()
 
     def _reap(self) -> None:
         for k, proc in list(self._procs.items()):
@@ -332,28 +302,7 @@ class LocalBackend:
                 del self._procs[k]
 
     def _escalate(self) -> bool:
-        """Tell stopping workers (SIGTERM), then SIGKILL them once the grace period ends.
-        A shim not yet in the ledger has no handler yet; it is told on a later call."""
-        now, changed = time.time(), False
-        ledger: dict[str, int] | None = None
-        for rec in self.records.attempts.values():
-            if rec.stop_deadline is None or rec.killed:
-                continue
-            for w in rec.workers:
-                if w.told or w.pid is None or not records.alive(w):
-                    continue
-                if ledger is None:
-                    ledger = self.records.launches()
-                if self.records.shim_key(rec.job_id, rec.attempt, w.worker) in ledger:
-                    processes.send(w.pid, signal.SIGTERM, group=False)
-                    w.told = changed = True
-        for rec in self.records.attempts.values():
-            if rec.stop_deadline is not None and not rec.killed and now >= rec.stop_deadline:
-                for w in rec.workers:
-                    if records.alive(w) and w.pid is not None:
-                        processes.send(w.pid, signal.SIGKILL, group=True)
-                rec.killed = changed = True
-        return changed
+        return stopping.escalate(self.records.attempts.values(), self.records, time.time())
 
     def _watch(self, interval: float) -> None:
         last: list[tuple[str, int, int, str]] = []

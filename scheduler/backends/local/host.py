@@ -31,6 +31,7 @@ import yaml
 
 from scheduler.backends.local import gpus, mps, nvml
 from scheduler.backends.local.backend import LocalBackend
+from scheduler.backends.local.users import WorkerUsers
 from scheduler.spec import parse_cpu_milli, parse_memory_mib
 
 log = logging.getLogger("shoal.local")
@@ -92,11 +93,13 @@ def local_backend(
     fallback_simulated: bool = False,
     use_mps: bool = True,
     on_change: Callable[[], None] | None = None,
+    users: WorkerUsers | None = None,
 ) -> LocalBackend:
-    """The backend for `shoal serve --backend local` (see the module doc)."""
+    """The backend for `shoal serve --backend local` (see the module doc); its workers
+    run as `users` says."""
     entry = auto_entry(cluster_file)
     if not gpus_auto and entry is None:
-        return LocalBackend(state, cluster_file=cluster_file, on_change=on_change)
+        return LocalBackend(state, cluster_file=cluster_file, on_change=on_change, users=users)
     try:
         host = discover(entry or {})
     except gpus.NoGpu as e:
@@ -107,8 +110,8 @@ def local_backend(
             ) from None
         log.warning("%s; running the simulated cluster instead (--fallback-simulated)", e)
         simulated = None if entry is not None else cluster_file
-        return LocalBackend(state, cluster_file=simulated, on_change=on_change)
-    backend = LocalBackend(state, host=host, on_change=on_change)
+        return LocalBackend(state, cluster_file=simulated, on_change=on_change, users=users)
+    backend = LocalBackend(state, host=host, on_change=on_change, users=users)
     for gpu, why in host.excluded.items():
         log.warning("not offered: %s: %s", gpu, why)
     if use_mps:

@@ -90,8 +90,15 @@ def daemon_pid(pipe_dir: Path) -> int | None:
 def _control(binary: str, env: dict[str, str], stdin: str | None, timeout_s: float) -> str:
     args = [binary] if stdin is not None else [binary, "-d"]
     full = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}  # all GPUs
+    # umask 022, not `shoal serve`'s 077: the daemon's pipes are for workers of any user.
     done = subprocess.run(
-        args, input=stdin, env={**full, **env}, capture_output=True, text=True, timeout=timeout_s
+        args,
+        input=stdin,
+        env={**full, **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        umask=0o022,
     )
     if done.returncode != 0:
         raise Unavailable(
@@ -108,6 +115,7 @@ def start(state_dir: Path, instance: str, *, timeout_s: float = 15.0) -> Daemon:
         raise Unavailable(f"{CONTROL} is not on PATH (it ships with the NVIDIA driver)")
     daemon = Daemon(binary, pipe_dir_for(instance), state_dir / "mps" / "log")
     daemon.pipe_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    daemon.pipe_dir.chmod(0o755)  # `shoal serve`'s umask is 077; workers of any user connect
     daemon.log_dir.mkdir(parents=True, exist_ok=True)
     if daemon.running():
         log.info("adopting the MPS daemon already serving %s", daemon.pipe_dir)

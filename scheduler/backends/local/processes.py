@@ -14,6 +14,7 @@ from pathlib import Path
 
 from scheduler.backends import base
 from scheduler.backends.local import records
+from scheduler.backends.local.users import RunAs
 
 HOST_VARS = ("HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
 
@@ -36,25 +37,34 @@ def spawn(
     *,
     ledger: Path,
     shim_key: str,
+    user: RunAs | None = None,
+    home: Path | None = None,
 ) -> subprocess.Popen[bytes] | None:
     """Start one worker (`command`: the spec's command + args) under `shim`, in its own
     session, and note its pid in `w`. None when it cannot start: then its exit file says
-    127 and its log why (that worker's failure, never the cycle's)."""
+    127 and its log why (that worker's failure, never the cycle's). With `user`, the shim
+    (still this process's user: it writes the exit file) runs the worker as that user,
+    whose HOME is its own, or `home` (its attempt's directory) where it has none."""
     argv = list(command)
     if argv and argv[0] in ("python", "python3"):
         argv[0] = sys.executable
     bin_dir = str(Path(sys.executable).parent)
     env["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin")
     env.update({k: os.environ[k] for k in HOST_VARS if k in os.environ})
+    if user is not None:
+        env["USER"] = env["LOGNAME"] = user.name
+        env["HOME"] = user.home if os.path.isdir(user.home) or home is None else str(home)
     env.setdefault("PYTHONUNBUFFERED", "1")
     if not argv:
         unstartable(w, "the job has no command")
         return None
     shim = [sys.executable, "-m", "scheduler.backends.local.shim"]
     shim += ["--exit-file", w.exit_file, "--ledger", str(ledger)]
-    shim += ["--key", shim_key, "--"]
+    shim += ["--key", shim_key]
+    shim += ["--user", user.name, "--"] if user is not None else ["--"]
     try:
-        with open(w.log, "ab") as log:
+        # 0600 whatever the umask: a log is its team's, read through the API only.
+        with open(os.open(w.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log:
             proc = subprocess.Popen(
                 shim + argv,
                 stdin=subprocess.DEVNULL,
@@ -76,7 +86,7 @@ def spawn(
 
 def unstartable(w: records.WorkerRecord, why: str) -> None:
     w.error = why
-    with open(w.log, "a") as log:
+    with open(os.open(w.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a") as log:
         log.write(f"shoal: {why}\n")
     write_atomic(w.exit_file, "127\n")
 

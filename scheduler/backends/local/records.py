@@ -48,6 +48,7 @@ class AttemptRecord:
     killed: bool = False
     stop_file: str = ""  # SHOAL_STOP_FILE: the reason of the stop (base.StopReason)
     stop_reason: str = ""
+    user: str = ""  # the OS user its workers run as ("": the service's own)
 
     @property
     def key(self) -> str:
@@ -133,6 +134,21 @@ class Records:
 
     def shim_key(self, job_id: str, attempt: int, worker: int) -> str:
         return f"{self.instance}:{job_id}:{attempt}:{worker}"
+
+    def adopt_interrupted(self) -> None:
+        """After a restart: adopt shims started by a launch a crash interrupted. The
+        attempt stays unlaunched: its workers never started are not reported, and a
+        repeated `launch` starts them (`backend`'s module doc)."""
+        pending = [r for r in self.attempts.values() if not r.launched]
+        if not pending:
+            return
+        found = find_shims(self.instance)
+        for rec in pending:
+            for w in rec.workers:
+                pid = found.get(self.shim_key(rec.job_id, rec.attempt, w.worker))
+                if w.pid is None and pid is not None:
+                    w.pid, w.start_ticks = pid, start_ticks(pid)
+        self.save()
 
     def launches(self) -> dict[str, int]:
         """How many processes the ledger says were started per `instance:job:attempt:w`."""
