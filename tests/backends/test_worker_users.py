@@ -18,6 +18,7 @@ from support.wait import eventually
 
 from scheduler.backends import base
 from scheduler.backends.local.backend import LocalBackend
+from scheduler.backends.local.rundir import RunDir
 from scheduler.backends.local.users import RunAs, WorkerUsers
 from scheduler.cli.statedir import prepare_state, secure
 
@@ -143,3 +144,19 @@ def test_a_user_that_does_not_exist_or_is_root_is_refused() -> None:
         RunAs.lookup("no-such-user-x", where="--worker-user")
     with pytest.raises(ValueError, match="is root"):
         RunAs.lookup("root", where="--worker-user")
+
+
+def test_a_run_directory_that_is_not_the_services_is_refused(tmp_path: Path) -> None:
+    mine = tmp_path / "elsewhere"
+    mine.mkdir()
+    (tmp_path / "link").symlink_to(mine)  # planted in /tmp by another user, say
+    with pytest.raises(RuntimeError, match="not this service's directory"):
+        RunDir(tmp_path / "link").ensure()
+    if os.geteuid() == 0:
+        theirs = tmp_path / "theirs"
+        theirs.mkdir()
+        os.chown(theirs, 65534, 65534)
+        with pytest.raises(RuntimeError, match="not this service's directory"):
+            RunDir(theirs).ensure()
+    RunDir(tmp_path / "ours").ensure()
+    assert stat.S_IMODE((tmp_path / "ours").stat().st_mode) == 0o711
