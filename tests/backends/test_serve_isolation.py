@@ -81,3 +81,10 @@ def test_with_a_worker_user_team_tokens_work_and_jobs_run_as_it(tmp_path: Path) 
             assert f"uid={uid}" in _job_log(alice, r.json()["id"])
     assert stat.S_IMODE(s.state.stat().st_mode) == 0o700
     assert "workers run as nobody" in s.log.read_text()
+
+
+def test_shared_user_ok_accepts_team_tokens_with_a_warning(tmp_path: Path) -> None:
+    env = {"SHOAL_API_TOKENS": TOKENS, "SHOAL_WORKER_USER": "", "SHOAL_SHARED_USER_OK": "1"}
+    with serve.serving(tmp_path, env) as s, _client(s, "alice-t") as alice:
+        assert alice.get("/jobs").status_code == 200
+    assert "WARNING shoal.serve: --shared-user-ok: team tokens accepted" in s.log.read_text()
