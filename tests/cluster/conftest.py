@@ -113,8 +113,10 @@ class ControlPlane:
         gpu_memory: int = 81920,
         cpu: str = "64",
         memory: str = "512Gi",
+        labels: dict[str, str] | None = None,
     ) -> None:
-        """A kwok node with `gpus` GPUs, labelled as GPU Feature Discovery would."""
+        """A kwok node with `gpus` GPUs, labelled as GPU Feature Discovery would (and
+        with `labels`)."""
         alloc = {"cpu": cpu, "memory": memory, "pods": "110", "nvidia.com/gpu": str(gpus)}
         self.core.create_node(
             {
@@ -130,6 +132,7 @@ class ControlPlane:
                         "nvidia.com/gpu.product": product,
                         "nvidia.com/gpu.memory": str(gpu_memory),
                         "nvidia.com/gpu.count": str(gpus),
+                        **(labels or {}),
                     },
                     "annotations": {"kwok.x-k8s.io/node": "fake"},
                 },

@@ -276,3 +276,23 @@ def test_finished_jobs_objects_go_after_the_ttl(nodes: ControlPlane, make_backen
     eventually(lambda: pods_of(nodes, "short") == [], timeout=90)
     assert [p["metadata"]["name"] for p in pods_of(nodes, "long")] == ["long-a0-w0"]
     eventually(lambda: services(nodes) == ["long"], timeout=90)
+
+
+def test_a_fraction_on_an_mps_node_is_one_bound_replica(
+    cluster: ControlPlane, make_backend: Make
+) -> None:
+    """The device plugin shares each GPU as 4 MPS replicas: the worker asks for one,
+    and is bound with no reservation pod (the API server accepts the pod as it is)."""
+    mps = {"nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/gpu.replicas": "4"}
+    cluster.add_node("m1", gpus=8, labels={**mps, "nvidia.com/gpu.count": "2"})
+    b = make_backend()
+    (node,) = eventually(lambda: [n for n in b.nodes() if n.name == "m1"])
+    assert (node.gpu_count, node.slices, str(node.enforcement)) == (2, 4, "mps")
+    b.launch(job("quarter", gpu=0.25, node_of=lambda i: "m1", gpus_of=lambda w: (0,)))
+    (pod,) = eventually(
+        lambda: [p for p in pods_of(cluster, "quarter") if p["spec"].get("nodeName")]
+    )
+    assert pod["spec"]["nodeName"] == "m1"
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert env_of(pod)["SHOAL_GPU_ENFORCEMENT"] == "mps"
+    assert not cluster.pods(RESERVATIONS_NS, "app.kubernetes.io/managed-by=shoal")
