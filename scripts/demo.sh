@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's first command (`make demo`): start `shoal serve` on the embedded default
 # (SQLite, 2 simulated nodes x 4 GPUs, workers as local processes), create a queue,
-# submit the PyTorch DDP example (2 workers at 0.5 GPU), follow it until it Succeeds
+# submit the PyTorch DDP example (2 workers at 0.5 GPU, on two GPUs: NCCL ranks never
+# share one), follow it until it Succeeds
 # with its loss falling, show the GPU map, stop the server. Exits non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
