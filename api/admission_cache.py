@@ -50,7 +50,7 @@ class AdmissionSnapshot:
     def _load(self, session: Session) -> tuple[tuple[Queue, ...], tuple[Node, ...]]:
         generation = self._generation
         queues = cycle.load_queues(session=session)
-        nodes = cycle.load_inventory(session=session)
+        nodes = cycle.load_capacity(session=session)
         with self._lock:
             if generation == self._generation:
                 self._data = (self._clock(), queues, nodes)
@@ -66,7 +66,7 @@ class AdmissionSnapshot:
         self, session: Session, spec: JobSpec, *, may_submit: Callable[[str], bool]
     ) -> list[admission.Problem]:
         """`admission.check_job` against the queues the caller may submit to (the others
-        are reported as unknown: no existence leak) and the nodes last reported."""
+        are reported as unknown: no existence leak) and the nodes as if empty."""
 
         def check(queues: tuple[Queue, ...], nodes: tuple[Node, ...]) -> list[admission.Problem]:
             known: Mapping[str, Queue] = {q.name: q for q in queues if may_submit(q.name)}

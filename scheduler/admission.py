@@ -1,5 +1,7 @@
 """Validation that needs context: the queues that exist and the nodes the scheduler last
 saw. `scheduler.spec` checks a spec on its own; this module checks it against the world.
+Callers pass the nodes as if empty (`store.load_capacity`: allocatable capacity, cordoned
+and NotReady nodes included), so "never" means no node could hold it, not "not now".
 
 Callers: the REST API and the CRD controller, before they store anything. Each problem is
 a `Problem(loc, msg)` naming the field; an empty list admits. With an empty inventory

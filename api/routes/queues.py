@@ -31,7 +31,7 @@ def create_queue(body: models.QueueCreate, session: SessionDep, _: AdminDep) -> 
     known = {q.name: q for q in cycle.load_queues(session=session)}
     if body.name in known:
         raise fail(409, f"queue {body.name!r} already exists", loc=["body", "name"])
-    nodes = cycle.load_inventory(session=session)
+    nodes = cycle.load_capacity(session=session)
     problems = admission.check_queue(body, queues=known, nodes=nodes)
     if problems:
         raise admission_error(problems)
@@ -69,7 +69,7 @@ def update_queue(
             del merged[field]
     spec = QueueSpec.model_validate(merged)
     known = {q.name: q for q in cycle.load_queues(session=session)}
-    nodes = cycle.load_inventory(session=session)
+    nodes = cycle.load_capacity(session=session)
     problems = admission.check_queue(spec, queues=known, nodes=nodes)
     if problems:
         raise admission_error(problems)

@@ -142,6 +142,17 @@ class ForeignWorkloads(Protocol):
 
 
 @runtime_checkable
+class CapacityReporter(Protocol):
+    """Optional: a backend whose `nodes()` is free room (less what others hold, less
+    nodes that are cordoned or NotReady) rather than what the nodes could hold."""
+
+    def capacity(self) -> Sequence[Node]:
+        """Every node that could hold work again, as if empty (allocatable capacity):
+        what admission judges "can never run" against. Without it, `nodes()` is."""
+        ...
+
+
+@runtime_checkable
 class JobFiles(Protocol):
     """Optional: a backend that keeps files per job (the local backend's logs), which the
     loop removes once the store no longer has the job."""

@@ -32,11 +32,11 @@ def _admission(session: Session, action: reconcile.Action) -> str | None:
     or None when it admits."""
     if isinstance(action, reconcile.Submit):
         known = {q.name: q for q in cycle.load_queues(session=session)}
-        nodes = cycle.load_inventory(session=session)
+        nodes = cycle.load_capacity(session=session)
         problems = admission.check_job(action.spec, queues=known, nodes=nodes)
     elif isinstance(action, reconcile.UpsertQueue):
         known = {q.name: q for q in cycle.load_queues(session=session)}
-        nodes = cycle.load_inventory(session=session)
+        nodes = cycle.load_capacity(session=session)
         problems = admission.check_queue(action.spec, queues=known, nodes=nodes)
     else:
         return None

@@ -109,6 +109,7 @@ class Loop:
         self.schedule = schedule or cycle.schedule
         self._wake = threading.Event()
         self._inventory: tuple[model.Node, ...] | None = None
+        self._capacity: tuple[model.Node, ...] | None = None
         self._reasons: dict[str, model.PendingReason] = {}
         self._violations: set[model.Violation] = set()  # drift already logged
         # The live jobs last read: each cycle re-reads only the rows whose version moved.
@@ -228,6 +229,12 @@ class Loop:
         if nodes != self._inventory:
             store.save_inventory(session=session, nodes=nodes, now=as_datetime(now))
             self._inventory = nodes
+        # Admission's "can never run" is judged against the nodes as if empty.
+        reporter = self.backend if isinstance(self.backend, base.CapacityReporter) else None
+        capacity = tuple(reporter.capacity()) if reporter else nodes
+        if capacity != self._capacity:
+            store.save_capacity(session=session, nodes=capacity, now=as_datetime(now))
+            self._capacity = capacity
         foreign = self.backend if isinstance(self.backend, base.ForeignWorkloads) else None
         f_running = tuple(foreign.foreign_running()) if foreign else ()
         f_pending = tuple(foreign.foreign_requests()) if foreign else ()

@@ -32,6 +32,8 @@ Scheduler loop (`cycle`), every write checked against `expected_version`:
     append_event(*, session, job_id, kind, reason="", message="", data=None, now=None)
     save_inventory(*, session, nodes: Sequence[core.Node], now=None)
     load_inventory(*, session) -> tuple[core.Node, ...]
+    save_capacity(*, session, nodes: Sequence[core.Node], now=None)  # nodes as if empty
+    load_capacity(*, session) -> tuple[core.Node, ...]               # (admission)
     acquire_lease(*, session, holder, ttl_s) -> bool   # on the database's clock
     lease_holder(*, session) -> str | None
     database_now(*, session) -> datetime
@@ -51,10 +53,12 @@ from scheduler.store.cycle import (
     database_now,
     lease_holder,
     live_jobs,
+    load_capacity,
     load_inventory,
     load_queues,
     record_placement,
     release_lease,
+    save_capacity,
     save_inventory,
     set_pending_reason,
     set_phase,
@@ -96,6 +100,7 @@ __all__ = [
     "list_jobs",
     "list_queues",
     "live_jobs",
+    "load_capacity",
     "load_inventory",
     "load_queues",
     "make_engine",
@@ -103,6 +108,7 @@ __all__ = [
     "open_database",
     "record_placement",
     "release_lease",
+    "save_capacity",
     "save_inventory",
     "set_pending_reason",
     "set_phase",

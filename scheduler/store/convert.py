@@ -79,7 +79,7 @@ def placements_json(items: Sequence[model.WorkerPlacement]) -> list[dict[str, An
     ]
 
 
-def node(row: schema.InventoryRow) -> model.Node:
+def node(row: schema.InventoryRow | schema.CapacityRow) -> model.Node:
     return model.Node(
         name=row.name,
         cpu_milli=row.cpu_milli,

@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import Row, Select, Table, Text, bindparam, delete, func, select, update
 from sqlalchemy import cast as sql_cast
@@ -24,6 +24,7 @@ from scheduler import model
 from scheduler.spec import STORED, JobSpec, Origin, Phase
 from scheduler.store import convert, errors, jobs, schema
 
+_NodeRow = TypeVar("_NodeRow", schema.InventoryRow, schema.CapacityRow)
 LIVE = (Phase.PENDING, Phase.SCHEDULED, Phase.RUNNING, Phase.PREEMPTED)
 
 # Which phase may follow which; Pending -> Scheduled only through `record_placement`.
@@ -458,10 +459,27 @@ def save_inventory(
     """Replace the inventory with `nodes` (those not listed are gone). Only rows that
     changed are written (`seen_at`: when a row last changed): at 1,000 nodes a row-by-row
     merge cost ~2 s a cycle while one node's free capacity moved."""
+    _replace_nodes(session, schema.InventoryRow, nodes, now)
+
+
+def save_capacity(
+    *, session: Session, nodes: Sequence[model.Node], now: datetime | None = None
+) -> None:
+    """Replace what each node could hold if empty (`schema.CapacityRow`), as
+    `save_inventory` does the free room."""
+    _replace_nodes(session, schema.CapacityRow, nodes, now)
+
+
+def _replace_nodes(
+    session: Session,
+    table: type[_NodeRow],
+    nodes: Sequence[model.Node],
+    now: datetime | None,
+) -> None:
     at = now or schema.utcnow()
     names = [n.name for n in nodes]
-    session.execute(delete(schema.InventoryRow).where(schema.InventoryRow.name.not_in(names)))
-    rows = {r.name: r for r in session.scalars(select(schema.InventoryRow))}
+    session.execute(delete(table).where(table.name.not_in(names)))
+    rows = {r.name: r for r in session.scalars(select(table))}
     for n in nodes:
         values = {
             "cpu_milli": n.cpu_milli,
@@ -474,7 +492,7 @@ def save_inventory(
         }
         row = rows.get(n.name)
         if row is None:
-            session.add(schema.InventoryRow(name=n.name, seen_at=at, **values))
+            session.add(table(name=n.name, seen_at=at, **values))
         elif any(getattr(row, k) != v for k, v in values.items()):
             for k, v in values.items():
                 setattr(row, k, v)
@@ -485,6 +503,13 @@ def save_inventory(
 def load_inventory(*, session: Session) -> tuple[model.Node, ...]:
     rows = session.scalars(select(schema.InventoryRow).order_by(schema.InventoryRow.name))
     return tuple(convert.node(r) for r in rows)
+
+
+def load_capacity(*, session: Session) -> tuple[model.Node, ...]:
+    """Every node as it would be empty, for admission's "can never run"; the inventory
+    until a scheduler has written capacity (one older than it, or none yet)."""
+    rows = session.scalars(select(schema.CapacityRow).order_by(schema.CapacityRow.name))
+    return tuple(convert.node(r) for r in rows) or load_inventory(session=session)
 
 
 def database_now(*, session: Session) -> datetime:

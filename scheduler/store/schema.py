@@ -197,6 +197,26 @@ class InventoryRow(Base):
     seen_at: Mapped[datetime]
 
 
+class CapacityRow(Base):
+    """A node as it would be empty: its allocatable capacity, cordoned and NotReady nodes
+    included. Admission judges "can never run" against these, never against the free
+    room the loop saw (`InventoryRow`), which foreign pods and cordons shrink."""
+
+    __tablename__ = "node_capacity"
+
+    name: Mapped[str] = mapped_column(String(253), primary_key=True)
+    cpu_milli: Mapped[int] = mapped_column(BigInteger)
+    memory_mib: Mapped[int] = mapped_column(BigInteger)
+    gpu_count: Mapped[int] = mapped_column(Integer)
+    gpu_model: Mapped[str] = mapped_column(String(128))
+    gpu_memory_mib: Mapped[int] = mapped_column(BigInteger)
+    enforcement: Mapped[str] = mapped_column(
+        String(16), default="advisory", server_default="advisory"
+    )
+    slices: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    seen_at: Mapped[datetime]
+
+
 class LeaseRow(Base):
     """The single scheduling lease: one row (id 1), created by the first migration."""
 

@@ -98,6 +98,7 @@ class KubernetesBackend:
         self._flight_lock = threading.Lock()
         # node name -> (Node object, foreign usage, what nodes() made of them)
         self._node_memo: dict[str, tuple[Obj, tuple[int, int, int], Node | None]] = {}
+        self._capacity = inventory.Capacity()
         self._thread: threading.Thread | None = None
         if start:
             self.start(sync_timeout_s)
@@ -157,6 +158,10 @@ class KubernetesBackend:
             (m[2] for m in memo.values() if m[2] is not None and m[2].name not in no_gpu),
             key=lambda n: n.name,
         )
+
+    def capacity(self) -> list[Node]:
+        """Every node as if empty, cordoned and NotReady ones too (`inventory.Capacity`)."""
+        return self._capacity(self.node_cache.items())
 
     def _mps_replicas(self, node: str) -> int:
         """N when `node`'s device plugin shares each GPU as N MPS replicas, else 0."""

@@ -203,3 +203,25 @@ def schedulable_nodes(
         if unschedulable_reason(n, tolerations) is None
     ]
     return sorted(out, key=lambda n: n.name)
+
+
+class Capacity:
+    """What each node could hold if empty, for admission's "can never run": every node
+    whose `nvidia.com/gpu` Shoal can count (`sharing_reason` None), cordoned, tainted
+    and NotReady ones included (they may come back), with no pod's usage taken off.
+    A node's `Node` is kept while its object is the same (the cache replaces an object
+    on every change, never mutates it), so a call costs what changed."""
+
+    def __init__(self) -> None:
+        self._memo: dict[str, tuple[Obj, Node | None]] = {}
+
+    def __call__(self, nodes: Iterable[Obj]) -> list[Node]:
+        memo: dict[str, tuple[Obj, Node | None]] = {}
+        for n in nodes:
+            name = n["metadata"]["name"]
+            hit = self._memo.get(name)
+            if hit is None or hit[0] is not n:
+                hit = (n, to_node(n) if sharing_reason(n) is None else None)
+            memo[name] = hit
+        self._memo = memo
+        return sorted((m[1] for m in memo.values() if m[1] is not None), key=lambda x: x.name)

@@ -196,6 +196,9 @@ class KubeRuntime:
     def nodes(self) -> Sequence[Node]:
         return self.backend.nodes()
 
+    def capacity(self) -> Sequence[Node]:
+        return self.backend.capacity()
+
     def launch(self, request: base.LaunchRequest) -> None:
         self.backend.launch(request)
 

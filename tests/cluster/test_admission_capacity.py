@@ -1,0 +1,109 @@
+"""Issue 24, "can never run": both front doors judge a job against what the nodes could
+hold if empty, not against the free room the loop last saw. A pod of another scheduler
+holding one GPU of an 8-GPU node, and a cordoned 8-GPU node, leave a job that needs 8
+GPUs per worker pending with a reason, never refused (real kube-apiserver 1.35.4)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from api.admission_cache import AdmissionSnapshot
+from scheduler.spec import JobSpec
+from scheduler.store import cycle
+
+from .conftest import ControlPlane, Shoal, eventually
+from .test_jobs import queue, trainingjob
+
+pytestmark = pytest.mark.cluster
+Obj = dict[str, Any]
+
+
+def foreign_gpu_pod(cp: ControlPlane, node: str) -> None:
+    """A pod no scheduler of Shoal's placed (already bound), holding one GPU there."""
+    cp.core.create_namespaced_pod(
+        "default",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "other-team"},
+            "spec": {
+                "nodeName": node,
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "busybox",
+                        "resources": {
+                            "requests": {"nvidia.com/gpu": "1"},
+                            "limits": {"nvidia.com/gpu": "1"},
+                        },
+                    }
+                ],
+            },
+        },
+    )
+
+
+def spec(workers: int, gpu: int) -> JobSpec:
+    return JobSpec.model_validate(
+        {
+            "name": f"w{workers}-g{gpu}",
+            "queue": "vision",
+            "framework": "pytorch",
+            "image": "ghcr.io/x/train:1",
+            "command": ["python", "train.py"],
+            "workers": workers,
+            "gpu": gpu,
+            "cpu": "1",
+            "memory": "1Gi",
+        }
+    )
+
+
+def test_never_means_the_nodes_as_if_empty_at_both_front_doors(
+    cluster: ControlPlane, shoal_env: dict[str, str], start_shoal: Callable[..., Shoal]
+) -> None:
+    cluster.add_node("kw-c1", gpus=8)
+    cluster.add_node("kw-c2", gpus=8)
+    eventually(lambda: cluster.node_ready("kw-c1") and cluster.node_ready("kw-c2"))
+    foreign_gpu_pod(cluster, "kw-c1")
+    cluster.kubectl("cordon", "kw-c2")
+    queue(cluster)
+    shoal = start_shoal(shoal_env)
+
+    def seen() -> bool:  # the loop saw the foreign pod and the cordon, and the queue
+        with shoal.database.session() as s:
+            free = {n.name: n.gpu_count for n in cycle.load_inventory(session=s)}
+            queues = {q.name for q in cycle.load_queues(session=s)}
+        return free == {"kw-c1": 7} and "vision" in queues
+
+    eventually(seen, timeout=90)
+
+    # REST: the admission the POST route runs (api/admission_cache.py).
+    rest = AdmissionSnapshot(ttl_s=0)
+    with shoal.database.session() as s:
+        one_node = rest.check_job(s, spec(1, 8), may_submit=lambda q: True)
+        both_nodes = rest.check_job(s, spec(2, 8), may_submit=lambda q: True)
+        too_big = rest.check_job(s, spec(1, 16), may_submit=lambda q: True)
+        too_many = rest.check_job(s, spec(3, 8), may_submit=lambda q: True)
+    assert one_node == [] and both_nodes == []
+    assert [p.msg for p in too_big] == [
+        "needs 16 GPUs on one node per worker; the largest node has 8"
+    ]
+    assert "holds at most 2 of them" in too_many[0].msg
+
+    # CRD: a TrainingJob of 2 x 8 GPUs is stored and waits with a reason, never Invalid.
+    trainingjob(cluster, "big", workers=2, gpu=8)
+    status = eventually(lambda: cluster.tj("big").get("status", {}).get("phase") and
+                        cluster.tj("big")["status"], 60)  # fmt: skip
+    assert status["phase"] != "Invalid", status
+    status = eventually(
+        lambda: (st := cluster.tj("big").get("status", {})).get("reason") and st, 60
+    )
+    assert status["phase"] == "Pending" and status["jobId"], status
+    assert not cluster.job_pods(status["jobId"])
+    with shoal.database.session() as s:
+        capacity = {n.name: n.gpu_count for n in cycle.load_capacity(session=s)}
+    assert capacity == {"kw-c1": 8, "kw-c2": 8}
