@@ -76,7 +76,12 @@ def _setup(tmp: Path) -> str:
 
 def _run(url: str, state: Path, env: dict[str, str]) -> int:
     late = str(state.parent / "late.json")
+    # The workers' run directories (`<TMPDIR>/shoal-run-*`) go under the test's own
+    # directory: a service killed on purpose never removes them.
+    tmp = state.parent / "tmp"
+    tmp.mkdir(exist_ok=True)
     full = {**os.environ, **env, "PYTHONPATH": str(ROOT), "SHOAL_TEST_LATE": late}
+    full["TMPDIR"] = str(tmp)
     return subprocess.run(
         [sys.executable, str(RUNNER), url, str(state)], env=full, cwd=ROOT, timeout=120
     ).returncode
