@@ -139,7 +139,12 @@ async def login(request: Request) -> Response:
         creds = HTTPAuthorizationCredentials(scheme="Bearer", credentials=token)
         try:
             principal = deps.get_principal(request, creds, _database(request))
-        except (HTTPException, ApiError):
+        except ApiError as exc:
+            # A token this server turns away on purpose (team tokens where workers share
+            # its OS user: api.auth.refusal) says why; any other is unknown to it.
+            why = exc.items[0].msg if exc.status == 403 and exc.items else "unknown or revoked"
+            error = f"token: {why}"
+        except HTTPException:
             error = "token: unknown or revoked"
         else:
             if principal.role in (Role.WORKER, Role.METRICS):

@@ -86,6 +86,14 @@ def test_team_tokens_get_a_403_with_the_reason(tmp_path: Path) -> None:
         assert _get(c, workertoken.mint("k", "some-job"))[0] == 200
 
 
+def test_the_dashboard_sign_in_says_why_a_team_token_is_refused(tmp_path: Path) -> None:
+    with _client(tmp_path, "workers here run as this server's own OS user") as c:
+        r = c.post("/ui/login", data={"token": "member-t"}, follow_redirects=False)
+        assert r.status_code == 401 and "own OS user" in r.text, r.text
+        r = c.post("/ui/login", data={"token": "no-such-token"}, follow_redirects=False)
+        assert r.status_code == 401 and "unknown or revoked" in r.text
+
+
 def test_create_app_alone_refuses_no_team_token(tmp_path: Path) -> None:
     with _client(tmp_path, None) as c:
         assert _get(c, "member-t")[0] == 200
