@@ -51,6 +51,10 @@ class Node:
     # `nvidia.com/gpu.sharing-strategy=mps`): fractions of at most 1/slices, one replica
     # each, and no whole GPUs. 0: whole GPUs, and fractions of any size.
     slices: int = 0
+    # Why no GPU of this node may be shared now (e.g. Kubernetes: a GPU reservation found
+    # no GPU in its container); fractional workers do not go here, whole GPUs still do.
+    # Empty: fractions may.
+    no_sharing: str = ""
 
 
 @dataclass(frozen=True, slots=True)

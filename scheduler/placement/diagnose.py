@@ -26,10 +26,12 @@ class NodeFit:
 
 def _why(d: fit.Demand, s: Sig, workers: int, distinct: bool) -> tuple[int, str, int]:
     """(distance, reason, workers that fit): 0 fits, 1 short of room, 2 never fits."""
-    n = fit.need(d, s.model, s.gpu_mem, s.slices)
+    n = fit.need(d, s.model, s.gpu_mem, s.slices, s.no_sharing)
     if n is None:
         if d.gpu_types and s.model not in d.gpu_types:
             return 2, f"GPU type {s.model or 'none'} is not one of {', '.join(d.gpu_types)}", 0
+        if s.no_sharing:
+            return 2, "GPU sharing is off on this node now; the job asks a fraction", 0
         if s.slices:
             return 2, f"its GPUs are MPS replicas of 1/{s.slices}; the job asks more", 0
         return 2, f"its GPUs have {s.gpu_mem} MiB; the job asks {d.gpu_memory_mib} MiB", 0

@@ -44,7 +44,8 @@ def explain(state: ClusterState, job: m.JobRequest) -> m.PendingReason:
     d = fit.Demand.of(job)
     workers = max(job.workers, 1)
     sigs = [
-        (s, fit.need(d, s.model, s.gpu_mem, s.slices), len(ms)) for s, ms in state.classes.items()
+        (s, fit.need(d, s.model, s.gpu_mem, s.slices, s.no_sharing), len(ms))
+        for s, ms in state.classes.items()
     ]
     allowed = [(s, n, k) for s, n, k in sigs if n is not None]
     base = {
@@ -108,7 +109,7 @@ def _distinct(
     workers = max(job.workers, 1)
     where = ""
     for i, node in enumerate(state.nodes):
-        n = fit.need(d, node.gpu_model, node.gpu_memory_mib, node.slices)
+        n = fit.need(d, node.gpu_model, node.gpu_memory_mib, node.slices, bool(node.no_sharing))
         if n is None or n.gpus != 1 or not n.share:
             continue
         most = max(((v // n.share, g) for g, v in enumerate(state.gpu[i])), default=(0, 0))
@@ -136,6 +137,19 @@ def _runs_nowhere(
             f"needs GPU type {' or '.join(d.gpu_types)}; the cluster has "
             f"{', '.join(models) or 'no GPUs'}",
             {**base, "gpu_types": list(d.gpu_types), "cluster_models": models},
+        )
+    off = [
+        n
+        for n in state.nodes
+        if n.gpu_count and n.no_sharing and (not d.gpu_types or n.gpu_model in d.gpu_types)
+    ]
+    if off and fit.fractional(d):
+        # Sharing is off where the GPUs are (e.g. a reservation found no GPU): say why.
+        return m.PendingReason(
+            R.NO_NODE,
+            f"needs {_ask(job)}; GPU sharing is off on every node that could hold it "
+            f"(whole GPUs are still offered there): {off[0].name}: {off[0].no_sharing}",
+            {**base, "no_sharing": {n.name: n.no_sharing for n in off}},
         )
     sliced = sorted({n.slices for n in state.nodes if n.gpu_count and n.slices})
     if sliced and all(n.slices for n in state.nodes if n.gpu_count):

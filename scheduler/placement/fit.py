@@ -15,7 +15,9 @@ gang) and by `diagnose`. The rules, from DESIGN.md "Scheduling semantics" 4:
   as many fractional workers of it as it has GPUs with room for one (one in all on a
   node of slices, where the device plugin, not Shoal, picks the GPU);
 - `slices`: a node whose device plugin shares each GPU as N enforced MPS replicas holds
-  fractions of at most 1/N, each taking one replica (1/N); no whole GPUs.
+  fractions of at most 1/N, each taking one replica (1/N); no whole GPUs;
+- `no_sharing`: a node where GPU sharing does not work now holds no fractional worker;
+  whole GPUs and CPU-only workers still go there.
 """
 
 from __future__ import annotations
@@ -79,11 +81,21 @@ def slice_units(slices: int) -> int:
     return UNIT // slices
 
 
-def need(d: Demand, model: str, gpu_mem: int, slices: int = 0) -> Need | None:
+def fractional(d: Demand) -> bool:
+    """Whether one worker asks for part of a GPU (a fraction, or GPU memory)."""
+    return bool(d.gpu_memory_mib) or 0 < d.gpu < 1
+
+
+def need(
+    d: Demand, model: str, gpu_mem: int, slices: int = 0, no_sharing: bool = False
+) -> Need | None:
     """The GPUs one worker takes on a node of this model, or None if it never can. On a
     node whose GPUs are `slices` enforced equal slices (a device plugin's MPS replicas), a
-    fractional worker takes one slice, and nothing larger than a slice fits."""
+    fractional worker takes one slice, and nothing larger than a slice fits. On a node
+    with `no_sharing`, no fractional worker fits."""
     if d.gpu_types and model not in d.gpu_types:
+        return None
+    if no_sharing and fractional(d):
         return None
     if slices:
         share = gpu_share(d.gpu, d.gpu_memory_mib, gpu_mem)
@@ -123,7 +135,7 @@ def unenforced(d: Demand, n: Need, s: Sig) -> bool:
 
 def fits(d: Demand, s: Sig) -> Need | None:
     """The worker's need if one worker fits a node in state `s` now, else None."""
-    n = need(d, s.model, s.gpu_mem, s.slices)
+    n = need(d, s.model, s.gpu_mem, s.slices, s.no_sharing)
     if n is None or d.cpu_milli > s.cpu or d.memory_mib > s.mem or not gpu_fits(n, s.shares):
         return None
     return None if unenforced(d, n, s) else n
@@ -160,7 +172,7 @@ def after(n: Need, shares: tuple[int, ...], take: int | None) -> tuple[int, ...]
 def capacity(d: Demand, s: Sig, limit: int, *, distinct: bool = False) -> int:
     """How many workers of `d` a node in state `s` holds at once (at most `limit`);
     `distinct`: each on a GPU of its own."""
-    n = need(d, s.model, s.gpu_mem, s.slices)
+    n = need(d, s.model, s.gpu_mem, s.slices, s.no_sharing)
     if n is None or unenforced(d, n, s):
         return 0
     k = limit

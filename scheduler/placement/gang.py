@@ -76,7 +76,8 @@ def _worker(
     state: ClusterState, job: m.JobRequest, k: int, i: int, take: int | None
 ) -> tuple[m.WorkerPlacement, fit.Need]:
     node = state.nodes[i]
-    n = fit.need(fit.Demand.of(job), node.gpu_model, node.gpu_memory_mib, node.slices)
+    d = fit.Demand.of(job)
+    n = fit.need(d, node.gpu_model, node.gpu_memory_mib, node.slices, bool(node.no_sharing))
     assert n is not None  # the scorer said the worker fits
     gpus = _gpus_for(state, i, n, take)
     return m.WorkerPlacement(k, node.name, gpus, fit.fraction_of(job, node)), n

@@ -30,6 +30,7 @@ class Sig(NamedTuple):
     shares: tuple[int, ...]  # free units per GPU, largest first
     enforced: bool = False  # fractions are held to their share here (MPS), not advisory
     slices: int = 0  # GPUs shared as this many equal enforced slices (MPS replicas)
+    no_sharing: bool = False  # no fractions here now (`Node.no_sharing`); whole GPUs do
 
 
 Tag = tuple[int, int]  # (GPUs per worker, units per GPU): the shape of a placed worker

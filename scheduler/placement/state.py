@@ -275,7 +275,7 @@ class ClusterState:
         shares = tuple(sorted(self.gpu[i], reverse=True))
         return Sig(n.gpu_model, n.gpu_memory_mib, n.cpu_milli, n.memory_mib,
                    self.cpu[i], self.mem[i], shares, n.enforcement.enforcing,
-                   n.slices)  # fmt: skip
+                   n.slices, bool(n.no_sharing))  # fmt: skip
 
     def _reclass(self, i: int) -> None:
         old, new = self.sig[i], self._make_sig(i)

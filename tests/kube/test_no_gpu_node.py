@@ -1,7 +1,8 @@
 """A node where the GPU the device plugin allocates never reaches the container (a
 missing RuntimeClass, CDI without the runtime's support): the reservation pod finds no
-GPU, says why (exit 3, termination message), and the node is excluded with that reason
-rather than offered for more shares that cannot run (issue 10.3)."""
+GPU, says why (exit 3, termination message), and the node offers no fractions, with
+that reason, rather than more shares that cannot run (issue 10.3); its whole GPUs stay
+offered (issue 24)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ Make = Callable[..., KubernetesBackend]
 RES = "shoal-gpu-n1-g0"
 
 
-def test_a_node_whose_reservation_finds_no_gpu_is_excluded_with_the_reason(
+def test_a_node_whose_reservation_finds_no_gpu_offers_no_fractions_with_the_reason(
     kube: FakeKube, make_backend: Make, tmp_path: Path
 ) -> None:
     kube.put("nodes", node("n1"))
@@ -64,7 +65,7 @@ def test_a_node_whose_reservation_finds_no_gpu_is_excluded_with_the_reason(
     )
     why = eventually(lambda: b.excluded_nodes().get("n1"), timeout=30)
     assert "found no GPU" in why and "NVIDIA_VISIBLE_DEVICES=(unset)" in why
-    assert [n.name for n in b.nodes()] == ["n2"]
+    assert {n.name: n.no_sharing for n in b.nodes()} == {"n1": why, "n2": ""}
     # Its share is a failed worker, retried elsewhere without using up backoffLimit.
     (w,) = eventually(
         lambda: [w for w in b.workers() if w.state is base.WorkerState.FAILED], timeout=30

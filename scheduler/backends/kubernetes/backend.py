@@ -153,11 +153,11 @@ class KubernetesBackend:
             ok = inventory.unschedulable_reason(n, self.config.tolerations) is None
             memo[name] = (n, u, inventory.to_node(n, u) if ok else None)
         self._node_memo = memo
-        no_gpu = self.reservations.excluded()  # a reservation found no GPU there
-        return sorted(
-            (m[2] for m in memo.values() if m[2] is not None and m[2].name not in no_gpu),
-            key=lambda n: n.name,
-        )
+        # A reservation found no GPU there: no fractions, whole GPUs still (issue 24).
+        no_gpu = self.reservations.excluded()
+        out = [m[2] for m in memo.values() if m[2] is not None]
+        out = [replace(n, no_sharing=no_gpu[n.name]) if n.name in no_gpu else n for n in out]
+        return sorted(out, key=lambda n: n.name)
 
     def capacity(self) -> list[Node]:
         """Every node as if empty, cordoned and NotReady ones too (`inventory.Capacity`)."""
@@ -173,7 +173,8 @@ class KubernetesBackend:
 
     def excluded_nodes(self) -> dict[str, str]:
         """node -> why Shoal does not offer it (cordoned, a taint, NotReady, shared
-        devices it cannot count, a GPU that does not reach its containers)."""
+        devices it cannot count), or why it offers no fractions there (a reservation's
+        GPU did not reach its container; its whole GPUs are still offered)."""
         out = {}
         no_gpu = self.reservations.excluded()
         for n in self.node_cache.items():

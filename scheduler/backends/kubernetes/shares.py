@@ -55,7 +55,8 @@ class Reservations:
         self._no_gpu: dict[str, tuple[str, float]] = {}
 
     def excluded(self) -> dict[str, str]:
-        """Nodes where a reservation found no GPU, and why (until `sharing_retry_s`)."""
+        """Nodes where a reservation found no GPU, and why (until `sharing_retry_s`):
+        they offer no fractions (`Node.no_sharing`), their whole GPUs stay offered."""
         now = time.monotonic()
         self._no_gpu = {n: v for n, v in self._no_gpu.items() if v[1] > now}
         return {n: why for n, (why, _) in self._no_gpu.items()}
@@ -107,9 +108,10 @@ class Reservations:
                 if node and node not in self._no_gpu:
                     log.warning("node %s: GPU reservation %s found no GPU: %s", node, name, no_gpu)
                     self._no_gpu[node] = (
-                        f"GPU reservation {name} found no GPU ({no_gpu}): the device "
-                        "plugin's GPU does not reach containers here (check the runtime, "
-                        "reservations.runtimeClassName); tried again after "
+                        f"GPU sharing is off on {node}: GPU reservation {name} found no "
+                        f"GPU ({no_gpu}), so the device plugin's GPU does not reach "
+                        "containers here (check the runtime, reservations.runtimeClassName);"
+                        " whole GPUs are still offered; sharing is tried again after "
                         f"{self.config.sharing_retry_s:.0f}s",
                         time.monotonic() + self.config.sharing_retry_s,
                     )
