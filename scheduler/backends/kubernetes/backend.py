@@ -506,6 +506,8 @@ class KubernetesBackend:
         meta = pod["metadata"]
         if pod["spec"].get("nodeName") or meta.get("uid") in self._bound:
             return True
+        if status.gates(pod):  # the API server refuses it (a webhook gated our pod)
+            return False
         ann, node = names.annotations_of(pod), names.annotations_of(pod).get(names.NODE, "")
         replica = bool(ann.get(names.GPU_REPLICA))  # the device plugin supplies the GPU
         if names.GPU_FRACTION in ann and not ann.get(names.GPU_UUID) and not replica:

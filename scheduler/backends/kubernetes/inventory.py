@@ -143,17 +143,38 @@ def holds_resources(pod: Obj) -> bool:
     )
 
 
-def foreign_usage(pods: Iterable[Obj]) -> dict[str, tuple[int, int, int]]:
-    """node -> (cpu milli, memory MiB, GPUs) requested by pods Shoal did not place, plus
-    the CPU and memory of Shoal's GPU reservation pods (no placement counts those)."""
+def claimed_node(pod: Obj, scheduler_name: str) -> str | None:
+    """The node whose room a pod holds or is promised: its node when bound and not
+    finished; for a pending pod of another scheduler, the node that scheduler nominated
+    (kube-scheduler preempted there for it, and binds it there next), else None."""
+    if holds_resources(pod):
+        return str(pod["spec"]["nodeName"])
+    spec, st = pod.get("spec") or {}, pod.get("status") or {}
+    nominated = st.get("nominatedNodeName")
+    if (
+        nominated
+        and spec.get("schedulerName", "default-scheduler") != scheduler_name
+        and st.get("phase", "Pending") == "Pending"
+        and not pod["metadata"].get("deletionTimestamp")
+    ):
+        return str(nominated)
+    return None
+
+
+def foreign_usage(
+    pods: Iterable[Obj], scheduler_name: str = "shoal"
+) -> dict[str, tuple[int, int, int]]:
+    """node -> (cpu milli, memory MiB, GPUs) requested by pods Shoal did not place (bound,
+    or nominated there by another scheduler: `claimed_node`), plus the CPU and memory of
+    Shoal's GPU reservation pods (no placement counts those)."""
     used: dict[str, tuple[int, int, int]] = {}
     for pod in pods:
-        if not holds_resources(pod):
+        node = claimed_node(pod, scheduler_name)
+        if node is None:
             continue
         reservation = names.labels_of(pod).get(names.COMPONENT) == names.RESERVATION_COMPONENT
         if names.is_shoal_placed(pod) and not (reservation and names.is_managed(pod)):
             continue
-        node = pod["spec"]["nodeName"]
         c, m, g = pod_requests(pod)
         if reservation:  # its GPU is its shares' (the loop counts them); CPU and memory not
             g = 0

@@ -48,7 +48,7 @@ def _entry(pod: Obj, scheduler_name: str) -> _Entry:
     )
     uid = str(meta.get("uid", ""))
     try:
-        used = inventory.foreign_usage([pod])
+        used = inventory.foreign_usage([pod], scheduler_name)
         adopted = status.adopted([pod])
         foreign = status.foreign_pod(pod, scheduler_name)
         job = names.annotations_of(pod).get(names.JOB_ID)

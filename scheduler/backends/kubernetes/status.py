@@ -184,6 +184,8 @@ def worker_status(pod: Obj) -> WorkerStatus:
             )
             if x
         )
+    elif not node and gates(pod):
+        message = f"not bound while scheduling gates remain: {', '.join(gates(pod))}"
     elif not node:
         message = (
             "waiting for the GPU reservation's UUID"
@@ -242,8 +244,16 @@ def allocations(pods: list[Obj]) -> dict[str, Allocation]:
     return out
 
 
+def gates(pod: Obj) -> list[str]:
+    """The pod's scheduling gates (`spec.schedulingGates`): while any is left, no
+    scheduler may bind it (the API server refuses the Binding); Kueue gates pods it has
+    not admitted yet."""
+    return [str(g.get("name", "")) for g in (pod.get("spec") or {}).get("schedulingGates") or []]
+
+
 def foreign_pod(pod: Obj, scheduler_name: str) -> ForeignPod | None:
-    """The request of a pending foreign pod addressed to Shoal, or None."""
+    """The request of a pending foreign pod addressed to Shoal, or None (one still gated
+    waits, as kube-scheduler leaves it, until its gates are removed)."""
     meta, spec = pod["metadata"], pod.get("spec") or {}
     labels, ann = names.labels_of(pod), names.annotations_of(pod)
     if (
@@ -253,6 +263,7 @@ def foreign_pod(pod: Obj, scheduler_name: str) -> ForeignPod | None:
         or meta.get("deletionTimestamp")
         or names.QUEUE not in labels
         or (pod.get("status") or {}).get("phase", "Pending") != "Pending"
+        or gates(pod)
     ):
         return None
     cpu, mem, whole = inventory.pod_requests(pod)
