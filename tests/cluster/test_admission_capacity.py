@@ -62,9 +62,11 @@ def spec(workers: int, gpu: int) -> JobSpec:
     )
 
 
-def test_never_means_the_nodes_as_if_empty_at_both_front_doors(
+def busy_and_cordoned(
     cluster: ControlPlane, shoal_env: dict[str, str], start_shoal: Callable[..., Shoal]
-) -> None:
+) -> Shoal:
+    """Two 8-GPU nodes: one GPU of kw-c1 held by another team's pod, kw-c2 cordoned;
+    Shoal running and its store showing that free room (7 GPUs on kw-c1 alone)."""
     cluster.add_node("kw-c1", gpus=8)
     cluster.add_node("kw-c2", gpus=8)
     eventually(lambda: cluster.node_ready("kw-c1") and cluster.node_ready("kw-c2"))
@@ -73,16 +75,21 @@ def test_never_means_the_nodes_as_if_empty_at_both_front_doors(
     queue(cluster)
     shoal = start_shoal(shoal_env)
 
-    def seen() -> bool:  # the loop saw the foreign pod and the cordon, and the queue
+    def seen() -> bool:
         with shoal.database.session() as s:
             free = {n.name: n.gpu_count for n in cycle.load_inventory(session=s)}
             queues = {q.name for q in cycle.load_queues(session=s)}
         return free == {"kw-c1": 7} and "vision" in queues
 
     eventually(seen, timeout=90)
+    return shoal
 
-    # REST: the admission the POST route runs (api/admission_cache.py).
-    rest = AdmissionSnapshot(ttl_s=0)
+
+def test_rest_refuses_only_what_no_node_could_ever_hold(
+    cluster: ControlPlane, shoal_env: dict[str, str], start_shoal: Callable[..., Shoal]
+) -> None:
+    shoal = busy_and_cordoned(cluster, shoal_env, start_shoal)
+    rest = AdmissionSnapshot(ttl_s=0)  # the admission the POST route runs
     with shoal.database.session() as s:
         one_node = rest.check_job(s, spec(1, 8), may_submit=lambda q: True)
         both_nodes = rest.check_job(s, spec(2, 8), may_submit=lambda q: True)
@@ -93,8 +100,15 @@ def test_never_means_the_nodes_as_if_empty_at_both_front_doors(
         "needs 16 GPUs on one node per worker; the largest node has 8"
     ]
     assert "holds at most 2 of them" in too_many[0].msg
+    with shoal.database.session() as s:
+        capacity = {n.name: n.gpu_count for n in cycle.load_capacity(session=s)}
+    assert capacity == {"kw-c1": 8, "kw-c2": 8}
 
-    # CRD: a TrainingJob of 2 x 8 GPUs is stored and waits with a reason, never Invalid.
+
+def test_a_trainingjob_beyond_the_free_room_waits_and_is_never_invalid(
+    cluster: ControlPlane, shoal_env: dict[str, str], start_shoal: Callable[..., Shoal]
+) -> None:
+    busy_and_cordoned(cluster, shoal_env, start_shoal)
     trainingjob(cluster, "big", workers=2, gpu=8)
     status = eventually(lambda: cluster.tj("big").get("status", {}).get("phase") and
                         cluster.tj("big")["status"], 60)  # fmt: skip
@@ -104,6 +118,3 @@ def test_never_means_the_nodes_as_if_empty_at_both_front_doors(
     )
     assert status["phase"] == "Pending" and status["jobId"], status
     assert not cluster.job_pods(status["jobId"])
-    with shoal.database.session() as s:
-        capacity = {n.name: n.gpu_count for n in cycle.load_capacity(session=s)}
-    assert capacity == {"kw-c1": 8, "kw-c2": 8}
