@@ -89,4 +89,5 @@ def node(row: schema.InventoryRow | schema.CapacityRow) -> model.Node:
         gpu_memory_mib=row.gpu_memory_mib,
         enforcement=model.Enforcement(row.enforcement or model.Enforcement.ADVISORY),
         slices=row.slices or 0,
+        no_sharing=getattr(row, "no_sharing", "") or "",  # inventory rows only
     )

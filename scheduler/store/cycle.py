@@ -490,6 +490,8 @@ def _replace_nodes(
             "enforcement": str(n.enforcement),
             "slices": n.slices,
         }
+        if table is schema.InventoryRow:  # capacity is the node as if empty: no such flag
+            values["no_sharing"] = n.no_sharing
         row = rows.get(n.name)
         if row is None:
             session.add(table(name=n.name, seen_at=at, **values))

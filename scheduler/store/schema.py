@@ -194,6 +194,8 @@ class InventoryRow(Base):
     )
     # GPUs shared as this many equal MPS replicas by the device plugin (0: not shared).
     slices: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Why no fraction may go here now (`Node.no_sharing`); empty: they may.
+    no_sharing: Mapped[str] = mapped_column(Text, default="", server_default="")
     seen_at: Mapped[datetime]
 
 

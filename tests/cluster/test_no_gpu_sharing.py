@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from scheduler.store import cycle
+
 from .conftest import RESERVATIONS_NS, ControlPlane, Shoal, eventually
 from .test_jobs import queue, running, trainingjob
 
@@ -72,5 +74,7 @@ def test_a_reservation_without_a_gpu_stops_sharing_not_whole_gpus(
     text = eventually(reason, 90, what=shoal.diagnose())
     assert text.startswith("needs 0.5 of one GPU; GPU sharing is off on every node"), text
     assert "kw-r1: GPU sharing is off on kw-r1: GPU reservation" in text, text
+    with shoal.database.session() as s:  # what explain and the dashboard read
+        assert [(n.name, n.no_sharing) for n in cycle.load_inventory(session=s)] == [("kw-r1", why)]
     assert "GPU sharing is off on kw-r1" in why and SAID in why, why
     assert "whole GPUs are still offered" in why

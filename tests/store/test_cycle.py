@@ -219,6 +219,24 @@ def test_inventory_keeps_how_a_node_shares_its_gpus(db: Database) -> None:
         assert store.load_inventory(session=s)[1].slices == 2  # a change is written
 
 
+def test_inventory_keeps_why_a_node_offers_no_fractions(db: Database) -> None:
+    off = dataclasses.replace(node("n", 8), no_sharing="GPU sharing is off on n: ...")
+    with db.session() as s:
+        store.save_inventory(session=s, nodes=[off])
+        assert store.load_inventory(session=s) == (off,)
+        store.save_inventory(session=s, nodes=[node("n", 8)])  # sharing back: written
+        assert store.load_inventory(session=s) == (node("n", 8),)
+
+
+def test_capacity_stands_apart_and_falls_back_to_the_inventory(db: Database) -> None:
+    with db.session() as s:
+        store.save_inventory(session=s, nodes=[node("a", 7)])
+        assert store.load_capacity(session=s) == (node("a", 7),)  # none written yet
+        store.save_capacity(session=s, nodes=[node("a", 8), node("b", 8)])
+        assert store.load_capacity(session=s) == (node("a", 8), node("b", 8))
+        assert store.load_inventory(session=s) == (node("a", 7),)
+
+
 def test_lease_one_holder_at_a_time(db: Database) -> None:
     with db.session() as a, db.session() as b:
         assert store.acquire_lease(session=a, holder="x", ttl_s=600)
