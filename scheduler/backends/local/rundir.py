@@ -117,10 +117,16 @@ class RunDir:
         """Remove the directories of launched attempts whose workers have all ended (no
         worker needs them), then the root if nothing is left (a clean stop leaves none)."""
         for rec in attempts:
-            if rec.launched and not any(records.alive(w) for w in rec.workers):
+            if rec.launched and all(_ended(w) for w in rec.workers):
                 self.remove(rec.job_id, rec.attempt)
         with contextlib.suppress(OSError):  # attempts still have directories here
             self.root.rmdir()
+
+
+def _ended(w: records.WorkerRecord) -> bool:
+    # Its exit file is written once the user's process is gone; the shim that wrote it
+    # may live a moment longer, and needs nothing from the run directory by then.
+    return not records.alive(w) or Path(w.exit_file).exists()
 
 
 def is_inside(path: str | Path, root: Path) -> bool:
