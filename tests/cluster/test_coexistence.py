@@ -10,9 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from support.builders import launch_request
 
-from .conftest import ControlPlane, Shoal, eventually
+from scheduler.backends.kubernetes import manifests
+
+from .conftest import JOBS_NS, ControlPlane, Shoal, eventually
 from .test_jobs import queue
+from .test_launch import Make, make_backend, nodes  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
@@ -97,3 +101,29 @@ def test_a_nominated_pod_of_another_scheduler_holds_its_room(
     # Gone: its room is free again.
     cluster.core.delete_namespaced_pod("incoming", "default", grace_period_seconds=0)
     eventually(lambda: [(n.name, n.gpu_count) for n in shoal.runtime.nodes()] == [("kw-k2", 8)])
+
+
+def test_a_worker_pod_a_webhook_gated_waits_unbound_then_is_bound(
+    nodes: ControlPlane,  # noqa: F811
+    make_backend: Make,  # noqa: F811
+) -> None:
+    """Shoal's own worker pod, gated at creation (as a Kueue pod-integration webhook
+    would): the launch leaves it unbound instead of failing on the refused Binding."""
+    b = make_backend()
+    req = launch_request("gated-w")
+    (p,) = req.placements
+    host = f"gated-w-a0-w0.gated-w.{JOBS_NS}.svc"
+    body = manifests.worker_pod(req, p, "gated-w", JOBS_NS, [host], b.config)
+    body["spec"]["schedulingGates"] = [{"name": GATE}]
+    nodes.core.create_namespaced_pod(JOBS_NS, body)  # what the webhook let through
+    b.launch(req)  # finds its pod (same name, same job) and does not bind it
+    pod = dict(nodes.api.sanitize_for_serialization(
+        nodes.core.read_namespaced_pod("gated-w-a0-w0", JOBS_NS)))  # fmt: skip
+    assert not pod["spec"].get("nodeName")
+    (w,) = eventually(lambda: [w for w in b.workers() if w.job_id == "gated-w"], 30)
+    assert w.message == f"not bound while scheduling gates remain: {GATE}", w
+    nodes.core.patch_namespaced_pod("gated-w-a0-w0", JOBS_NS, {"spec": {"schedulingGates": None}})
+    bound = eventually(
+        lambda: nodes.core.read_namespaced_pod("gated-w-a0-w0", JOBS_NS).spec.node_name, 60
+    )
+    assert bound == "n1"
