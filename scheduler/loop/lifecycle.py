@@ -18,7 +18,8 @@ decide, in this order:
   - missing after a completed launch, once `missing_grace_s` has passed, or any failed
     -> retry as a new attempt (Pending, a restart counted) while `backoffLimit` allows,
     else Failed; infrastructure failures (`WorkerStatus.retryable`, pods gone) retry
-    without using up `backoffLimit`; the rest of the gang is stopped at once;
+    without using up `backoffLimit`; the rest of the gang is stopped with the job's
+    grace period;
   - all succeeded -> Succeeded;
   - Running past `maxRuntime` -> Failed, workers stopped with the grace period;
   - Scheduled and no worker pending -> Running.
@@ -208,14 +209,15 @@ def decide(
 def _broken(
     job: Job, failed: Sequence[WorkerStatus], missing: Sequence[int], facts: Facts
 ) -> Transition:
-    """A failed or incomplete gang: retry or fail; the rest of the gang is stopped at once
-    (a backend never force-deletes; the Kubernetes one deletes with a grace of >= 1 s)."""
+    """A failed or incomplete gang: retry or fail; the rest of the gang is stopped with
+    the job's `terminationGracePeriodSeconds` (SIGTERM, time to write a checkpoint), as a
+    cancel or a preemption is."""
     if failed:
         why = f"worker {failed[0].worker}: {failed[0].message or 'failed'}"
     else:
         shown = ", ".join(str(m) for m in missing[:8])
         why = f"worker(s) {shown} gone after the launch (pods deleted or node lost)"
-    stop = Stop(0.0, StopReason.FAILED)
+    stop = Stop(float(job.spec.termination_grace_period_seconds), StopReason.FAILED)
     attempt = f"attempt {job.attempt}"
     fault = "reconcile:failed-recorded"
     # The infrastructure's failure (node lost, evicted, refused at admission, pods gone)

@@ -227,7 +227,8 @@ def test_retry_message_names_worker_and_delay_and_holds() -> None:
     assert t.writes[0].message == "attempt 1 failed (worker 1: exit 3); retrying in 8s"
     assert t.writes[0].count_restart
     assert t.hold_retry and not t.hold_launch  # only the infrastructure's failure holds launch
-    assert t.stop is not None and t.stop.grace_s == 0.0  # the rest of a broken gang: at once
+    # The rest of a broken gang gets the job's grace period (issue 24 item 8), not 1 s.
+    assert t.stop is not None and t.stop.grace_s == 7.0
 
 
 def test_interrupted_retry_holds_the_launch() -> None:
