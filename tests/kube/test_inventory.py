@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from scheduler.backends.kubernetes import KubernetesBackend
+from scheduler.backends.kubernetes import KubernetesBackend, inventory
 from scheduler.model import Node
 
 from .conftest import eventually, node, pod
@@ -181,3 +181,36 @@ def test_lists_are_paginated_and_the_cache_is_slim(kube: FakeKube, make_backend:
     assert len(pages) >= 3  # 2 + 2 + 1
     assert all("managedFields" not in p["metadata"] for p in pods)
     assert b.nodes()[0].cpu_milli == 64000 - 5000
+
+
+def test_pod_requests_count_sidecars_init_containers_and_overhead() -> None:
+    """As kube-scheduler counts them (issue 24 item 8): a sidecar (an init container with
+    `restartPolicy: Always`) adds to the containers' sum; a plain init container counts
+    alone, with the sidecars started before it, when that is larger; `spec.overhead`
+    adds on top."""
+
+    def c(cpu: str, mem: str, gpu: str = "0", **extra: str) -> dict[str, object]:
+        req = {"cpu": cpu, "memory": mem, "nvidia.com/gpu": gpu}
+        return {"name": f"c{cpu}{mem}", "resources": {"requests": req}, **extra}
+
+    plain = {"spec": {"containers": [c("2", "1Gi", "1"), c("1", "1Gi")]}}
+    assert inventory.pod_requests(plain) == (3000, 2048, 1)
+    with_sidecar = {
+        "spec": {
+            "initContainers": [c("500m", "512Mi", restartPolicy="Always")],
+            "containers": [c("2", "1Gi", "1")],
+        }
+    }
+    assert inventory.pod_requests(with_sidecar) == (2500, 1536, 1)
+    # A plain init container after a sidecar runs beside it: 3 + 0.5 CPUs > 2 + 0.5.
+    big_init = {
+        "spec": {
+            "initContainers": [c("500m", "512Mi", restartPolicy="Always"), c("3", "256Mi")],
+            "containers": [c("2", "1Gi", "1")],
+        }
+    }
+    assert inventory.pod_requests(big_init) == (3500, 1536, 1)
+    overhead = {
+        "spec": {"containers": [c("2", "1Gi")], "overhead": {"cpu": "250m", "memory": "120Mi"}}
+    }
+    assert inventory.pod_requests(overhead) == (2250, 1144, 0)

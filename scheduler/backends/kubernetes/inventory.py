@@ -117,21 +117,35 @@ def mps_replicas(node: Obj) -> int:
 
 
 def pod_requests(pod: Obj) -> tuple[int, int, int]:
-    """(cpu milli, memory MiB, whole GPUs) a pod holds: the larger of its containers' sum
-    and its largest init container, as kube-scheduler counts; a limit without a request
-    counts as the request (the API server defaults it so)."""
+    """(cpu milli, memory MiB, whole GPUs) a pod holds, as kube-scheduler counts it
+    (`k8s.io/component-helpers/resource.PodRequests`): the containers' sum plus every
+    restartable init container (a sidecar, `restartPolicy: Always`, runs beside them),
+    or, if larger, the largest plain init container plus the sidecars started before it;
+    then `spec.overhead` (a RuntimeClass's) on top. A limit without a request counts as
+    the request (the API server defaults it so)."""
 
-    def one(c: Obj) -> tuple[Decimal, Decimal, Decimal]:
+    def one(c: Obj) -> list[Decimal]:
         res = c.get("resources") or {}
         req = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        return _q(req.get("cpu", 0)), _q(req.get("memory", 0)), _q(req.get(GPU, 0))
+        return [_q(req.get("cpu", 0)), _q(req.get("memory", 0)), _q(req.get(GPU, 0))]
+
+    def add(a: list[Decimal], b: list[Decimal]) -> list[Decimal]:
+        return [x + y for x, y in zip(a, b, strict=True)]
 
     spec = pod.get("spec") or {}
-    main = [one(c) for c in spec.get("containers") or []]
-    init = [one(c) for c in spec.get("initContainers") or []]
-    totals = [sum((m[i] for m in main), Decimal(0)) for i in range(3)]
-    for i in range(3):
-        totals[i] = max([totals[i], *(c[i] for c in init)])
+    totals = [Decimal(0)] * 3
+    for c in spec.get("containers") or []:
+        totals = add(totals, one(c))
+    sidecars, init_peak = [Decimal(0)] * 3, [Decimal(0)] * 3
+    for c in spec.get("initContainers") or []:
+        if c.get("restartPolicy") == "Always":
+            sidecars = add(sidecars, one(c))
+            totals = add(totals, one(c))
+        else:
+            init_peak = [max(p, x) for p, x in zip(init_peak, add(sidecars, one(c)), strict=True)]
+    totals = [max(t, p) for t, p in zip(totals, init_peak, strict=True)]
+    overhead = spec.get("overhead") or {}
+    totals = add(totals, [_q(overhead.get(k, 0)) for k in ("cpu", "memory", GPU)])
     cpu, mem, gpu = totals
     return int(cpu * 1000), int(mem / (1024 * 1024)), int(gpu)
 
