@@ -5,12 +5,13 @@ rendered YAML (security contexts, RBAC verbs, env, leader election)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import kubernetes_validate
 import pytest
 
-from scheduler.backends.kubernetes.config import KubeConfig
+from scheduler.backends.kubernetes.config import KubeConfig, restricted_security_context
 from scheduler.backends.kubernetes.runtime import with_options
 
 from .conftest import CHART, Render, by_kind, run_helm
@@ -271,3 +272,27 @@ def test_reservation_pods_get_a_namespace_of_their_own(render: Render) -> None:
     assert opts["reserveNamespace"] == "shoal-jobs"
     assert by_kind(docs, "Role", "shoal-reserve")["metadata"]["namespace"] == "shoal-jobs"
     assert not [d for d in docs if d["metadata"]["name"] == "shoal-reservations"]
+
+
+def test_worker_restricted_priority_class_and_shm_reach_the_backend_config(render: Render) -> None:
+    """Issue 24 item 6: the chart's worker options become the backend's KubeConfig."""
+
+    def config(*values: str) -> KubeConfig:
+        cm = by_kind(render(*values), "ConfigMap", "shoal-policy")
+        cfg = with_options(KubeConfig(), json.loads(cm["data"]["kube-options.json"]))
+        sc = json.loads(cm["data"]["worker-security-context.json"])
+        return replace(cfg, security_context=sc)
+
+    default = config()
+    assert "runAsNonRoot" not in default.security_context
+    assert default.priority_class is None and default.shm_mib is None
+    tuned = config(
+        "workerRestricted.enabled=true",
+        "workerPriorityClassName=training",
+        "workerShmMiB=4096",
+    )
+    assert tuned.security_context == restricted_security_context(1000)
+    assert (tuned.priority_class, tuned.shm_mib) == ("training", 4096)
+    own_user = config("workerRestricted.enabled=true", "workerRestricted.runAsUser=null")
+    assert own_user.security_context == restricted_security_context(None)
+    assert config("workerShmMiB=0").shm_mib == 0

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import pytest
+from support.builders import launch_request
+
+from scheduler.backends.kubernetes import manifests
+from scheduler.backends.kubernetes.config import KubeConfig, restricted_security_context
 
 from .conftest import JOBS_NS, RELEASE_NS, ROOT, ControlPlane, eventually
 
@@ -139,3 +146,60 @@ def test_a_trainingjob_spec_is_immutable_and_conditions_are_metav1(
         "-p", json.dumps(good),
     )  # fmt: skip
     cluster.kubectl("delete", "tj", "frozen", "-n", JOBS_NS)
+
+
+def test_the_restricted_option_passes_pod_security_restricted_with_priority_and_shm(
+    cluster: ControlPlane,
+) -> None:
+    """Issue 24 item 6, on the real API server's admission: in a namespace enforcing Pod
+    Security `restricted`, the default (baseline) worker is refused for `runAsNonRoot`;
+    with the chart's `workerRestricted` context, a GPU worker with its /dev/shm emptyDir
+    (medium Memory) and its PriorityClass (resolved by the Priority plugin) is admitted,
+    and so is an MPI worker with its hostfile ConfigMap volume."""
+    ns = "shoal-restricted"
+    cluster.kubectl("create", "namespace", ns, check=False)
+    cluster.kubectl(
+        "label", "--overwrite", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted"
+    )
+    cluster.kubectl("create", "priorityclass", "shoal-test-training", "--value=1000", check=False)
+
+    def dry_run(cfg: KubeConfig, framework: str = "pytorch") -> subprocess.CompletedProcess[str]:
+        req = launch_request("r-job", framework=framework, gpu=2)
+        (p,) = req.placements
+        pod = manifests.worker_pod(req, p, "r-job", ns, ["r-job-a0-w0"], cfg)
+        return cluster.kubectl(
+            "create",
+            "--dry-run=server",
+            "-o",
+            "json",
+            "-f",
+            "-",
+            input=json.dumps(pod),
+            check=False,
+        )
+
+    refused = dry_run(KubeConfig(namespace=ns))
+    assert refused.returncode != 0 and "violates PodSecurity" in refused.stderr, refused.stderr
+    assert "runAsNonRoot" in refused.stderr, refused.stderr
+    cfg = KubeConfig(
+        namespace=ns,
+        security_context=restricted_security_context(1000),
+        priority_class="shoal-test-training",
+        shm_mib=4096,
+    )
+    admitted = dry_run(cfg)
+    assert admitted.returncode == 0, admitted.stderr
+    got = json.loads(admitted.stdout)
+    assert got["spec"]["priority"] == 1000  # the PriorityClass resolved
+    (shm,) = [v for v in got["spec"]["volumes"] if v["name"] == "dshm"]
+    assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": "4Gi"}
+    (mount,) = [m for m in got["spec"]["containers"][0]["volumeMounts"] if m["name"] == "dshm"]
+    assert mount["mountPath"] == "/dev/shm"
+    assert got["spec"]["containers"][0]["securityContext"]["runAsUser"] == 1000
+    mpi = dry_run(cfg, framework="mpi")
+    assert mpi.returncode == 0, mpi.stderr
+    # A PriorityClass that does not exist is refused at admission: the name reaches the pod.
+    missing = dry_run(
+        KubeConfig(namespace=ns, security_context=cfg.security_context, priority_class="nope")
+    )
+    assert missing.returncode != 0 and "nope" in missing.stderr, missing.stderr

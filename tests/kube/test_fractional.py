@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import pytest
+from support.builders import launch_request
 
 from scheduler.backends.kubernetes import KubernetesBackend, manifests, reserve
+from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.model import WorkerPlacement
 
 from .conftest import NS, env_of, eventually, job, node, pod
@@ -177,3 +180,28 @@ def test_a_refused_binding_in_the_background_fails_only_that_worker(
     assert kube.obj("pods", "fine-a0-w0", NS)["spec"].get("nodeName") == "n1"
     (w,) = [w for w in b.workers() if w.job_id == "denied"]
     assert w.state.value == "Failed" and w.retryable and "binding refused: 403" in w.message
+
+
+def test_gpu_workers_get_a_memory_backed_dev_shm_and_fractions_none() -> None:
+    """Issue 24 item 6: a whole-GPU worker gets /dev/shm as an emptyDir (medium Memory),
+    half its memory by default (8 Gi here) or `shm_mib`; 0 turns it off; the worker pod
+    carries `priority_class`. A CPU-only worker gets no /dev/shm."""
+
+    def shm(pod: dict[str, Any]) -> list[dict[str, Any]]:
+        return [v["emptyDir"] for v in pod["spec"]["volumes"] if v["name"] == "dshm"]
+
+    def pod(cfg: KubeConfig, gpu: float | None = 2) -> dict[str, Any]:
+        req = launch_request("shm", gpu=gpu)
+        (p,) = req.placements
+        return manifests.worker_pod(req, p, "shm", "jobs", ["h0"], cfg)
+
+    default = pod(KubeConfig())
+    assert shm(default) == [{"medium": "Memory", "sizeLimit": "4096Mi"}]
+    mount = default["spec"]["containers"][0]["volumeMounts"][-1]
+    assert mount == {"name": "dshm", "mountPath": "/dev/shm"}
+    assert "priorityClassName" not in default["spec"]
+    tuned = pod(KubeConfig(shm_mib=1024, priority_class="training"))
+    assert shm(tuned) == [{"medium": "Memory", "sizeLimit": "1024Mi"}]
+    assert tuned["spec"]["priorityClassName"] == "training"
+    assert shm(pod(KubeConfig(shm_mib=0))) == []
+    assert shm(pod(KubeConfig(), gpu=None)) == []

@@ -105,5 +105,25 @@ app.kubernetes.io/component: scheduler
 {{- $_ := set $opts "clientQps" $c.qps -}}
 {{- $_ := set $opts "clientBurst" $c.burst -}}
 {{- $_ := set $opts "bindWorkers" $c.bindWorkers -}}
+{{- if .Values.workerPriorityClassName -}}
+{{- $_ := set $opts "workerPriorityClass" .Values.workerPriorityClassName -}}
+{{- end -}}
+{{- if not (kindIs "invalid" .Values.workerShmMiB) -}}
+{{- $_ := set $opts "workerShmMiB" (int .Values.workerShmMiB) -}}
+{{- end -}}
 {{- toJson $opts -}}
+{{- end -}}
+
+{{/* The workers' container securityContext: workerSecurityContext, plus runAsNonRoot
+(and runAsUser) with workerRestricted.enabled (Pod Security "restricted"). */}}
+{{- define "shoal.workerSecurityContext" -}}
+{{- $sc := deepCopy .Values.workerSecurityContext -}}
+{{- $r := .Values.workerRestricted | default dict -}}
+{{- if $r.enabled -}}
+{{- $_ := set $sc "runAsNonRoot" true -}}
+{{- if not (kindIs "invalid" $r.runAsUser) -}}
+{{- $_ := set $sc "runAsUser" (int $r.runAsUser) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $sc -}}
 {{- end -}}

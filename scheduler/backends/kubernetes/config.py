@@ -29,6 +29,15 @@ def baseline_security_context() -> dict[str, Any]:
     }
 
 
+def restricted_security_context(run_as_user: int | None = 1000) -> dict[str, Any]:
+    """The baseline context plus `runAsNonRoot` (and a non-root `runAsUser`, for images
+    whose default user is root): what Pod Security "restricted" admits."""
+    sc = {**baseline_security_context(), "runAsNonRoot": True}
+    if run_as_user is not None:
+        sc["runAsUser"] = run_as_user
+    return sc
+
+
 @dataclass(frozen=True, slots=True)
 class KubeConfig:
     """Everything the backend needs to know about the cluster it runs on."""
@@ -45,6 +54,13 @@ class KubeConfig:
     tolerations: Sequence[Mapping[str, str]] = ()
     security_context: Mapping[str, Any] = field(default_factory=baseline_security_context)
     service_account: str | None = None  # for worker pods; None: the namespace default
+    # Worker pods' PriorityClass (the chart's workerPriorityClassName); None: none, so
+    # priority 0 (or the cluster's globalDefault class).
+    priority_class: str | None = None
+    # A GPU worker's /dev/shm: a memory-backed emptyDir of this many MiB (NCCL and
+    # PyTorch's DataLoader outgrow the runtime's 64 MiB); None: half the worker's memory
+    # (tmpfs pages count against its memory limit); 0: none (the runtime's default).
+    shm_mib: int | None = None
     reserve_image: str = "ghcr.io/shoal-dev/shoal:latest"  # runs the reserver
     reserve_service_account: str = "shoal-reserve"  # may patch its own pod
     reserve_image_pull_secrets: tuple[str, ...] = ()  # for a private registry

@@ -126,6 +126,9 @@ def worker_pod(
     name = names.pod_name(base_name, req.attempt, p.worker)
     container = _worker_container(req, p, hosts, config, replica)
     volumes = _worker_volumes(req, base_name, container)
+    if p.gpus and (shm := shm_mib(req, config)):
+        container["volumeMounts"].append({"name": "dshm", "mountPath": "/dev/shm"})
+        volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm}Mi"}})
     pod_spec: Obj = {
         "schedulerName": config.scheduler_name,
         "restartPolicy": "Never",  # Shoal retries with a new attempt (backoffLimit)
@@ -139,6 +142,8 @@ def worker_pod(
     }
     if config.tolerations:
         pod_spec["tolerations"] = [dict(t) for t in config.tolerations]
+    if config.priority_class:
+        pod_spec["priorityClassName"] = config.priority_class
     if config.service_account:
         pod_spec["serviceAccountName"] = config.service_account
     else:  # the namespace's default account: its token is of no use to a worker
@@ -150,6 +155,14 @@ def worker_pod(
         "metadata": _meta(name, ns, labels, req, ann),
         "spec": pod_spec,
     }
+
+
+def shm_mib(req: base.LaunchRequest, config: KubeConfig) -> int:
+    """The size of a GPU worker's /dev/shm (MiB; 0: none): `config.shm_mib`, or half the
+    worker's memory (a memory-backed emptyDir counts against the memory limit)."""
+    if config.shm_mib is not None:
+        return max(0, config.shm_mib)
+    return req.spec.memory_mib // 2
 
 
 def _worker_env(

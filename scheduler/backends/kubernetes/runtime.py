@@ -58,6 +58,8 @@ KUBE_OPTIONS = {
     "clientQps": "qps",
     "clientBurst": "burst",
     "bindWorkers": "bind_workers",
+    "workerPriorityClass": "priority_class",
+    "workerShmMiB": "shm_mib",
 }
 
 
