@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # What Kubernetes accepts as an environment variable name (and a process can be given).
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 MAX_ENV_NAME = 253
@@ -210,6 +211,23 @@ class JobSpec(_Spec):
     max_runtime: int | None = Field(default=None, gt=0, le=MAX_RUNTIME_S, description="seconds")
     backoff_limit: int = Field(default=0, ge=0, le=100)
     termination_grace_period_seconds: int = Field(default=30, ge=0, le=3600)
+    priority_class_name: str | None = Field(
+        default=None,
+        max_length=253,
+        json_schema_extra={"pattern": DNS1123_SUBDOMAIN.pattern},
+        description="Kubernetes PriorityClass of the worker pods (it must exist); unset: "
+        "the cluster's worker default. kube-scheduler and kubelet eviction use it; "
+        "Shoal's own ordering and preemption use `priority`",
+    )
+
+    @field_validator("priority_class_name")
+    @classmethod
+    def _priority_class(cls, v: str | None) -> str | None:
+        if v is not None and not DNS1123_SUBDOMAIN.match(v):
+            raise ValueError(
+                "must be a DNS-1123 subdomain (lower-case letters, digits, '-' and '.')"
+            )
+        return v
 
     @field_validator("name", "queue")
     @classmethod

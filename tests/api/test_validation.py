@@ -16,6 +16,12 @@ J = "/api/v1/jobs"
 # (body overrides, expected loc, a word of the expected message)
 BAD_JOBS: list[Any] = [
     pytest.param({"name": "Train_1"}, ["body", "name"], "DNS-1123", id="name-not-dns"),
+    pytest.param(
+        {"priorityClassName": "High_Prio"},
+        ["body", "priorityClassName"],
+        "DNS-1123 subdomain",
+        id="priority-class-not-dns",
+    ),
     pytest.param({"queue": "Vision"}, ["body", "queue"], "DNS-1123", id="queue-not-dns"),
     pytest.param({"gpu": -1}, ["body", "gpu"], "greater than or equal to 0.01", id="negative-gpu"),
     pytest.param({"gpu": 0}, ["body", "gpu"], "greater than or equal to 0.01", id="zero-gpu"),

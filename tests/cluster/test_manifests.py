@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 
 import pytest
 from support.builders import launch_request
@@ -198,8 +199,44 @@ def test_the_restricted_option_passes_pod_security_restricted_with_priority_and_
     assert got["spec"]["containers"][0]["securityContext"]["runAsUser"] == 1000
     mpi = dry_run(cfg, framework="mpi")
     assert mpi.returncode == 0, mpi.stderr
+    # A job's own priorityClassName (a TrainingJob field) wins over the chart's default.
+    cluster.kubectl("create", "priorityclass", "shoal-test-urgent", "--value=5000", check=False)
+    req = launch_request("r-own", gpu=1)
+    req = replace(
+        req, spec=req.spec.model_copy(update={"priority_class_name": "shoal-test-urgent"})
+    )
+    (p,) = req.placements
+    own = manifests.worker_pod(req, p, "r-own", ns, ["r-own-a0-w0"], cfg)
+    proc = cluster.kubectl(
+        "create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(own), check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["spec"]["priority"] == 5000
     # A PriorityClass that does not exist is refused at admission: the name reaches the pod.
     missing = dry_run(
         KubeConfig(namespace=ns, security_context=cfg.security_context, priority_class="nope")
     )
     assert missing.returncode != 0 and "nope" in missing.stderr, missing.stderr
+
+
+def test_a_trainingjob_keeps_its_priority_class_name(cluster: ControlPlane) -> None:
+    """The CRD carries `priorityClassName` (not pruned) and its pattern refuses a bad one."""
+    cluster.kubectl("apply", "-f", str(ROOT / "deploy" / "crds"))
+
+    def tj(name: str, pc: str) -> subprocess.CompletedProcess[str]:
+        manifest = {
+            "apiVersion": "shoal.dev/v1alpha1",
+            "kind": "TrainingJob",
+            "metadata": {"name": name, "namespace": JOBS_NS},
+            "spec": {"queue": "vision", "image": "x", "gpu": 1, "priorityClassName": pc},
+        }
+        return cluster.kubectl("create", "-f", "-", input=json.dumps(manifest), check=False)
+
+    assert tj("pc-ok", "shoal-test-urgent").returncode == 0
+    got = cluster.custom.get_namespaced_custom_object(
+        "shoal.dev", "v1alpha1", JOBS_NS, "trainingjobs", "pc-ok"
+    )
+    assert got["spec"]["priorityClassName"] == "shoal-test-urgent"
+    bad = tj("pc-bad", "Not_A_Name")
+    assert bad.returncode != 0 and "priorityClassName" in bad.stderr, bad.stderr
+    cluster.kubectl("delete", "tj", "pc-ok", "-n", JOBS_NS, "--wait=false")

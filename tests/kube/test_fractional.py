@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -204,4 +205,9 @@ def test_gpu_workers_get_a_memory_backed_dev_shm_and_fractions_none() -> None:
     assert shm(tuned) == [{"medium": "Memory", "sizeLimit": "1024Mi"}]
     assert tuned["spec"]["priorityClassName"] == "training"
     assert shm(pod(KubeConfig(shm_mib=0))) == []
+    req = launch_request("shm", gpu=1)
+    req = replace(req, spec=req.spec.model_copy(update={"priority_class_name": "urgent"}))
+    (p,) = req.placements
+    own = manifests.worker_pod(req, p, "shm", "jobs", ["h0"], KubeConfig(priority_class="training"))
+    assert own["spec"]["priorityClassName"] == "urgent"  # the job's own class wins
     assert shm(pod(KubeConfig(), gpu=None)) == []

@@ -54,7 +54,8 @@ class KubeConfig:
     tolerations: Sequence[Mapping[str, str]] = ()
     security_context: Mapping[str, Any] = field(default_factory=baseline_security_context)
     service_account: str | None = None  # for worker pods; None: the namespace default
-    # Worker pods' PriorityClass (the chart's workerPriorityClassName); None: none, so
+    # Worker pods' PriorityClass (the chart's workerPriorityClassName; a job's own
+    # `priorityClassName` wins); None: none, so
     # priority 0 (or the cluster's globalDefault class).
     priority_class: str | None = None
     # A GPU worker's /dev/shm: a memory-backed emptyDir of this many MiB (NCCL and

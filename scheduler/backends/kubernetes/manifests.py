@@ -142,8 +142,8 @@ def worker_pod(
     }
     if config.tolerations:
         pod_spec["tolerations"] = [dict(t) for t in config.tolerations]
-    if config.priority_class:
-        pod_spec["priorityClassName"] = config.priority_class
+    if priority_class := spec.priority_class_name or config.priority_class:
+        pod_spec["priorityClassName"] = priority_class
     if config.service_account:
         pod_spec["serviceAccountName"] = config.service_account
     else:  # the namespace's default account: its token is of no use to a worker
