@@ -103,10 +103,9 @@ def test_team_a_flows_and_sees_nothing_of_team_b(page: Any, running: Live, artif
     assert page.locator("[data-testid=phase]").inner_text() == "Running"
     explain = page.locator("[data-testid=explain]").inner_text()
     assert "Decision: running" in explain and "team-a" in explain
-    page.wait_for_function(
-        "document.querySelector('[data-testid=logs]').innerText.includes('hello from a')",
-        timeout=WAIT_S * 1000,
-    )
+    # A locator, not wait_for_function: that evaluates a string, which the dashboard's
+    # Content-Security-Policy (no 'unsafe-eval') refuses once it has to poll.
+    page.locator("[data-testid=logs]", has_text="hello from a").wait_for(timeout=WAIT_S * 1000)
     page.screenshot(path=str(artifacts / "job-a-train.png"), full_page=True)
     assert "team-b" not in page.content()
 
@@ -135,9 +134,9 @@ def test_pages_update_in_place(page: Any, running: Live) -> None:
     running.submit("alice-token", "a-late", "team-a", 0.25)
     page.wait_for_selector("[data-testid=job-a-late]", timeout=WAIT_S * 1000)
     assert page.evaluate("window.__stayed") is True
-    page.wait_for_function(
-        "document.querySelector('[data-testid=job-a-late] .phase').innerText === 'Running'",
-        timeout=WAIT_S * 1000,
+    running_phase = re.compile(r"^\s*Running\s*$")
+    page.locator("[data-testid=job-a-late] .phase", has_text=running_phase).wait_for(
+        timeout=WAIT_S * 1000
     )
     assert page.evaluate("window.__stayed") is True
 
