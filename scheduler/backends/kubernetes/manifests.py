@@ -259,12 +259,13 @@ def _worker_marks(
         names.GPUS: names.gpus_text(p.gpus),
         names.WORKERS: str(len(req.placements)),
     }
-    if is_fractional(p) and replica:
-        ann[names.GPU_FRACTION] = f"{p.fraction:.4f}"
+    if not is_fractional(p):
+        return labels, ann
+    ann[names.GPU_FRACTION] = f"{p.fraction:.4f}"
+    if replica:  # one MPS replica of the device plugin: enforced, no reservation
         ann[names.ENFORCEMENT] = str(base.Enforcement.MPS)
         ann[names.GPU_REPLICA] = "1"
-    elif is_fractional(p):
-        ann[names.GPU_FRACTION] = f"{p.fraction:.4f}"
+    else:
         ann[names.ENFORCEMENT] = str(base.Enforcement.ADVISORY)
         labels[names.RESERVATION] = names.reservation_name(p.node, p.gpus[0])
     return labels, ann
