@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 
 import pytest
-from support.builders import job, node, queue, snapshot
+from support.builders import assert_waits, job, node, queue, snapshot
 
 from scheduler import model as m
 from scheduler.core import cycle, invariants
@@ -69,9 +69,8 @@ def test_mps_slices(case: Case) -> None:
     result = cycle.schedule(snap)
     got = {p.job_id: {(w.node, round(w.fraction, 9)) for w in p.placements} for p in result.places}
     assert got == {j: {want} for j, want in case.placed.items()}
-    reasons = {k.job_id: k.reason for k in result.pending}
     for j, (code, says) in (case.reason or {}).items():
-        assert reasons[j].code is code and says in reasons[j].message, reasons[j]
+        assert_waits(result, j, code, says)
     running = tuple(
         m.RunningJob(next(j for j in case.pending if j.id == p.job_id), p.placements)
         for p in result.places

@@ -138,6 +138,12 @@ def on(
     return m.RunningJob(job, tuple(placements), started, stopping)
 
 
+def assert_waits(result: m.CycleResult, job_id: str, code: m.ReasonCode, says: str) -> None:
+    """`job_id` was kept pending with `code`, its message containing `says`."""
+    reason = {k.job_id: k.reason for k in result.pending}[job_id]
+    assert reason.code is code and says in reason.message, reason
+
+
 def advance(snap: m.Snapshot, result: m.CycleResult, now: float) -> m.Snapshot:
     """The next snapshot once the cycle's decisions are carried out: placed jobs run
     (started at `now`), preempted jobs are gone and back to pending."""
