@@ -152,7 +152,7 @@ def test_foreign_pods_off_narrows_pod_writes_to_the_jobs_namespace(render: Rende
     assert _rules(docs, "Role", "shoal-jobs")[("", "pods/status")] == {"patch"}
 
 
-def test_leader_election_only_with_replicas(render: Render) -> None:
+def test_leader_election_with_replicas(render: Render) -> None:
     assert _env(render())["SHOAL_LEADER_ELECTION"] == "false"
     docs = render("database.type=postgres", POSTGRES, "replicaCount=2")
     env = _env(docs)
