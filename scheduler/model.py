@@ -55,6 +55,58 @@ class Node:
     # no GPU in its container); fractional workers do not go here, whole GPUs still do.
     # Empty: fractions may.
     no_sharing: str = ""
+    # Its labels and taints, for jobs' node selectors, affinity and tolerations.
+    labels: Mapping[str, str] = field(default_factory=dict, hash=False)
+    taints: tuple[Taint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    """A node taint: a job goes there only if it tolerates it (`NoSchedule`, `NoExecute`);
+    `PreferNoSchedule` only ranks the node lower."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """Kubernetes' toleration: `Exists` with no key tolerates every taint; no effect
+    matches every effect."""
+
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One node selector requirement: a label (or, with `field`, the node's name) `In`,
+    `NotIn`, `Exists`, `DoesNotExist`, `Gt` or `Lt` the values."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+    field: bool = False
+
+
+Term = tuple[Requirement, ...]  # a node selector term: every requirement holds
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRules:
+    """Which nodes a job's workers may use, in Kubernetes' terms (a pod's nodeSelector,
+    node affinity and tolerations). Every `required` entry holds (each: any of its
+    terms); the `preferred` weights rank the nodes that are allowed. `blocked` says why
+    no node can take the job now (a volume or device claim Shoal cannot place)."""
+
+    selector: tuple[tuple[str, str], ...] = ()
+    required: tuple[tuple[Term, ...], ...] = ()
+    preferred: tuple[tuple[int, Term], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    blocked: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +159,8 @@ class JobRequest:
     distinct_gpus: bool = False
     # A fractional worker runs only where fractions are enforced (MPS), never advisory.
     enforced_only: bool = False
+    # Where it may run (selector, affinity, tolerations). None: any node without a taint.
+    nodes: NodeRules | None = None
 
     @property
     def label(self) -> str:
@@ -185,6 +239,7 @@ class ReasonCode(StrEnum):
     NO_NODE = "NoFittingNode"
     FRAGMENTATION = "Fragmentation"
     DISTINCT_GPUS = "DistinctGpus"  # fits only with two workers of the job on one GPU
+    NODE_RULES = "NodeRules"  # no node its selector, affinity and tolerations allow
     RESERVED = "Reserved"
     WAITING_FOR_PREEMPTION = "WaitingForPreemption"
     UNKNOWN_QUEUE = "UnknownQueue"
@@ -199,7 +254,9 @@ class ReasonCode(StrEnum):
         return self not in _NO_PREEMPTION
 
 
-_NO_PREEMPTION = frozenset({ReasonCode.UNKNOWN_QUEUE, ReasonCode.GPU_TYPE, ReasonCode.RESERVED})
+_NO_PREEMPTION = frozenset(
+    {ReasonCode.UNKNOWN_QUEUE, ReasonCode.GPU_TYPE, ReasonCode.RESERVED, ReasonCode.NODE_RULES}
+)
 
 
 @dataclass(frozen=True, slots=True)

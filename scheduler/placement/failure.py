@@ -13,6 +13,7 @@ the room left.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from scheduler import model as m
 from scheduler.placement import fit
@@ -40,12 +41,30 @@ def _ask(job: m.JobRequest) -> str:
 _Allowed = list[tuple[Sig, fit.Need, int]]  # node class, the worker's need there, node count
 
 
-def explain(state: ClusterState, job: m.JobRequest) -> m.PendingReason:
+def explain(
+    state: ClusterState, job: m.JobRequest, only: frozenset[int] | None = None
+) -> m.PendingReason:
+    """Why the job does not fit on the nodes in `only` (the nodes its node rules allow;
+    None: every node); the message says how many nodes that is when it is not all."""
+    if only is None or len(only) == len(state.nodes):
+        return _explain(state, job, None)
+    why = _explain(state, job, only)
+    where = f"on the {len(only)} of {len(state.nodes)} nodes its node rules allow: "
+    return replace(why, message=where + why.message, details={**why.details, "nodes": len(only)})
+
+
+def _explain(
+    state: ClusterState, job: m.JobRequest, only: frozenset[int] | None
+) -> m.PendingReason:
     d = fit.Demand.of(job)
     workers = max(job.workers, 1)
+    classes = state.classes
+    if only is not None:
+        classes = {s: k for s, ms in classes.items() if (k := [i for i in ms if i in only])}
+    nodes = [(i, n) for i, n in enumerate(state.nodes) if only is None or i in only]
     sigs = [
         (s, fit.need(d, s.model, s.gpu_mem, s.slices, s.no_sharing), len(ms))
-        for s, ms in state.classes.items()
+        for s, ms in classes.items()
     ]
     allowed = [(s, n, k) for s, n, k in sigs if n is not None]
     base = {
@@ -64,7 +83,7 @@ def explain(state: ClusterState, job: m.JobRequest) -> m.PendingReason:
         )
     allowed = enforcing
     if not allowed:
-        return _runs_nowhere(state, job, d, base)
+        return _runs_nowhere([n for _, n in nodes], job, d, base)
     gpu_ok = [(s, n, k) for s, n, k in allowed if fit.gpu_fits(n, s.shares)]
     free_total = sum(sum(s.shares) * k for s, _, k in allowed) / UNIT
     if not gpu_ok:
@@ -85,7 +104,7 @@ def explain(state: ClusterState, job: m.JobRequest) -> m.PendingReason:
     if job.distinct_gpus and room < workers:
         shared = sum(fit.capacity(d, s, workers) * k for s, _, k in allowed)
         if shared >= workers:
-            return _distinct(state, job, d, room, base)
+            return _distinct(state, nodes, job, d, room, base)
     largest = max(c for c, _ in caps)
     per = max(n.gpus * n.share for _, n, _ in allowed) / UNIT
     code = R.FRAGMENTATION if per and free_total >= per * workers else R.NO_NODE
@@ -103,12 +122,17 @@ def explain(state: ClusterState, job: m.JobRequest) -> m.PendingReason:
 
 
 def _distinct(
-    state: ClusterState, job: m.JobRequest, d: fit.Demand, room: int, base: Mapping[str, object]
+    state: ClusterState,
+    nodes: list[tuple[int, m.Node]],
+    job: m.JobRequest,
+    d: fit.Demand,
+    room: int,
+    base: Mapping[str, object],
 ) -> m.PendingReason:
     """The gang fits only with two of its workers on one GPU, which NCCL refuses."""
     workers = max(job.workers, 1)
     where = ""
-    for i, node in enumerate(state.nodes):
+    for i, node in nodes:
         n = fit.need(d, node.gpu_model, node.gpu_memory_mib, node.slices, bool(node.no_sharing))
         if n is None or n.gpus != 1 or not n.share:
             continue
@@ -126,11 +150,11 @@ def _distinct(
 
 
 def _runs_nowhere(
-    state: ClusterState, job: m.JobRequest, d: fit.Demand, base: Mapping[str, object]
+    nodes: list[m.Node], job: m.JobRequest, d: fit.Demand, base: Mapping[str, object]
 ) -> m.PendingReason:
     """No node class can ever hold one worker: its GPU type, its GPU memory, or GPUs
     shared as MPS replicas smaller than the worker."""
-    models = sorted({n.gpu_model for n in state.nodes if n.gpu_count})
+    models = sorted({n.gpu_model for n in nodes if n.gpu_count})
     if d.gpu_types and not set(d.gpu_types) & set(models):
         return m.PendingReason(
             R.GPU_TYPE,
@@ -140,7 +164,7 @@ def _runs_nowhere(
         )
     off = [
         n
-        for n in state.nodes
+        for n in nodes
         if n.gpu_count and n.no_sharing and (not d.gpu_types or n.gpu_model in d.gpu_types)
     ]
     if off and fit.fractional(d):
@@ -151,15 +175,15 @@ def _runs_nowhere(
             f"(whole GPUs are still offered there): {off[0].name}: {off[0].no_sharing}",
             {**base, "no_sharing": {n.name: n.no_sharing for n in off}},
         )
-    sliced = sorted({n.slices for n in state.nodes if n.gpu_count and n.slices})
-    if sliced and all(n.slices for n in state.nodes if n.gpu_count):
+    sliced = sorted({n.slices for n in nodes if n.gpu_count and n.slices})
+    if sliced and all(n.slices for n in nodes if n.gpu_count):
         return m.PendingReason(
             R.NO_NODE,
             f"needs {_ask(job)}; every GPU node shares its GPUs as MPS replicas of "
             f"1/{max(sliced)} (a worker there takes one replica, nothing larger)",
             {**base, "slices": sliced},
         )
-    largest = max((n.gpu_memory_mib for n in state.nodes), default=0)
+    largest = max((n.gpu_memory_mib for n in nodes), default=0)
     return m.PendingReason(
         R.NO_NODE,
         f"needs {job.gpu_memory_mib} MiB of GPU memory per worker; the largest GPU "

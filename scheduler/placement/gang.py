@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from scheduler import model as m
-from scheduler.placement import failure, fit, policies
+from scheduler.placement import eligible, failure, fit, policies
 from scheduler.placement.fragmentation import WorkloadMix
 from scheduler.placement.state import UNIT, ClusterState, Sig
 
@@ -95,29 +95,67 @@ def place_gang(
     `explain=False` a failure carries no analysis (the benchmarks' fast path)."""
     scorer = policies.resolve(policy, state, job, mix)
     d = fit.Demand.of(job)
-    workers = max(job.workers, 1)
-    if workers == 1:  # the hot path: no trial allocation needed
-        got = best_node(state, d, scorer)
-        if got is None:
-            return failure.explain(state, job) if explain else failure.opaque(job)
-        placed: tuple[m.WorkerPlacement, ...] = (
-            _worker(state, job, 0, got.node, got.choice.take)[0],
-        )
-    else:
-        trial = _gang(state, job, d, scorer, workers)
-        if trial is None:
-            return failure.explain(state, job) if explain else failure.opaque(job)
-        placed = trial
+    tiers = eligible.tiers(state, job)
+    placed = None
+    for only in tiers if tiers is not None else (None,):
+        placed = _place(state, job, d, scorer, only)
+        if placed is not None:
+            break
+    if placed is None:
+        if not explain:
+            return failure.opaque(job)
+        if tiers is not None and not tiers:
+            return m.PendingReason(
+                m.ReasonCode.NODE_RULES, eligible.summary(job.nodes, state.nodes), {}
+            )
+        return failure.explain(state, job, frozenset().union(*tiers) if tiers else None)
     state.handed_out(placed, job.cpu_milli, job.memory_mib)
     return placed
 
 
+def _place(
+    state: ClusterState,
+    job: m.JobRequest,
+    d: fit.Demand,
+    scorer: policies.Scorer,
+    only: frozenset[int] | None,
+) -> tuple[m.WorkerPlacement, ...] | None:
+    """All workers on nodes in `only` (None: any node), or None."""
+    workers = max(job.workers, 1)
+    if workers > 1:
+        return _gang(state, job, d, scorer, workers, only)
+    # The hot path: one worker, no trial allocation needed.
+    classes = state.open if d.gpu > 0 or d.gpu_memory_mib else state.classes
+    got = best_node(state, d, scorer, view(classes, only).items())
+    if got is None:
+        return None
+    return (_worker(state, job, 0, got.node, got.choice.take)[0],)
+
+
+def view(classes: dict[Sig, list[int]], only: frozenset[int] | None) -> dict[Sig, list[int]]:
+    """The node classes with only the members in `only` (all of them when None)."""
+    if only is None:
+        return classes
+    out = {}
+    for s, members in classes.items():
+        kept = [i for i in members if i in only]
+        if kept:
+            out[s] = kept
+    return out
+
+
 def _gang(
-    state: ClusterState, job: m.JobRequest, d: fit.Demand, scorer: policies.Scorer, workers: int
+    state: ClusterState,
+    job: m.JobRequest,
+    d: fit.Demand,
+    scorer: policies.Scorer,
+    workers: int,
+    only: frozenset[int] | None,
 ) -> tuple[m.WorkerPlacement, ...] | None:
     distinct = job.distinct_gpus
-    caps = {s: fit.capacity(d, s, workers, distinct=distinct) for s in state.classes}
-    if sum(c * len(state.classes[s]) for s, c in caps.items()) < workers:
+    classes = view(state.classes, only)
+    caps = {s: fit.capacity(d, s, workers, distinct=distinct) for s in classes}
+    if sum(c * len(classes[s]) for s, c in caps.items()) < workers:
         return None
     mark = state.checkpoint()
     placed: list[m.WorkerPlacement] = []
@@ -126,12 +164,13 @@ def _gang(
         while len(placed) < workers:
             left = workers - len(placed)
             # A node for all that is left if one exists, else one of the largest.
-            caps = {s: fit.capacity(d, s, left, distinct=distinct) for s in state.classes}
-            top = max((c for s, c in caps.items() if _free(state, s, used)), default=0)
+            classes = view(state.classes, only)
+            caps = {s: fit.capacity(d, s, left, distinct=distinct) for s in classes}
+            top = max((c for s, c in caps.items() if _free(classes, s, used)), default=0)
             if top == 0:
                 return None
             want = left if top >= left else top
-            pool = [(s, state.classes[s]) for s, c in caps.items() if c >= want]
+            pool = [(s, classes[s]) for s, c in caps.items() if c >= want]
             got = best_node(state, d, scorer, pool, frozenset(used))
             if got is None:
                 return None
@@ -151,5 +190,5 @@ def _gang(
         state.rollback(mark)
 
 
-def _free(state: ClusterState, s: Sig, used: set[int]) -> bool:
-    return any(i not in used for i in state.classes[s])
+def _free(classes: dict[Sig, list[int]], s: Sig, used: set[int]) -> bool:
+    return any(i not in used for i in classes[s])

@@ -3,6 +3,8 @@ mixes, kept small so that a cycle runs in milliseconds."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import strategies as st
 
 from scheduler import model as m
@@ -23,8 +25,24 @@ def clusters(draw: st.DrawFn) -> list[m.Node]:
         # An MPS node of a device plugin's replicas (Kubernetes), or of Shoal's own daemon.
         slices = draw(st.sampled_from([0, 0, 4])) if how is m.Enforcement.MPS else 0
         gpu_mem = 81_920 if model == "H100" else 40_960
-        out.append(m.Node(f"n{i}", cpu, mem, gpus, model, gpu_mem, how, slices))
+        labels = {"zone": draw(st.sampled_from(["a", "b"]))}
+        taints = draw(
+            st.sampled_from([(), (), (SPOT,), (m.Taint("busy", "", "PreferNoSchedule"),)])
+        )
+        node = m.Node(f"n{i}", cpu, mem, gpus, model, gpu_mem, how, slices)
+        out.append(dataclasses.replace(node, labels=labels, taints=taints))
     return out
+
+
+SPOT = m.Taint("spot", "true", "NoSchedule")
+# Where a job may run: anywhere untainted, one zone, not zone b, or spot nodes too.
+RULES = (
+    None,
+    m.NodeRules(selector=(("zone", "a"),)),
+    m.NodeRules(required=(((m.Requirement("zone", "NotIn", ("b",)),),),)),
+    m.NodeRules(tolerations=(m.Toleration("spot", "Exists"),)),
+    m.NodeRules(preferred=((5, (m.Requirement("zone", "In", ("b",)),)),)),
+)
 
 
 @st.composite
@@ -71,6 +89,7 @@ def jobs(draw: st.DrawFn, queues: list[str], prefix: str, count: int) -> list[m.
                 max_runtime_s=draw(st.sampled_from([None, 100.0, 5_000.0])),
                 distinct_gpus=draw(st.booleans()),
                 enforced_only=draw(st.sampled_from([False, False, True])),
+                nodes=draw(st.sampled_from(RULES)),
             )
         )
     return out

@@ -11,6 +11,7 @@ from support.builders import advance
 
 from scheduler import model as m
 from scheduler.core import context, cycle, invariants
+from scheduler.placement import eligible
 
 from . import strategies
 
@@ -65,8 +66,12 @@ def test_decisions_never_break_capacity_gangs_or_limits(
         bad = [v for v in invariants.check(after) if v.kind in SAFETY]
         assert not bad, bad
     jobs = {j.id: j for j in snap.pending}
+    nodes = {n.name: n for n in snap.nodes}
     for place in result.places:
-        assert sorted(p.worker for p in place.placements) == list(range(jobs[place.job_id].workers))
+        job = jobs[place.job_id]
+        assert sorted(p.worker for p in place.placements) == list(range(job.workers))
+        refused = [eligible.refusal(job.nodes, nodes[p.node]) for p in place.placements]
+        assert refused == [None] * job.workers, (job.nodes, refused)
     decided = [p.job_id for p in result.places] + [k.job_id for k in result.pending]
     assert sorted(decided) == sorted(jobs), "every pending job is placed or has a reason"
 
