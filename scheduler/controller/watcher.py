@@ -13,6 +13,11 @@ worker pods go with it through their owner references. A TrainingJob deleted whi
 watcher ran (no leader, a restart) sends no event: after every full list, live store jobs
 submitted from a TrainingJob in this namespace that the list no longer holds are
 cancelled (`cancel_missing`).
+
+A job's progress in the store (Scheduled, Running, Succeeded) sends no event either: a
+third thread polls the store every `follow_s` (`scheduler.controller.follow`) for the
+TrainingJobs whose jobs changed, reads each and reconciles it, so status follows within
+about a second rather than at the next relist (`resync_s`).
 """
 
 from __future__ import annotations
@@ -23,14 +28,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import kubernetes
 from sqlalchemy.orm import Session
 
 from scheduler import model
 from scheduler.controller import apply as applying
-from scheduler.controller import crdgen, reconcile
+from scheduler.controller import crdgen, follow, reconcile
 from scheduler.core import context
 from scheduler.loop import snapshot as snapshots
 from scheduler.spec import TRAININGJOB
@@ -87,20 +92,34 @@ class CrWatcher:
     """Reconciles every TrainingJob and Queue on each event and on every relist."""
 
     def __init__(
-        self, api_client: Any, sessions: SessionFactory, namespace: str, resync_s: int = 300
+        self,
+        api_client: Any,
+        sessions: SessionFactory,
+        namespace: str,
+        resync_s: int = 300,
+        follow_s: float = 1.0,
     ) -> None:
         self.api = kubernetes.client.CustomObjectsApi(api_client)
         self.sessions, self.namespace = sessions, namespace
-        # Each watch ends after resync_s and the relist reconciles every CR again: that
-        # is what carries the store's progress (Running, Succeeded) onto CR status.
-        self.resync_s = resync_s
+        # Each watch ends after resync_s and the relist reconciles every CR again (the
+        # pending reasons' text, anything the follower missed); the follower carries the
+        # store's progress (Running, Succeeded) onto CR status every follow_s.
+        self.resync_s, self.follow_s = resync_s, follow_s
+        self.follower = follow.StatusFollower(namespace)
+        self._one_at_a_time = threading.Lock()  # the watch and the follower threads
 
     # --- one object ---------------------------------------------------------------
-    def trainingjob(self, cr: dict[str, Any], deleted: bool = False) -> None:
+    def trainingjob(
+        self, cr: dict[str, Any], deleted: bool = False, job_id: str | None = None
+    ) -> None:
+        with self._one_at_a_time:
+            self._trainingjob(cr, deleted, job_id)
+
+    def _trainingjob(self, cr: dict[str, Any], deleted: bool, job_id: str | None) -> None:
         if deleted:
             cr = {**cr, "metadata": {**cr["metadata"], "deletionTimestamp": "deleted"}}
         with self.sessions() as session:
-            job_id = (cr.get("status") or {}).get("jobId")
+            job_id = (cr.get("status") or {}).get("jobId") or job_id
             existing = None
             if job_id:
                 try:
@@ -213,23 +232,66 @@ class CrWatcher:
                 log.exception("watching %s failed; relisting in 5 s", plural)
                 stop.wait(5.0)
 
+    def follow_once(self) -> list[str]:
+        """Reconcile the TrainingJobs whose jobs changed in the store since the last call
+        (status_patch writes only what moved). Returns their job ids."""
+        with self.sessions() as session:
+            changed = self.follower.changed(session)
+        done = []
+        for c in changed:
+            try:
+                cr = cast(
+                    dict[str, Any],
+                    self.api.get_namespaced_custom_object(
+                        crdgen.GROUP, crdgen.VERSION, self.namespace, "trainingjobs", c.name
+                    ),
+                )
+                if c.uid and (cr.get("metadata") or {}).get("uid") != c.uid:
+                    continue  # a TrainingJob re-created under the same name: not this job's
+                self.trainingjob(cr, job_id=c.job_id)
+                done.append(c.job_id)
+            except Exception as e:
+                if getattr(e, "status", None) == 404:
+                    continue  # deleted: its DELETED event cancels the job
+                self.follower.forget(c.job_id)  # reported again at the next poll
+                log.exception("TrainingJob %s: status not followed; retried", c.name)
+        return done
+
+    def follow(self, stop: threading.Event) -> None:
+        """`follow_once` every `follow_s` until `stop`."""
+        while not stop.wait(self.follow_s):
+            try:
+                self.follow_once()
+            except Exception:  # the database or the API server away: next poll
+                log.exception("following job status failed")
+
     def start(self, stop: threading.Event) -> list[threading.Thread]:
+        try:  # the baseline before the list, so nothing between the two is missed
+            with self.sessions() as session:
+                self.follower.changed(session)
+        except Exception:
+            log.exception("following job status: no baseline; the first poll takes it")
         threads = [
             threading.Thread(target=self.run, args=(p, stop), name=f"cr-{p}", daemon=True)
             for p in ("queues", "trainingjobs")
         ]
+        if self.follow_s > 0:
+            threads.append(
+                threading.Thread(target=self.follow, args=(stop,), name="cr-status", daemon=True)
+            )
         for t in threads:
             t.start()
         return threads
 
 
 def leader_task(
-    sessions: SessionFactory, *, resync_s: int = 300
+    sessions: SessionFactory, *, resync_s: int = 300, follow_s: float = 1.0
 ) -> Callable[[Any, str, threading.Event], list[threading.Thread]]:
     """What the kubernetes runtime runs while it leads: a `CrWatcher` on its API client
     and jobs namespace, stopped by the event it is given."""
 
     def start(api_client: Any, namespace: str, stop: threading.Event) -> list[threading.Thread]:
-        return CrWatcher(api_client, sessions, namespace, resync_s=resync_s).start(stop)
+        watcher = CrWatcher(api_client, sessions, namespace, resync_s=resync_s, follow_s=follow_s)
+        return watcher.start(stop)
 
     return start

@@ -416,13 +416,15 @@ def start_shoal(tmp_path: Path) -> Iterator[Callable[..., Shoal]]:
     made: list[Shoal] = []
     databases: list[Database] = []
 
-    def start(env: dict[str, str], db_file: str = "shoal.db") -> Shoal:
+    def start(env: dict[str, str], db_file: str = "shoal.db", resync_s: int = 1) -> Shoal:
         database = open_database(f"sqlite:///{tmp_path / db_file}")
         databases.append(database)
         s = settings.from_env(env)
         pol = settings.load_policy(s.policy_file, policy="fgd", min_runtime_s=0, interval_s=0.2)
-        # A quick CR relist, so that status write-back shows within the test (default 30 s).
-        rt = from_settings(s, leader_tasks=[watcher.leader_task(database.session, resync_s=1)])
+        # A quick CR relist by default (serve: 30 s); status follows the store poll anyway
+        # (test_status_follows.py runs with a long relist to show it).
+        task = watcher.leader_task(database.session, resync_s=resync_s)
+        rt = from_settings(s, leader_tasks=[task])
         loop = Loop(
             database,
             rt,
