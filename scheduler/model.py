@@ -217,6 +217,9 @@ class Config:
     min_runtime_s: float = 60.0  # a job younger than this is never a preemption victim
     starvation_s: float = 600.0  # a job pending this long gets a reservation
     preemption: bool = True
+    # Taints every worker Shoal launches tolerates (the chart's workerTolerations): added
+    # to each of its own jobs' tolerations, never to a foreign pod's.
+    worker_tolerations: tuple[Toleration, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -218,7 +218,11 @@ def serve(
     try:
         env = serve_settings.from_env()
         pol = serve_settings.load_policy(
-            env.policy_file, policy=policy, min_runtime_s=min_runtime_s, interval_s=interval_s
+            env.policy_file,
+            policy=policy,
+            min_runtime_s=min_runtime_s,
+            interval_s=interval_s,
+            worker_tolerations=env.worker_tolerations,
         )
     except serve_settings.SettingsError as e:
         raise SystemExit(str(e)) from None

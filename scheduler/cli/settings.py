@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from scheduler import model
+from scheduler.placement import eligible
 
 # The keys the chart's policy ConfigMap renders (helm/shoal/templates/configmap.yaml).
 POLICY_KEYS = frozenset(
@@ -123,10 +124,16 @@ def from_env(env: Mapping[str, str] | None = None) -> ServeSettings:
 
 
 def load_policy(
-    path: str | None, *, policy: str, min_runtime_s: float, interval_s: float
+    path: str | None,
+    *,
+    policy: str,
+    min_runtime_s: float,
+    interval_s: float,
+    worker_tolerations: Sequence[Mapping[str, Any]] = (),
 ) -> Policy:
     """The policy file's values over the flags' (the chart renders both from the same
-    values, so they agree; without a file the flags are all there is)."""
+    values, so they agree; without a file the flags are all there is), and the taints
+    the worker pods tolerate (placement honours them)."""
     data: dict[str, Any] = {}
     if path:
         try:
@@ -148,6 +155,7 @@ def load_policy(
             min_runtime_s=float(data.get("minRuntimeSeconds", min_runtime_s)),
             starvation_s=float(data.get("starvationSeconds", model.Config().starvation_s)),
             preemption=_as_bool(data.get("preemption", True)),
+            worker_tolerations=eligible.tolerations_of(worker_tolerations),
         )
         interval = float(data.get("intervalSeconds", interval_s))
     except (TypeError, ValueError) as e:

@@ -14,12 +14,14 @@ queue that exists.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 
 from sqlalchemy.orm import Session
 
 from scheduler import model
 from scheduler.backends import base
+from scheduler.placement import eligible
 from scheduler.spec import Phase
 from scheduler.store import cycle as store
 
@@ -75,8 +77,11 @@ def build(
     running.extend(f for f in foreign_running if f.job.id not in held)
     known = {q.name for q in queues}
     ids = {lj.id for lj in live}
+    extra = model.NodeRules(tolerations=config.worker_tolerations)
     pending = tuple(
-        lj.request
+        dataclasses.replace(lj.request, nodes=eligible.also(lj.request.nodes, extra))
+        if config.worker_tolerations
+        else lj.request
         for lj in live
         if lj.phase is Phase.PENDING
         and not lj.cancel_requested

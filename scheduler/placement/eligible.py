@@ -153,18 +153,22 @@ def rules(
         selector=tuple(sorted((str(k), str(v)) for k, v in (node_selector or {}).items())),
         required=(tuple(_term(t) for t in req),) if req else (),
         preferred=tuple((int(p.get("weight", 1)), _term(p.get("preference") or {})) for p in pref),
-        tolerations=tuple(
-            m.Toleration(
-                key=str(t.get("key") or ""),
-                operator=str(t.get("operator") or "Equal"),
-                value=str(t.get("value") or ""),
-                effect=str(t.get("effect") or ""),
-            )
-            for t in tolerations or ()
-        ),
+        tolerations=tolerations_of(tolerations or ()),
         blocked=blocked,
     )
     return None if out == m.NodeRules() else out
+
+
+def tolerations_of(raw: Sequence[Mapping[str, Any]]) -> tuple[m.Toleration, ...]:
+    return tuple(
+        m.Toleration(
+            key=str(t.get("key") or ""),
+            operator=str(t.get("operator") or "Equal"),
+            value=str(t.get("value") or ""),
+            effect=str(t.get("effect") or ""),
+        )
+        for t in raw
+    )
 
 
 def also(base: m.NodeRules | None, extra: m.NodeRules | None) -> m.NodeRules | None:

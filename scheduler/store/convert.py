@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from scheduler import model
+from scheduler.placement import eligible
 from scheduler.spec import STORED, Enforcement, JobSpec
 from scheduler.store import schema
 
@@ -57,7 +58,16 @@ def job_request(row: schema.JobRow, spec: JobSpec | None = None) -> model.JobReq
         name=row.name,
         distinct_gpus=spec.gpus_distinct,
         enforced_only=spec.enforcement is Enforcement.REQUIRED,
+        nodes=node_rules(spec),
     )
+
+
+def node_rules(spec: JobSpec) -> model.NodeRules | None:
+    """The spec's nodeSelector, affinity and tolerations for placement (None: none)."""
+    if spec.node_selector is None and spec.affinity is None and spec.tolerations is None:
+        return None
+    dump = spec.model_dump(mode="json", by_alias=True, include={"affinity", "tolerations"})
+    return eligible.rules(spec.node_selector, dump.get("affinity"), dump.get("tolerations"))
 
 
 def placements(data: Sequence[Any]) -> tuple[model.WorkerPlacement, ...]:

@@ -24,6 +24,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from scheduler.spec import nodes
+
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # What Kubernetes accepts as an environment variable name (and a process can be given).
@@ -211,6 +213,16 @@ class JobSpec(_Spec):
     max_runtime: int | None = Field(default=None, gt=0, le=MAX_RUNTIME_S, description="seconds")
     backoff_limit: int = Field(default=0, ge=0, le=100)
     termination_grace_period_seconds: int = Field(default=30, ge=0, le=3600)
+    node_selector: dict[str, str] | None = Field(
+        default=None, description="labels a node must have (as a pod's nodeSelector)"
+    )
+    tolerations: list[nodes.Toleration] | None = Field(
+        default=None, description="taints the workers tolerate (as a pod's tolerations)"
+    )
+    affinity: nodes.Affinity | None = Field(
+        default=None,
+        description="nodeAffinity (required, and preferred: those nodes first), as a pod's",
+    )
     priority_class_name: str | None = Field(
         default=None,
         max_length=253,
@@ -228,6 +240,11 @@ class JobSpec(_Spec):
                 "must be a DNS-1123 subdomain (lower-case letters, digits, '-' and '.')"
             )
         return v
+
+    @field_validator("node_selector")
+    @classmethod
+    def _node_selector(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        return nodes.node_selector(v)
 
     @field_validator("name", "queue")
     @classmethod
