@@ -100,4 +100,13 @@ def node(row: schema.InventoryRow | schema.CapacityRow) -> model.Node:
         enforcement=model.Enforcement(row.enforcement or model.Enforcement.ADVISORY),
         slices=row.slices or 0,
         no_sharing=getattr(row, "no_sharing", "") or "",  # inventory rows only
+        labels=dict(getattr(row, "labels", None) or {}),
+        taints=tuple(
+            model.Taint(str(t["key"]), str(t.get("value", "")), str(t["effect"]))
+            for t in getattr(row, "taints", None) or ()
+        ),
     )
+
+
+def taints_json(taints: Sequence[model.Taint]) -> list[dict[str, str]]:
+    return [{"key": t.key, "value": t.value, "effect": t.effect} for t in taints]

@@ -490,8 +490,10 @@ def _replace_nodes(
             "enforcement": str(n.enforcement),
             "slices": n.slices,
         }
-        if table is schema.InventoryRow:  # capacity is the node as if empty: no such flag
-            values["no_sharing"] = n.no_sharing
+        if table is schema.InventoryRow:  # capacity is the node as if empty: no such flag;
+            values["no_sharing"] = n.no_sharing  # admission does not read labels and taints
+            values["labels"] = dict(n.labels)
+            values["taints"] = convert.taints_json(n.taints)
         row = rows.get(n.name)
         if row is None:
             session.add(table(name=n.name, seen_at=at, **values))

@@ -196,6 +196,9 @@ class InventoryRow(Base):
     slices: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # Why no fraction may go here now (`Node.no_sharing`); empty: they may.
     no_sharing: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # Its labels ({key: value}) and taints ([{key, value, effect}]), for jobs' node rules.
+    labels: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default="{}")
+    taints: Mapped[list[Any]] = mapped_column(default=list, server_default="[]")
     seen_at: Mapped[datetime]
 
 
