@@ -20,7 +20,8 @@ from scheduler import model as m
 from scheduler import placement
 from scheduler.core import accounting, context, reasons, reservation
 
-Shape = tuple[int, float, int | None, int, int, tuple[str, ...]]
+# Everything placement reads of a job but its id: two jobs of one shape fit the same room.
+Shape = tuple[int, float, int | None, int, int, tuple[str, ...], bool, bool, m.NodeRules | None]
 
 
 @dataclass(slots=True)
@@ -82,7 +83,17 @@ def _place(
 
 
 def _shape(job: m.JobRequest) -> Shape:
-    return (job.workers, job.gpu, job.gpu_memory_mib, job.cpu_milli, job.memory_mib, job.gpu_types)
+    return (
+        job.workers,
+        job.gpu,
+        job.gpu_memory_mib,
+        job.cpu_milli,
+        job.memory_mib,
+        job.gpu_types,
+        job.distinct_gpus,
+        job.enforced_only,
+        job.nodes,
+    )
 
 
 def _try(
