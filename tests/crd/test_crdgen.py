@@ -74,6 +74,13 @@ def test_names_and_columns() -> None:
     )
 
 
+_TERM = {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a", "b"]}]}
+_REQUIRED = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [_TERM]}}
+_PREFERRED = {
+    "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "preference": _TERM}]
+}
+
+
 @pytest.mark.parametrize(
     ("spec", "ok"),
     [
@@ -90,6 +97,14 @@ def test_names_and_columns() -> None:
         ({"queue": "vision", "image": "x:1", "framework": "jax"}, False),
         ({"queue": "vision", "image": "x:1", "unknown": 1}, False),
         ({"image": "x:1"}, False),
+        # where the workers may run, in a pod's shapes (issue 24 item 1)
+        ({"queue": "vision", "image": "x:1", "nodeSelector": {"pool": "a"}}, True),
+        ({"queue": "vision", "image": "x:1", "nodeSelector": {"gpus": 8}}, False),
+        ({"queue": "vision", "image": "x:1", "tolerations": [{"operator": "Exists"}]}, True),
+        ({"queue": "vision", "image": "x:1", "tolerations": [{"effect": "Never"}]}, False),
+        ({"queue": "vision", "image": "x:1", "affinity": {"nodeAffinity": _REQUIRED}}, True),
+        ({"queue": "vision", "image": "x:1", "affinity": {"nodeAffinity": _PREFERRED}}, True),
+        ({"queue": "vision", "image": "x:1", "affinity": {"podAffinity": {}}}, False),
     ],
 )
 def test_trainingjob_schema_validates(spec: dict[str, Any], ok: bool) -> None:

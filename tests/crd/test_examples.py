@@ -36,6 +36,7 @@ def test_examples_cover_the_brief() -> None:
     assert {"pytorch", "tensorflow"} <= frameworks
     assert any(s.get("gpu") == 0.25 for s in specs)
     assert any("gpuMemory" in s for s in specs)
+    assert any({"nodeSelector", "affinity", "tolerations"} <= set(s) for s in specs)
 
 
 @pytest.mark.parametrize("doc", DOCS)
