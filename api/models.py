@@ -143,6 +143,12 @@ class GpuPublic(_Model):
     shares: list[GpuShare]
 
 
+class TaintPublic(_Model):
+    key: str
+    value: str
+    effect: str  # NoSchedule | PreferNoSchedule | NoExecute
+
+
 class NodePublic(_Model):
     name: str
     cpu_milli: int
@@ -151,6 +157,9 @@ class NodePublic(_Model):
     gpu_memory_mib: int
     # How GPU fractions placed here are held to their share: "advisory" or "mps".
     enforcement: str = "advisory"
+    # What jobs' nodeSelector, affinity and tolerations are matched against.
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[TaintPublic] = Field(default_factory=list)
     gpus: list[GpuPublic]
 
 

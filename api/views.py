@@ -132,6 +132,10 @@ def nodes(u: usage.Usage, principal: Principal) -> models.NodesPublic:
                 gpu_model=n.gpu_model,
                 gpu_memory_mib=n.gpu_memory_mib,
                 enforcement=str(n.enforcement),
+                labels=dict(n.labels),
+                taints=[
+                    models.TaintPublic(key=t.key, value=t.value, effect=t.effect) for t in n.taints
+                ],
                 gpus=gpus,
             )
         )

@@ -218,3 +218,12 @@ def test_bad_node_rules_are_422_naming_the_field_and_change_nothing(
     detail = r.json()["detail"]
     assert any(d["loc"] == loc and words in d["msg"] for d in detail), detail
     assert client.get(J, headers=ADMIN).json() == before
+
+
+def test_nodes_show_their_labels_and_taints(client: TestClient, loop: Loop) -> None:
+    nodes = {n["name"]: n for n in client.get("/api/v1/nodes", headers=VISION).json()["data"]}
+    assert nodes["lab"]["labels"] == {"kubernetes.io/hostname": "lab", "pool": "research"}
+    assert nodes["lab"]["taints"] == [
+        {"key": "dedicated", "value": "research", "effect": "NoSchedule"}
+    ]
+    assert nodes["train"]["taints"] == [] and nodes["train"]["labels"]["tier"] == "2"
