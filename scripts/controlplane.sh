@@ -176,12 +176,13 @@ start() {
   # Only the controllers the tests need: garbage collection (owner references), namespace
   # deletion, default ServiceAccounts (pods need one), ResourceQuota status (its admission
   # needs it), Deployments/ReplicaSets/Jobs (the chart, foreign pods), root CA ConfigMaps,
-  # and node lifecycle (it lifts the not-ready taint admission puts on every new node once
-  # the node is Ready, and taints NotReady ones; kwok renews the node Leases).
+  # node lifecycle (it lifts the not-ready taint admission puts on every new node once
+  # the node is Ready, and taints NotReady ones; kwok renews the node Leases), and the
+  # PersistentVolume binder (claims bound to volumes: a foreign pod's volume affinity).
   spawn kube-controller-manager "$BIN/kube-controller-manager" \
     --kubeconfig "$kc" --authentication-kubeconfig "$kc" --authorization-kubeconfig "$kc" \
     --bind-address 127.0.0.1 --secure-port 0 \
-    --controllers garbage-collector-controller,namespace-controller,serviceaccount-controller,resourcequota-controller,replicaset-controller,deployment-controller,job-controller,root-ca-certificate-publisher-controller,node-lifecycle-controller \
+    --controllers garbage-collector-controller,namespace-controller,serviceaccount-controller,resourcequota-controller,replicaset-controller,deployment-controller,job-controller,root-ca-certificate-publisher-controller,node-lifecycle-controller,persistentvolume-binder-controller \
     --root-ca-file "$DIR/ca.crt" --service-account-private-key-file "$DIR/sa.key" \
     --concurrent-gc-syncs 20 --kube-api-qps 200 --kube-api-burst 400 --leader-elect=false --v 1
 

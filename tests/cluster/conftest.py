@@ -420,7 +420,13 @@ def start_shoal(tmp_path: Path) -> Iterator[Callable[..., Shoal]]:
         database = open_database(f"sqlite:///{tmp_path / db_file}")
         databases.append(database)
         s = settings.from_env(env)
-        pol = settings.load_policy(s.policy_file, policy="fgd", min_runtime_s=0, interval_s=0.2)
+        pol = settings.load_policy(
+            s.policy_file,
+            policy="fgd",
+            min_runtime_s=0,
+            interval_s=0.2,
+            worker_tolerations=s.worker_tolerations,
+        )
         # A quick CR relist by default (serve: 30 s); status follows the store poll anyway
         # (test_status_follows.py runs with a long relist to show it).
         task = watcher.leader_task(database.session, resync_s=resync_s)

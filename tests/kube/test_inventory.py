@@ -4,11 +4,12 @@ foreign usage subtracted; the watch resumes, and relists on 410 Gone."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
 from scheduler.backends.kubernetes import KubernetesBackend, inventory
-from scheduler.model import Node
+from scheduler.model import Node, Taint
 
 from .conftest import eventually, node, pod
 from .fakeapi import FakeKube
@@ -23,7 +24,11 @@ def names_of(b: KubernetesBackend) -> list[str]:
 def test_gpu_nodes_appear_in_the_inventory(kube: FakeKube, make_backend: Make) -> None:
     kube.put("nodes", node("n1"))
     b = make_backend()
-    assert b.nodes() == [Node("n1", 64000, 512 * 1024, 8, "NVIDIA-A100-SXM4-80GB", 81920)]
+    (n1,) = b.nodes()
+    assert replace(n1, labels={}) == Node(
+        "n1", 64000, 512 * 1024, 8, "NVIDIA-A100-SXM4-80GB", 81920
+    )
+    assert n1.labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
     kube.put("nodes", node("n2", gpus=4, product="NVIDIA-H100-80GB-HBM3", cpu="7800m"))
     n2 = eventually(lambda: next((n for n in b.nodes() if n.name == "n2"), None))
     assert (n2.gpu_count, n2.gpu_model, n2.cpu_milli) == (4, "NVIDIA-H100-80GB-HBM3", 7800)
@@ -36,16 +41,6 @@ def test_gpu_nodes_appear_in_the_inventory(kube: FakeKube, make_backend: Make) -
     [
         pytest.param(node("n2", ready=False), "NotReady", id="not-ready"),
         pytest.param(node("n2", unschedulable=True), "cordoned", id="cordoned"),
-        pytest.param(
-            node("n2", taints=[{"key": "maint", "effect": "NoSchedule"}]),
-            "taint maint=:NoSchedule",
-            id="no-schedule-taint",
-        ),
-        pytest.param(
-            node("n2", taints=[{"key": "x", "value": "y", "effect": "NoExecute"}]),
-            "taint x=y:NoExecute",
-            id="no-execute-taint",
-        ),
     ],
 )
 def test_unusable_nodes_are_excluded(
@@ -79,13 +74,19 @@ def test_node_going_not_ready_is_excluded_then_back(kube: FakeKube, make_backend
     eventually(lambda: names_of(b) == ["n1"])
 
 
-def test_tolerated_taints_and_prefer_no_schedule_keep_the_node(
-    kube: FakeKube, make_backend: Make
-) -> None:
+def test_tainted_nodes_are_offered_with_their_taints(kube: FakeKube, make_backend: Make) -> None:
+    """Placement judges taints against each job's tolerations (issue 24 item 1): a
+    tainted node is not excluded, it carries its taints (not the kubelet's own kinds)."""
     kube.put("nodes", node("n1", taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]))
     kube.put("nodes", node("n2", taints=[{"key": "soft", "effect": "PreferNoSchedule"}]))
-    b = make_backend(tolerations=({"key": "nvidia.com/gpu", "operator": "Exists"},))
-    assert names_of(b) == ["n1", "n2"]
+    kube.put("nodes", node("n3", taints=[{"key": "x", "value": "y", "effect": "NoExecute"}]))
+    b = make_backend()
+    assert {n.name: n.taints for n in b.nodes()} == {
+        "n1": (Taint("nvidia.com/gpu", "", "NoSchedule"),),
+        "n2": (Taint("soft", "", "PreferNoSchedule"),),
+        "n3": (Taint("x", "y", "NoExecute"),),
+    }
+    assert b.excluded_nodes() == {}
 
 
 def test_foreign_pods_usage_is_subtracted(kube: FakeKube, make_backend: Make) -> None:
@@ -139,24 +140,24 @@ def test_time_sliced_and_oversubscribed_nodes_are_excluded_with_the_reason() -> 
     sliced["metadata"]["labels"].update(
         {"nvidia.com/gpu.count": "4", "nvidia.com/gpu.replicas": "4"}
     )
-    why = inventory.unschedulable_reason(sliced, ())
+    why = inventory.unschedulable_reason(sliced)
     assert why is not None and "time-sliced" in why and "replicas=4" in why
     renamed = node("odd", gpus=8)
     renamed["metadata"]["labels"]["nvidia.com/gpu.count"] = "2"
-    assert "advertised on 2 GPUs" in (inventory.unschedulable_reason(renamed, ()) or "")
+    assert "advertised on 2 GPUs" in (inventory.unschedulable_reason(renamed) or "")
     # MIG single: each slice is a device of its own model and memory; counted as such.
     mig = node("mig", gpus=14, product="NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", gpu_memory=9856)
     mig["metadata"]["labels"].update(
         {"nvidia.com/gpu.count": "2", "nvidia.com/mig.strategy": "single"}
     )
-    assert inventory.unschedulable_reason(mig, ()) is None
+    assert inventory.unschedulable_reason(mig) is None
     n = inventory.to_node(mig)
     assert (n.gpu_count, n.gpu_model, n.gpu_memory_mib) == (
         14,
         "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb",
         9856,
     )
-    assert inventory.schedulable_nodes([sliced, renamed, mig], [], ()) == [n]
+    assert inventory.schedulable_nodes([sliced, renamed, mig], []) == [n]
 
 
 def test_reservation_pods_cpu_and_memory_are_counted(kube: FakeKube, make_backend: Make) -> None:

@@ -6,6 +6,7 @@ enforces, with no reservation pod; time-slicing stays excluded."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -35,14 +36,14 @@ def mps_node(name: str, cards: int = 2, replicas: int = 4) -> dict[str, object]:
 
 def test_an_mps_node_is_its_cards_in_enforced_slices() -> None:
     n = inventory.to_node(mps_node("m"))
-    assert inventory.unschedulable_reason(mps_node("m"), ()) is None
-    assert n == Node("m", 64000, 512 * 1024, 2, "NVIDIA-A100-SXM4-80GB", 81920,
-                     Enforcement.MPS, 4)  # fmt: skip
+    assert inventory.unschedulable_reason(mps_node("m")) is None
+    assert replace(n, labels={}) == Node("m", 64000, 512 * 1024, 2, "NVIDIA-A100-SXM4-80GB",
+                                         81920, Enforcement.MPS, 4)  # fmt: skip
     # A foreign pod's replica may sit on either card: one card fewer is offered.
     assert inventory.to_node(mps_node("m"), (0, 0, 1)).gpu_count == 1
     time_sliced = mps_node("t")
     time_sliced["metadata"]["labels"]["nvidia.com/gpu.sharing-strategy"] = "time-slicing"  # type: ignore[index]
-    assert "time-sliced" in (inventory.unschedulable_reason(time_sliced, ()) or "")
+    assert "time-sliced" in (inventory.unschedulable_reason(time_sliced) or "")
 
 
 def test_a_fraction_on_an_mps_node_is_one_replica_without_a_reservation(

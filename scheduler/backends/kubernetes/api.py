@@ -39,6 +39,9 @@ _RESOURCES: dict[str, tuple[str, str, bool]] = {
     "configmaps": ("CoreV1Api", "config_map", True),
     "events": ("CoreV1Api", "event", True),
     "leases": ("CoordinationV1Api", "lease", True),
+    "persistentvolumeclaims": ("CoreV1Api", "persistent_volume_claim", True),
+    "persistentvolumes": ("CoreV1Api", "persistent_volume", False),
+    "storageclasses": ("StorageV1Api", "storage_class", False),
 }
 
 

@@ -30,11 +30,13 @@ from scheduler.backends.kubernetes import (
     podindex,
     shares,
     status,
+    volumes,
 )
 from scheduler.backends.kubernetes.api import STRATEGIC_PATCH, ApiError, Kube, Unavailable
 from scheduler.backends.kubernetes.config import KubeConfig, api_client
 from scheduler.backends.kubernetes.reflector import Reflector
 from scheduler.model import JobRequest, Node, RunningJob, WorkerPlacement
+from scheduler.placement import eligible
 from scheduler.spec import Framework
 
 log = logging.getLogger(__name__)
@@ -69,6 +71,7 @@ class KubernetesBackend:
         self.pod_cache = Reflector(self.kube, "pods", listener=self.index)
         self.events = events.Recorder(self.kube.fork(), self.config.event_component)
         self.reservations = shares.Reservations(self.kube, self.config, self.events)
+        self.volumes = volumes.VolumeRules(self.kube)  # foreign pods' claims, as node rules
         self.is_leader = is_leader
         self.last_error: str | None = None
         self._lock = threading.RLock()  # launch/stop/reconcile never interleave
@@ -150,7 +153,7 @@ class KubernetesBackend:
             if hit is not None and hit[0] is n and hit[1] == u:
                 memo[name] = hit
                 continue
-            ok = inventory.unschedulable_reason(n, self.config.tolerations) is None
+            ok = inventory.unschedulable_reason(n) is None
             memo[name] = (n, u, inventory.to_node(n, u) if ok else None)
         self._node_memo = memo
         # A reservation found no GPU there: no fractions, whole GPUs still (issue 24).
@@ -179,7 +182,7 @@ class KubernetesBackend:
         no_gpu = self.reservations.excluded()
         for n in self.node_cache.items():
             name = n["metadata"]["name"]
-            reason = inventory.unschedulable_reason(n, self.config.tolerations) or no_gpu.get(name)
+            reason = inventory.unschedulable_reason(n) or no_gpu.get(name)
             if reason:
                 out[name] = reason
         return out
@@ -299,7 +302,9 @@ class KubernetesBackend:
         with self._flight_lock:
             flying = set(self._flight)
         return [
-            f
+            replace(f, rules=eligible.also(f.rules, self.volumes.rules(f.namespace, f.claims)))
+            if f.claims
+            else f
             for key, f in self.index.foreign_pending()
             if (allowed is None or f.namespace in allowed)
             and key not in flying

@@ -1,7 +1,7 @@
 """Node inventory: Kubernetes Node and Pod objects in, `scheduler.model.Node`s out (pure).
 
-A node is offered to Shoal when it is Ready, not cordoned, and every NoSchedule /
-NoExecute taint on it is tolerated by the configured tolerations. Its capacity is the
+A node is offered to Shoal when it is Ready and not cordoned, with its labels and taints
+(placement honours a job's node selector, affinity and tolerations). Its capacity is the
 allocatable CPU, memory and `nvidia.com/gpu`, less what pods Shoal did not place request
 (non-terminal pods bound to it): Shoal's own pods are accounted by the scheduler loop from
 its placements, so subtracting them here would count them twice. GPU model and memory
@@ -10,14 +10,14 @@ come from GPU Feature Discovery labels; `shoal.dev/gpu-model` on a node override
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
 from kubernetes.utils import quantity
 
 from scheduler.backends.kubernetes import names
-from scheduler.model import Enforcement, Node
+from scheduler.model import Enforcement, Node, Taint
 
 Obj = dict[str, Any]
 GPU = "nvidia.com/gpu"
@@ -46,24 +46,12 @@ def is_ready(node: Obj) -> bool:
     return False
 
 
-def _tolerates(tol: Mapping[str, str], taint: Mapping[str, str]) -> bool:
-    if tol.get("effect") and tol.get("effect") != taint.get("effect"):
-        return False
-    if tol.get("operator") == "Exists":
-        return not tol.get("key") or tol.get("key") == taint.get("key")
-    return tol.get("key") == taint.get("key") and tol.get("value", "") == taint.get("value", "")
-
-
-def unschedulable_reason(node: Obj, tolerations: Sequence[Mapping[str, str]]) -> str | None:
-    """Why Shoal may not place on `node`, or None."""
+def unschedulable_reason(node: Obj) -> str | None:
+    """Why Shoal may not place on `node`, or None. A taint is no such reason: the node
+    is offered with its taints, to the jobs and pods that tolerate them."""
     spec = node.get("spec") or {}
     if spec.get("unschedulable"):
         return "cordoned"
-    for taint in spec.get("taints") or []:
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(
-            _tolerates(t, taint) for t in tolerations
-        ):
-            return f"taint {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')}"
     if not is_ready(node):
         return "NotReady"
     return sharing_reason(node)
@@ -225,17 +213,21 @@ def to_node(node: Obj, used: tuple[int, int, int] = (0, 0, 0)) -> Node:
         gpu_memory_mib=gpu_mem,
         enforcement=Enforcement.MPS if slices else Enforcement.ADVISORY,
         slices=slices,
+        labels=dict(labels),
+        taints=tuple(
+            Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", "")))
+            for t in (node.get("spec") or {}).get("taints") or []
+            if t.get("effect") in ("NoSchedule", "NoExecute", "PreferNoSchedule")
+        ),
     )
 
 
-def schedulable_nodes(
-    nodes: Iterable[Obj], pods: Iterable[Obj], tolerations: Sequence[Mapping[str, str]]
-) -> list[Node]:
+def schedulable_nodes(nodes: Iterable[Obj], pods: Iterable[Obj]) -> list[Node]:
     used = foreign_usage(pods)
     out = [
         to_node(n, used.get(n["metadata"]["name"], (0, 0, 0)))
         for n in nodes
-        if unschedulable_reason(n, tolerations) is None
+        if unschedulable_reason(n) is None
     ]
     return sorted(out, key=lambda n: n.name)
 

@@ -140,8 +140,18 @@ def worker_pod(
         "containers": [container],
         "volumes": volumes,
     }
-    if config.tolerations:
-        pod_spec["tolerations"] = [dict(t) for t in config.tolerations]
+    # Where it may run, as placement judged it: the kubelet checks the same fields.
+    own = [
+        t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in spec.tolerations or []
+    ]
+    if tolerations := [dict(t) for t in config.tolerations] + own:
+        pod_spec["tolerations"] = tolerations
+    if spec.node_selector:
+        pod_spec["nodeSelector"] = dict(spec.node_selector)
+    if spec.affinity is not None:
+        pod_spec["affinity"] = spec.affinity.model_dump(
+            mode="json", by_alias=True, exclude_none=True
+        )
     if priority_class := spec.priority_class_name or config.priority_class:
         pod_spec["priorityClassName"] = priority_class
     if config.service_account:

@@ -221,6 +221,11 @@ class KubeRuntime:
     def bind_foreign(self, job_id: str, placement: WorkerPlacement) -> None:
         self.backend.bind_foreign(job_id, placement)
 
+    def note_pending(self, job_id: str, message: str) -> None:
+        # The loop says why a foreign pod waits (PodScheduled=False, FailedScheduling);
+        # before this it was dropped here under `shoal serve` (issue 26).
+        self.backend.note_pending(job_id, message)
+
     def close(self) -> None:
         """Stop the leader tasks, the backend's caches, then give up the Lease."""
         self._stop.set()

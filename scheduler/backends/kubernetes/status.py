@@ -13,8 +13,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduler.backends.base import WorkerState, WorkerStatus
-from scheduler.backends.kubernetes import inventory, names
-from scheduler.model import JobRequest, RunningJob, WorkerPlacement
+from scheduler.backends.kubernetes import inventory, names, volumes
+from scheduler.model import JobRequest, NodeRules, RunningJob, WorkerPlacement
+from scheduler.placement import eligible
 from scheduler.spec import parse_memory_mib
 
 Obj = dict[str, Any]
@@ -65,6 +66,10 @@ class ForeignPod:
     gpu_memory_mib: int | None = None
     cpu_milli: int = 0
     memory_mib: int = 0
+    # Its nodeSelector, node affinity and tolerations (and why it cannot be placed at
+    # all: a DRA claim); the node affinity of its volumes is added by `volumes`.
+    rules: NodeRules | None = None
+    claims: tuple[str, ...] = ()  # the PersistentVolumeClaims it mounts
 
     @property
     def job_id(self) -> str:
@@ -82,6 +87,7 @@ class ForeignPod:
             memory_mib=self.memory_mib,
             priority=priority,
             submitted_at=submitted_at,
+            nodes=self.rules,
         )
 
 
@@ -281,6 +287,13 @@ def foreign_pod(pod: Obj, scheduler_name: str) -> ForeignPod | None:
         gpu_memory_mib=gpu_mem,
         cpu_milli=cpu,
         memory_mib=mem,
+        rules=eligible.rules(
+            spec.get("nodeSelector"),
+            spec.get("affinity"),
+            spec.get("tolerations"),
+            blocked=volumes.unsupported_claims(spec),
+        ),
+        claims=volumes.volume_claims(pod),
     )
 
 
