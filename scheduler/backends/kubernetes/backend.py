@@ -28,9 +28,9 @@ from scheduler.backends.kubernetes import (
     manifests,
     names,
     podindex,
+    podrules,
     shares,
     status,
-    volumes,
 )
 from scheduler.backends.kubernetes.api import STRATEGIC_PATCH, ApiError, Kube, Unavailable
 from scheduler.backends.kubernetes.config import KubeConfig, api_client
@@ -71,7 +71,7 @@ class KubernetesBackend:
         self.pod_cache = Reflector(self.kube, "pods", listener=self.index)
         self.events = events.Recorder(self.kube.fork(), self.config.event_component)
         self.reservations = shares.Reservations(self.kube, self.config, self.events)
-        self.volumes = volumes.VolumeRules(self.kube)  # foreign pods' claims, as node rules
+        self.volumes = podrules.VolumeRules(self.kube)  # foreign pods' claims, as node rules
         self.is_leader = is_leader
         self.last_error: str | None = None
         self._lock = threading.RLock()  # launch/stop/reconcile never interleave
