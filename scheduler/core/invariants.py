@@ -152,7 +152,9 @@ def _queues(snapshot: m.Snapshot, nodes: dict[str, m.Node]) -> list[m.Violation]
     out: list[m.Violation] = []
     tree = accounting.QueueTree.build(snapshot.queues)
     for run in snapshot.running:
-        if run.job.queue not in tree.queues:
+        # A stopping entry in no queue holds room for the cluster, not for a job (on
+        # Kubernetes: a GPU reservation pod still going away); no queue is charged.
+        if run.job.queue not in tree.queues and not (run.stopping and not run.job.queue):
             out.append(
                 m.Violation(
                     "unknown-queue",

@@ -202,7 +202,8 @@ class KubernetesBackend:
             replica = {p.worker: self._mps_replicas(p.node) > 0 for p in req.placements}
             for p in req.placements:
                 if manifests.is_fractional(p) and not replica[p.worker]:
-                    self.reservations.ensure(p.node, p.gpus[0])
+                    share = f"{ns}/{names.pod_name(stem, req.attempt, p.worker)}"
+                    self.reservations.ensure(p.node, p.gpus[0], share)
             pods = [
                 self._ensure(
                     "pods",
@@ -346,7 +347,9 @@ class KubernetesBackend:
             if manifests.is_fractional(placement):
                 ann[names.GPU_FRACTION] = f"{placement.fraction:.4f}"
                 ann[names.ENFORCEMENT] = str(base.Enforcement.ADVISORY)
-                res = self.reservations.ensure(placement.node, placement.gpus[0])
+                res = self.reservations.ensure(
+                    placement.node, placement.gpus[0], f"{pod.namespace}/{pod.name}"
+                )
                 patch["metadata"]["labels"] = {names.RESERVATION: res["metadata"]["name"]}
             updated = self.kube.patch("pods", pod.name, patch, pod.namespace)
             return self._bind_if_ready(updated)
@@ -358,7 +361,9 @@ class KubernetesBackend:
 
     def foreign_running(self) -> Sequence[RunningJob]:
         """Adopted foreign pods, and those whose binding is in flight (at the placement
-        the loop chose: their GPUs are taken from the moment of the decision)."""
+        the loop chose: their GPUs are taken from the moment of the decision); and the
+        GPUs reservation pods hold beyond their shares until they are gone (`holds`)."""
+        held = self.reservations.holds(self.index.reservation_users(), self.index.share_of)
         with self._flight_lock:
             unsettled = {key: fp.uid for key, (fp, _) in self._flight.items()}
             running, settled = self.index.adopted(unsettled)
@@ -369,7 +374,7 @@ class KubernetesBackend:
                 for key, (fp, p) in self._flight.items()
                 if key not in settled
             ]
-        return sorted([*running, *flying], key=lambda r: r.job.id)
+        return sorted([*running, *flying, *held], key=lambda r: r.job.id)
 
     def note_pending(self, job_id: str, message: str) -> None:
         """Say why a foreign pod waits, as kube-scheduler does: `PodScheduled=False`

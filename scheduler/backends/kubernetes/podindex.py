@@ -37,6 +37,8 @@ class _Entry:
     worker: tuple[Obj, WorkerStatus] | None = None
     reservation: Obj | None = None
     foreign_job: str | None = None  # the job id of a foreign pod, pending or adopted
+    share_of: str | None = None  # the GPU reservation a share runs (or ran) on
+    finished: bool = False
 
 
 def _entry(pod: Obj, scheduler_name: str) -> _Entry:
@@ -63,6 +65,8 @@ def _entry(pod: Obj, scheduler_name: str) -> _Entry:
             foreign_job=foreign.job_id
             if foreign is not None
             else (job if status.is_worker(pod) and not names.is_managed(pod) else None),
+            share_of=names.labels_of(pod).get(names.RESERVATION),
+            finished=(pod.get("status") or {}).get("phase") in inventory.TERMINAL,
         )
     except Exception as e:  # a malformed pod must not stop the cache; say which
         log.warning("pod %s/%s not indexed: %s", meta.get("namespace"), meta.get("name"), e)
@@ -79,13 +83,14 @@ class PodIndex:
         self._entries: dict[str, _Entry] = {}
         self._usage: dict[str, Usage] = {}
         self._jobs: dict[str, str] = {}  # foreign pod's job id -> cache key
+        self._users: dict[str, int] = {}  # reservation name -> shares not finished on it
 
     # ---- the reflector's Listener ----
 
     def reset(self, items: Mapping[str, Obj]) -> None:
         entries = {key: _entry(pod, self.scheduler_name) for key, pod in items.items()}
         with self._lock:
-            self._entries, self._usage = entries, {}
+            self._entries, self._usage, self._users = entries, {}, {}
             self._jobs = {e.foreign_job: k for k, e in entries.items() if e.foreign_job}
             for e in entries.values():
                 self._add_usage(e, 1)
@@ -109,6 +114,12 @@ class PodIndex:
             self.on_new_work()
 
     def _add_usage(self, e: _Entry, sign: int) -> None:
+        if e.share_of and not e.finished:
+            users = self._users.get(e.share_of, 0) + sign
+            if users > 0:
+                self._users[e.share_of] = users
+            else:
+                self._users.pop(e.share_of, None)
         if e.usage is None:
             return
         node, (c, m, g) = e.usage
@@ -164,3 +175,18 @@ class PodIndex:
     def reservation_pods(self) -> list[Obj]:
         with self._lock:
             return [e.reservation for e in self._entries.values() if e.reservation is not None]
+
+    def share_of(self, key: str) -> str | None:
+        """The GPU reservation the cached pod `key` runs (or ran) on as a share, or None."""
+        with self._lock:
+            e = self._entries.get(key)
+            return e.share_of if e is not None else None
+
+    def reservation_users(self) -> list[tuple[Obj, int]]:
+        """(GPU reservation pod, how many shares not yet finished run on it), read together."""
+        with self._lock:
+            return [
+                (e.reservation, self._users.get(e.reservation["metadata"]["name"], 0))
+                for e in self._entries.values()
+                if e.reservation is not None
+            ]

@@ -13,11 +13,13 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
-from scheduler.backends.kubernetes import events, inventory, manifests, names, reserve
+from scheduler.backends.kubernetes import events, holds, inventory, manifests, names, reserve
 from scheduler.backends.kubernetes.api import ApiError, Kube, Unavailable
 from scheduler.backends.kubernetes.config import KubeConfig
+from scheduler.model import RunningJob
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -53,6 +55,9 @@ class Reservations:
         self.kube, self.config, self.events = kube, config, recorder
         # node -> (why sharing cannot work there, until when (monotonic) it is excluded)
         self._no_gpu: dict[str, tuple[str, float]] = {}
+        # A share on its way, not yet in the pod cache: its pod's cache key ->
+        # (its reservation, since when (monotonic)); that reservation is not idle (`holds`).
+        self._claims: dict[str, tuple[str, float]] = {}
 
     def excluded(self) -> dict[str, str]:
         """Nodes where a reservation found no GPU, and why (until `sharing_retry_s`):
@@ -61,10 +66,27 @@ class Reservations:
         self._no_gpu = {n: v for n, v in self._no_gpu.items() if v[1] > now}
         return {n: why for n, (why, _) in self._no_gpu.items()}
 
-    def ensure(self, node: str, gpu: int) -> Obj:
-        """The reservation pod for (node, gpu), created and bound if need be."""
+    def holds(
+        self, reservations: list[tuple[Obj, int]], share_of: Callable[[str], str | None]
+    ) -> list[RunningJob]:
+        """The GPUs reservation pods hold beyond their shares (`holds.holds`), from
+        (pod, shares not finished on it). A claim ends once the cache shows its share
+        (`share_of`: a cached pod's reservation), or after `holds.CLAIM_S`."""
+        now = time.monotonic()
+        self._claims = {
+            k: (res, t)
+            for k, (res, t) in self._claims.items()
+            if share_of(k) != res and now - t < holds.CLAIM_S
+        }
+        return holds.holds(reservations, {res: t for res, t in self._claims.values()})
+
+    def ensure(self, node: str, gpu: int, share: str | None = None) -> Obj:
+        """The reservation pod for (node, gpu), created and bound if need be. `share`:
+        the cache key of the share pod on its way to it (it is not idle: `holds`)."""
         body = manifests.reservation_pod(node, gpu, self.config)
         name, ns = body["metadata"]["name"], self.config.reservation_namespace
+        if share is not None:
+            self._claims[share] = (name, time.monotonic())
         try:
             pod = self.kube.create("pods", body, ns)
         except ApiError as e:
