@@ -3,10 +3,10 @@ the nodes' labels and taints, as kube-scheduler's NodeAffinity and TaintTolerati
 plugins judge them (the kubelet refuses a pod bound against them).
 
 `tiers` is what `gang.place_gang` asks: None when every node will do (the hot path: no
-rules, no taints), else the allowed nodes grouped by preference, best first. Preferred
-terms rank before the packing policy does: a job goes to the most preferred nodes where
-it fits, and only when it fits on none of them to the next (a `PreferNoSchedule` taint it
-does not tolerate ranks a node below the others of its preference).
+rules, no taints), else the allowed nodes by preference. Preferred terms rank before the
+packing policy does: a job goes to the most preferred nodes if it fits there, else to
+those and the next level together, and so on (a `PreferNoSchedule` taint it does not
+tolerate ranks a node below the others of its preference).
 
 `rules` reads the Kubernetes shapes (a pod spec's `nodeSelector`, `affinity`,
 `tolerations`; the job spec's fields of the same names) into `model.NodeRules`.
@@ -89,7 +89,8 @@ def rank(rules: m.NodeRules | None, node: m.Node) -> tuple[int, int]:
 
 
 def tiers(state: ClusterState, job: m.JobRequest) -> list[frozenset[int]] | None:
-    """The node indices the job may use, best preferred first; None: any node (no rules
+    """The node indices the job may use, as growing sets: the most preferred nodes, then
+    those and the next level, ..., the last all allowed nodes; None: any node (no rules
     and no taints anywhere). Kept for the state's life (its nodes do not change)."""
     rules = job.nodes
     if rules is None and not _tainted(state):
@@ -101,7 +102,13 @@ def tiers(state: ClusterState, job: m.JobRequest) -> list[frozenset[int]] | None
         for i, node in enumerate(state.nodes):
             if refusal(rules, node) is None:
                 ranked.setdefault(rank(rules, node), set()).add(i)
-        hit = state.cache[key] = [frozenset(ranked[r]) for r in sorted(ranked, reverse=True)]
+        # Each tier adds the next preference level to the ones above it: a gang that
+        # fits only across levels still runs, on the most preferred nodes it can.
+        hit, seen = [], frozenset[int]()
+        for r in sorted(ranked, reverse=True):
+            seen = seen | ranked[r]
+            hit.append(seen)
+        state.cache[key] = hit
     assert isinstance(hit, list)
     return hit
 

@@ -108,7 +108,7 @@ def place_gang(
             return m.PendingReason(
                 m.ReasonCode.NODE_RULES, eligible.summary(job.nodes, state.nodes), {}
             )
-        return failure.explain(state, job, frozenset().union(*tiers) if tiers else None)
+        return failure.explain(state, job, tiers[-1] if tiers else None)
     state.handed_out(placed, job.cpu_milli, job.memory_mib)
     return placed
 

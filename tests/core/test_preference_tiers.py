@@ -1,18 +1,13 @@
 """Preferred node affinity and PreferNoSchedule taints rank nodes; they never keep a job
 out (issue 24 item 1). A gang goes to its most preferred nodes where it fits whole; when
-it fits only with less preferred nodes too, it must still be placed.
-
-KNOWN BUG (strict xfail, in `scheduler.placement.gang.place_gang`, owned elsewhere): the
-preference tiers are tried one at a time, never together, so a gang that fits only
-across tiers waits, with a `Fragmentation` reason that says the largest node holds one
-worker. A PreferNoSchedule taint on one node is enough to keep a two-node job with no
-rules at all from ever running. Remove the marks when the tiers accumulate."""
+it fits only with less preferred nodes too, it must still be placed (the tiers were
+once tried one at a time: such a gang waited, and one PreferNoSchedule taint kept a
+two-node job with no rules from ever running)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-import pytest
 from support.builders import job, node, queue, snapshot
 
 from scheduler import model as m
@@ -23,7 +18,6 @@ FAST = dataclasses.replace(node("fast", 8), labels={"pool": "fast"})
 SLOW = dataclasses.replace(node("slow", 8), labels={"pool": "slow"})
 PREFER_FAST = m.NodeRules(preferred=((10, (m.Requirement("pool", "In", ("fast",)),)),))
 SPOT = dataclasses.replace(node("spot", 8), taints=(m.Taint("spot", "", "PreferNoSchedule"),))
-BUG = pytest.mark.xfail(strict=True, reason="preference tiers are tried one at a time")
 
 
 def _nodes(nodes: list[m.Node], j: m.JobRequest) -> set[str]:
@@ -36,13 +30,11 @@ def test_a_gang_that_fits_the_preferred_nodes_goes_there() -> None:
     assert _nodes([SLOW, FAST], j) == {"fast"}
 
 
-@BUG
 def test_a_gang_spills_from_the_preferred_nodes_to_the_others() -> None:
     j = dataclasses.replace(job("j", "q").gpu(8).workers(2).obj(), nodes=PREFER_FAST)
     assert _nodes([SLOW, FAST], j) == {"fast", "slow"}
 
 
-@BUG
 def test_a_prefer_no_schedule_taint_does_not_split_a_gang_off_a_node() -> None:
     j = job("j", "q").gpu(8).workers(2).obj()  # no rules at all
     assert _nodes([node("plain", 8), SPOT], j) == {"plain", "spot"}
