@@ -1,11 +1,15 @@
-"""What a foreign pod's volumes and device claims say about where it may run.
+"""What a foreign pod's volumes, device claims and pod-level constraints say about
+where it may run (its nodeSelector, node affinity and tolerations are read as they are by
+`placement.eligible.rules`).
 
 A bound PersistentVolumeClaim's volume may be reachable from some nodes only (a local
 disk, a zonal volume): its PersistentVolume's `nodeAffinity` becomes a required term of
 the pod's `NodeRules`. What Shoal cannot place, it says so and leaves the pod pending
 (`NodeRules.blocked`): a claim that is missing or not bound yet (a WaitForFirstConsumer
 claim is bound by kube-scheduler's volume binding when it schedules the pod, which Shoal
-does not do) and DRA ResourceClaims (Shoal does not allocate devices yet).
+does not do), DRA ResourceClaims (Shoal does not allocate devices yet), and required
+inter-pod affinity or hard topology spread (Shoal places each foreign pod alone; their
+preferred forms are only preferences and are ignored).
 
 Claims are read on demand (a foreign pod with volumes is rare next to the pods it
 schedules) and the answer kept for a while: long once bound (a volume's node affinity
@@ -27,15 +31,32 @@ BOUND_TTL_S = 300.0
 PENDING_TTL_S = 5.0
 
 
-def unsupported_claims(spec: Obj) -> str:
-    """Why a pod with DRA ResourceClaims cannot be bound by Shoal ('' without any)."""
+def unsupported(spec: Obj) -> str:
+    """Why Shoal cannot bind a pod with this spec as its author meant ('' when it can)."""
     claims = [str(c.get("name", "")) for c in spec.get("resourceClaims") or []]
-    if not claims:
-        return ""
-    return (
-        f"uses ResourceClaim(s) {', '.join(claims)}: Shoal does not allocate DRA devices "
-        "yet, so it cannot bind this pod (the kubelet would not start it)"
-    )
+    if claims:
+        return (
+            f"uses ResourceClaim(s) {', '.join(claims)}: Shoal does not allocate DRA devices "
+            "yet, so it cannot bind this pod (the kubelet would not start it)"
+        )
+    affinity = spec.get("affinity") or {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if (affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
+            return (
+                f"has a required {kind}: Shoal does not place pods by other pods' labels; "
+                "use the preferred form or let kube-scheduler schedule this pod"
+            )
+    hard = [
+        c
+        for c in spec.get("topologySpreadConstraints") or []
+        if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
+    ]
+    if hard:
+        return (
+            "has topologySpreadConstraints with whenUnsatisfiable: DoNotSchedule, which "
+            "Shoal does not evaluate; use ScheduleAnyway or let kube-scheduler schedule it"
+        )
+    return ""
 
 
 def volume_claims(pod: Obj) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduler.backends.base import WorkerState, WorkerStatus
-from scheduler.backends.kubernetes import inventory, names, volumes
+from scheduler.backends.kubernetes import inventory, names, podrules
 from scheduler.model import JobRequest, NodeRules, RunningJob, WorkerPlacement
 from scheduler.placement import eligible
 from scheduler.spec import parse_memory_mib
@@ -67,7 +67,7 @@ class ForeignPod:
     cpu_milli: int = 0
     memory_mib: int = 0
     # Its nodeSelector, node affinity and tolerations (and why it cannot be placed at
-    # all: a DRA claim); the node affinity of its volumes is added by `volumes`.
+    # all: `podrules.unsupported`); its volumes' node affinity is added by `VolumeRules`.
     rules: NodeRules | None = None
     claims: tuple[str, ...] = ()  # the PersistentVolumeClaims it mounts
 
@@ -291,9 +291,9 @@ def foreign_pod(pod: Obj, scheduler_name: str) -> ForeignPod | None:
             spec.get("nodeSelector"),
             spec.get("affinity"),
             spec.get("tolerations"),
-            blocked=volumes.unsupported_claims(spec),
+            blocked=podrules.unsupported(spec),
         ),
-        claims=volumes.volume_claims(pod),
+        claims=podrules.volume_claims(pod),
     )
 
 
