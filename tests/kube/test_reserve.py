@@ -148,3 +148,5 @@ def test_the_reservation_pod_spec() -> None:
     )
     bare = manifests.reservation_pod("n1", 3, KubeConfig(namespace=NS))["spec"]
     assert "imagePullSecrets" not in bare and "priorityClassName" not in bare
+    # It goes where a share's job went, past any taint that job tolerated (issue 24 item 1).
+    assert bare["tolerations"] == [{"operator": "Exists"}]

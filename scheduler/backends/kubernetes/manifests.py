@@ -118,8 +118,9 @@ def worker_pod(
 ) -> Obj:
     """One worker. Whole GPUs: `nvidia.com/gpu: N` (the device plugin then picks and
     exposes them). A fraction: no GPU request; NVIDIA_VISIBLE_DEVICES comes from the
-    pod's `shoal.dev/gpu-uuid` annotation, which Shoal sets from the reservation pod
-    before it binds the worker (the kubelet resolves it when the container starts). A
+    pod's `shoal.dev/gpu-device` annotation (the reservation's UUID, or its CDI name),
+    which Shoal sets before it binds the worker (the kubelet resolves it when the
+    container starts; the NVIDIA runtime, `config.runtime_class`, reads it). A
     fraction on a node that shares GPUs by MPS (`replica`): `nvidia.com/gpu: 1`, one
     replica, which the device plugin picks, exposes and enforces."""
     spec = req.spec
@@ -154,6 +155,8 @@ def worker_pod(
         )
     if priority_class := spec.priority_class_name or config.priority_class:
         pod_spec["priorityClassName"] = priority_class
+    if config.runtime_class:  # the NVIDIA runtime, where it is not the default
+        pod_spec["runtimeClassName"] = config.runtime_class
     if config.service_account:
         pod_spec["serviceAccountName"] = config.service_account
     else:  # the namespace's default account: its token is of no use to a worker
@@ -200,7 +203,7 @@ def _worker_env(
             {
                 "name": "NVIDIA_VISIBLE_DEVICES",
                 "valueFrom": {
-                    "fieldRef": {"fieldPath": f"metadata.annotations['{names.GPU_UUID}']"}
+                    "fieldRef": {"fieldPath": f"metadata.annotations['{names.GPU_DEVICE}']"}
                 },
             }
         )
@@ -330,10 +333,11 @@ def reservation_pod(node: str, gpu: int, config: KubeConfig) -> Obj:
         spec["imagePullSecrets"] = [{"name": s} for s in config.reserve_image_pull_secrets]
     if config.reserve_priority_class:
         spec["priorityClassName"] = config.reserve_priority_class
-    if config.reserve_runtime_class:
-        spec["runtimeClassName"] = config.reserve_runtime_class
-    if config.tolerations:
-        spec["tolerations"] = [dict(t) for t in config.tolerations]
+    if runtime_class := config.reservation_runtime_class:
+        spec["runtimeClassName"] = runtime_class
+    # It goes only where a share was placed, whose job tolerated that node's taints: it
+    # tolerates them all, or a NoExecute taint only the job tolerates would evict it.
+    spec["tolerations"] = [{"operator": "Exists"}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
