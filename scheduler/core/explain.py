@@ -7,7 +7,9 @@ preempting, pending with a reason) and the best candidate nodes with why each fa
 (`placement.diagnose`, only here: too costly for every job of a cycle); for a job the
 cycle places, the candidates are the policy's best nodes with the numbers behind its
 choice (`placement.explain_choice`, on the state after the cycle with the job's own
-placement taken back). The result is
+placement taken back). Both judge room only: a candidate node the job's node rules (or
+a taint it does not tolerate) refuse is shown as not fitting, with kube-scheduler's
+words for why. The result is
 plain data: `dataclasses.asdict(explain(...))` is JSON-serialisable.
 """
 
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from scheduler import model as m
 from scheduler import placement
 from scheduler.core import cycle, fairshare
+from scheduler.placement import eligible
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,5 +137,11 @@ def explain(snapshot: m.Snapshot, job_id: str) -> Explanation:
         reason,
         [dataclasses.asdict(p) for p in place.placements] if place else [],
         preempts,
-        candidates,
+        [_allowed(c, job, ctx.nodes.get(c.node)) for c in candidates],
     )
+
+
+def _allowed(c: Candidate, job: m.JobRequest, node: m.Node | None) -> Candidate:
+    """The candidate, or, where the job's node rules refuse its node, that refusal."""
+    why = eligible.refusal(job.nodes, node) if node is not None else None
+    return c if why is None else Candidate(c.node, False, f"node rules: {why}")

@@ -110,6 +110,12 @@ def test_a_selector_no_node_matches_stays_pending_with_the_reason(
     explained = client.get(f"{J}/{jid}/explain", headers=ADMIN).json()
     assert explained["reason"]["code"] == "NodeRules", explained
     assert want in explained["reason"]["message"], explained
+    # its candidates have room, but the rules refuse them: so they say
+    assert {c["node"]: (c["fits"], c["reason"]) for c in explained["candidates"]} == {
+        "train": (False, "node rules: didn't match the node selector"),
+        "serve": (False, "node rules: didn't match the node selector"),
+        "lab": (False, "node rules: had untolerated taint {dedicated=research: NoSchedule}"),
+    }
 
 
 def test_a_tainted_node_takes_only_jobs_that_tolerate_it(client: TestClient, loop: Loop) -> None:
