@@ -60,7 +60,10 @@ def run(
     if alibaba_node_file is not None:
         nodes = alibaba_nodes(alibaba_node_file, node_limit)
     else:
-        nodes = cluster.load_nodes(cluster_file)
+        try:
+            nodes = cluster.load_nodes(cluster_file)
+        except ValueError as e:
+            raise SystemExit(f"{cluster_file}: {e}") from None
     queues = _queues(queues_file)
     gpus = sum(n.gpu_count for n in nodes)
     out.print(

@@ -64,3 +64,16 @@ def test_simulate_refuses_an_unknown_policy_by_name(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "--policy" in result.output and "'best-fit' is not one of" in result.output
     assert "Traceback" not in result.output
+
+
+def test_simulate_names_a_bad_label_or_taint_of_the_cluster_file(tmp_path: Path) -> None:
+    f = tmp_path / "trace.csv"
+    f.write_text("name,queue,submit,duration,workers,gpu\nj0,a,0,600,1,0.5\n")
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text("nodes:\n  - {name: lab, gpus: 8, taints: [{key: k, effect: Never}]}\n")
+    result = runner.invoke(app, ["simulate", str(f), "--cluster", str(nodes)])
+    assert result.exit_code == 1 and result.exception is not None
+    assert str(result.exception) == (
+        f"{nodes}: nodes[0] (lab): taints[0].effect: must be one of NoSchedule, "
+        "PreferNoSchedule, NoExecute, not 'Never'"
+    )
