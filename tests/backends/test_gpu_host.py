@@ -19,7 +19,7 @@ from support.wait import eventually
 from scheduler.backends import base
 from scheduler.backends.local import gpus, host, mps
 from scheduler.backends.local.backend import LocalBackend
-from scheduler.model import Enforcement
+from scheduler.model import Enforcement, Taint
 
 FAKE_MPS = Path(__file__).resolve().parents[1] / "support" / "fake_mps"
 H200 = {"name": "NVIDIA H200", "uuid": "GPU-11111111-2222", "memoryMiB": 143771}
@@ -233,3 +233,22 @@ def test_mps_limits_for_a_fraction() -> None:
     assert mps.worker_env(d, 0.25, 80 * 1024)["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=20480M"
     assert mps.worker_env(d, 0.333, 1000)["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "34"
     assert mps.worker_env(d, 0.001, 1000)["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "1"
+
+
+def test_the_gpus_auto_node_takes_labels_and_taints(nvml: Any, tmp_path: Path) -> None:
+    nvml.configure({"gpus": [H200]})
+    f = tmp_path / "cluster.yaml"
+    f.write_text(
+        "nodes:\n  - {name: lab-box, gpus: auto, labels: {lab: vision},"
+        " taints: [{key: reserved, effect: PreferNoSchedule}]}\n"
+    )
+    b = host.local_backend(tmp_path / "state", cluster_file=str(f), gpus_auto=False, use_mps=False)
+    try:
+        (node,) = b.nodes()
+        assert node.labels == {"kubernetes.io/hostname": "lab-box", "lab": "vision"}
+        assert node.taints == (Taint("reserved", "", "PreferNoSchedule"),)
+    finally:
+        b.close()
+    f.write_text("nodes:\n  - {name: lab-box, gpus: auto, taints: [{key: k, effect: No}]}\n")
+    with pytest.raises(ValueError, match=r"^lab-box \(gpus: auto\): taints\[0\].effect: must"):
+        host.local_backend(tmp_path / "state", cluster_file=str(f), gpus_auto=False)

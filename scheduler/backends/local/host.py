@@ -16,10 +16,13 @@ the host's):
         gpus: auto
         cpu: 60           # what Shoal may hand out, leaving some for the system
         memory: 480Gi
+        labels: {lab: vision}                  # optional, as for a simulated node
+        taints: [{key: reserved, effect: PreferNoSchedule}]
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -29,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.backends.local import gpus, mps, nvml
+from scheduler.backends.local import cluster, gpus, mps, nvml
 from scheduler.backends.local.backend import LocalBackend
 from scheduler.backends.local.users import WorkerUsers
 from scheduler.spec import parse_cpu_milli, parse_memory_mib
@@ -77,12 +80,23 @@ def discover(entry: Mapping[str, Any], environ: Mapping[str, str] | None = None)
         raise gpus.NoGpu(f"no GPU found: {e}") from None
     cpu = entry.get("cpu")
     mem = entry.get("memory")
-    return gpus.discover(
+    name = str(entry.get("name") or socket.gethostname())
+    try:
+        labels = cluster.parse_labels(entry.get("labels"))
+        taints = cluster.parse_taints(entry.get("taints"))
+    except ValueError as exc:
+        raise ValueError(f"{name} (gpus: auto): {exc}") from None
+    found = gpus.discover(
         bindings,
-        host=str(entry.get("name") or socket.gethostname()),
+        host=name,
         cpu_milli=parse_cpu_milli(cpu) if cpu is not None else (os.cpu_count() or 1) * 1000,
         memory_mib=parse_memory_mib(str(mem)) if mem is not None else host_memory_mib(),
     )
+    nodes = tuple(
+        dataclasses.replace(n, labels={cluster.HOSTNAME: n.name, **labels}, taints=taints)
+        for n in found.nodes
+    )
+    return dataclasses.replace(found, nodes=nodes)
 
 
 def local_backend(
