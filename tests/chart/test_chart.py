@@ -296,3 +296,9 @@ def test_worker_restricted_priority_class_and_shm_reach_the_backend_config(rende
     own_user = config("workerRestricted.enabled=true", "workerRestricted.runAsUser=null")
     assert own_user.security_context == restricted_security_context(None)
     assert config("workerShmMiB=0").shm_mib == 0
+    # Issue 24 item 4: the workers' RuntimeClass (reservations' too, unless their own).
+    gpu_runtime = config(
+        "workerRuntimeClassName=nvidia", "reservations.shareCdiKind=nvidia.com/gpu"
+    )
+    assert (gpu_runtime.runtime_class, gpu_runtime.reservation_runtime_class) == ("nvidia",) * 2
+    assert gpu_runtime.share_cdi_kind == "nvidia.com/gpu" and default.runtime_class is None

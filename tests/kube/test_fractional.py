@@ -53,10 +53,11 @@ def test_four_quarter_jobs_share_one_reserved_gpu(kube: FakeKube, make_backend: 
         if p["metadata"]["name"] == RES:
             continue
         assert p["metadata"]["annotations"]["shoal.dev/gpu-uuid"] == UUID
+        assert p["metadata"]["annotations"]["shoal.dev/gpu-device"] == UUID
         assert "nvidia.com/gpu" not in p["spec"]["containers"][0]["resources"]["requests"]
         env = env_of(p)
         assert env["NVIDIA_VISIBLE_DEVICES"] == {
-            "fieldRef": {"fieldPath": "metadata.annotations['shoal.dev/gpu-uuid']"}
+            "fieldRef": {"fieldPath": "metadata.annotations['shoal.dev/gpu-device']"}
         }
         assert (env["SHOAL_GPU_FRACTION"], env["SHOAL_GPU_ENFORCEMENT"]) == ("0.2500", "advisory")
     alloc = eventually(lambda: len(b.allocations()) == 4 and b.allocations())
@@ -154,14 +155,18 @@ def test_reserve_prefers_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     assert reserve.read_gpu_uuid({"NVIDIA_VISIBLE_DEVICES": "GPU-other"}) == UUID
 
 
-def test_shares_get_a_cdi_annotation_when_configured(kube: FakeKube, make_backend: Make) -> None:
+def test_shares_get_the_cdi_device_name_when_configured(kube: FakeKube, make_backend: Make) -> None:
     kube.put("nodes", node("n1"))
-    b = make_backend(share_cdi_kind="nvidia.com/gpu")
+    b = make_backend(share_cdi_kind="runtime.nvidia.com/gpu", runtime_class="nvidia")
     b.launch(job("cdi", gpu=0.5, gpus_of=lambda w: (0,)))
     run_reserve(kube)
     eventually(lambda: kube.obj("pods", "cdi-a0-w0", NS)["spec"].get("nodeName") == "n1")
     ann = kube.obj("pods", "cdi-a0-w0", NS)["metadata"]["annotations"]
-    assert ann["cdi.k8s.io/shoal-gpu"] == f"nvidia.com/gpu={UUID}"
+    # NVIDIA_VISIBLE_DEVICES (from this annotation) names the CDI device, which the NVIDIA
+    # runtime in CDI mode resolves; a pod annotation itself never reaches the runtime.
+    assert ann["shoal.dev/gpu-device"] == f"runtime.nvidia.com/gpu={UUID}"
+    assert not any(k.startswith("cdi.k8s.io/") for k in ann)
+    assert kube.obj("pods", "cdi-a0-w0", NS)["spec"]["runtimeClassName"] == "nvidia"
     assert env_of(kube.obj("pods", "cdi-a0-w0", NS))["PET_NPROC_PER_NODE"] == "1"
 
 

@@ -108,6 +108,9 @@ app.kubernetes.io/component: scheduler
 {{- if .Values.workerPriorityClassName -}}
 {{- $_ := set $opts "workerPriorityClass" .Values.workerPriorityClassName -}}
 {{- end -}}
+{{- if .Values.workerRuntimeClassName -}}
+{{- $_ := set $opts "workerRuntimeClass" .Values.workerRuntimeClassName -}}
+{{- end -}}
 {{- if not (kindIs "invalid" .Values.workerShmMiB) -}}
 {{- $_ := set $opts "workerShmMiB" (int .Values.workerShmMiB) -}}
 {{- end -}}

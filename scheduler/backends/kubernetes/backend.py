@@ -524,9 +524,8 @@ class KubernetesBackend:
             uuid = self.reservations.uuid(names.labels_of(pod).get(names.RESERVATION, ""))
             if not uuid:
                 return False
-            ann_patch = {names.GPU_UUID: uuid}
-            if self.config.share_cdi_kind:  # CDI: the runtime injects the shared device
-                ann_patch[names.CDI_SHARE] = f"{self.config.share_cdi_kind}={uuid}"
+            kind = self.config.share_cdi_kind  # the NVIDIA runtime in CDI mode resolves it
+            ann_patch = {names.GPU_UUID: uuid, names.GPU_DEVICE: f"{kind}={uuid}" if kind else uuid}
             self.kube.patch(
                 "pods",
                 meta["name"],

@@ -7,6 +7,7 @@ host (tests point it at the fake API server).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 import kubernetes
 
 SCHEDULER_NAME = "shoal"
+# A CDI kind, `vendor/class` (tags.cncf.io/container-device-interface/pkg/parser).
+CDI_KIND = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$")
 # Connections kept beyond the binding threads' (see `api_client`).
 POOL_HEADROOM = 16
 
@@ -58,6 +61,13 @@ class KubeConfig:
     # `priorityClassName` wins); None: none, so
     # priority 0 (or the cluster's globalDefault class).
     priority_class: str | None = None
+    # Worker pods' RuntimeClass (the chart's workerRuntimeClassName), and reservation
+    # pods' unless `reserve_runtime_class` names another: the NVIDIA Container Runtime's
+    # class (e.g. "nvidia") where it is not the node's default. A share requests no
+    # `nvidia.com/gpu`: only that runtime hands it its GPU (from NVIDIA_VISIBLE_DEVICES).
+    # None: the node's default runtime, and no sharing on nodes whose device plugin
+    # hands GPUs over by CDI (docs/kubernetes.md, "GPU sharing and the runtime").
+    runtime_class: str | None = None
     # A GPU worker's /dev/shm: a memory-backed emptyDir of this many MiB (NCCL and
     # PyTorch's DataLoader outgrow the runtime's 64 MiB); None: half the worker's memory
     # (tmpfs pages count against its memory limit); 0: none (the runtime's default).
@@ -84,10 +94,11 @@ class KubeConfig:
     # None: all (the chart's rbac.foreignPods=true); else only these, where its RBAC lets
     # it patch and bind pods (rbac.foreignPods=false: the jobs namespace).
     foreign_namespaces: tuple[str, ...] | None = None
-    # Nodes whose runtime takes devices through CDI (the GPU Operator's default) ignore
-    # NVIDIA_VISIBLE_DEVICES: with a CDI kind set (e.g. "nvidia.com/gpu", whose spec must
-    # name devices by UUID), a fractional worker also gets the annotation
-    # `cdi.k8s.io/shoal-gpu: <kind>=<uuid>`, which containerd/CRI-O resolve. None: off.
+    # A CDI kind (e.g. "runtime.nvidia.com/gpu", or "nvidia.com/gpu" where the node's
+    # CDI spec names devices by UUID): a share's NVIDIA_VISIBLE_DEVICES is then the
+    # fully-qualified CDI device name `<kind>=<uuid>`, which the NVIDIA Container Runtime
+    # in CDI mode resolves (its RuntimeClass: `runtime_class`). None: the bare UUID,
+    # which its legacy mode takes, and its CDI mode qualifies with its default kind.
     share_cdi_kind: str | None = None
     finished_ttl_s: float | None = 3600.0  # delete finished jobs' objects after; None: keep
     reservation_grace_s: float = 30.0  # an unshared reservation younger than this stays
@@ -113,9 +124,20 @@ class KubeConfig:
     node_lost_s: float = 300.0
     event_component: str = "shoal-scheduler"
 
+    def __post_init__(self) -> None:
+        if self.share_cdi_kind is not None and not CDI_KIND.match(self.share_cdi_kind):
+            raise ValueError(
+                f"shareCdiKind {self.share_cdi_kind!r} is not a CDI kind (vendor/class, "
+                "e.g. nvidia.com/gpu or runtime.nvidia.com/gpu)"
+            )
+
     @property
     def reservation_namespace(self) -> str:
         return self.reserve_namespace or self.namespace
+
+    @property
+    def reservation_runtime_class(self) -> str | None:
+        return self.reserve_runtime_class or self.runtime_class
 
 
 def api_client(config: KubeConfig) -> Any:

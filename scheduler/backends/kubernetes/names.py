@@ -33,7 +33,12 @@ GPU_MEMORY = f"{DOMAIN}/gpu-memory"
 GPU_UUID = f"{DOMAIN}/gpu-uuid"
 # A fraction served as one MPS replica of the device plugin (no reservation, no UUID).
 GPU_REPLICA = f"{DOMAIN}/gpu-replica"
-CDI_SHARE = "cdi.k8s.io/shoal-gpu"  # containerd/CRI-O CDI device injection by annotation
+# What a share's NVIDIA_VISIBLE_DEVICES says: its reservation's UUID, or the CDI name
+# `<share_cdi_kind>=<uuid>` (a pod annotation never reaches the runtime: the variable does).
+GPU_DEVICE = f"{DOMAIN}/gpu-device"
+# How the device plugin handed the reservation its GPU (`reserve.delivery`): envvar,
+# volume-mounts or cdi (a share then needs the NVIDIA runtime's RuntimeClass).
+GPU_DELIVERY = f"{DOMAIN}/gpu-delivery"
 ENFORCEMENT = f"{DOMAIN}/gpu-enforcement"
 PREEMPTED = f"{DOMAIN}/preempted"
 STOP_REASON = f"{DOMAIN}/stop-reason"  # base.StopReason, a file in the pod

@@ -12,15 +12,24 @@ nvidia-ml-py package). Its peak RSS is measured in docs/kubernetes.md.
 
 Where the UUID comes from, first that works:
   1. NVML (`pynvml`): the one device this container sees (a MIG device if MIG is on);
-  2. `/proc/driver/nvidia/gpus/*/information` ("GPU UUID:"): the container runtime mounts
+  2. `nvidia-smi -L` (the runtime mounts it with the `utility` capability): the one MIG
+     device it lists, else the one GPU;
+  3. NVIDIA_VISIBLE_DEVICES, only when it is itself one UUID (the envvar strategy names
+     a MIG slice by its own `MIG-…` UUID);
+  4. `/proc/driver/nvidia/gpus/*/information` ("GPU UUID:"): the container runtime mounts
      only the allocated GPU's entry, whatever the device plugin's strategy (envvar,
-     volume-mounts or CDI);
-  3. NVIDIA_VISIBLE_DEVICES, only when it is itself one UUID (the envvar strategy).
+     volume-mounts or CDI); but for a MIG slice that is its parent card's UUID, so it is
+     not used when the container was given a MIG slice (`/proc/driver/nvidia/capabilities/
+     gpu*/mig/gi*`): a share pointed at the parent would see the whole card.
 Only `GPU-…` or `MIG-…` is accepted: a path (volume-mounts), an index, `all`, or
 nothing (CDI sets no variable) is refused with exit code 3 (`NO_GPU_EXIT`) and a message
 saying why, written to the termination log too: Shoal reads it from the pod's status and
 excludes the node, with that reason, since the GPU the device plugin allocated does not
 reach containers there as configured. Other failures exit with 1.
+
+With the UUID it publishes how the GPU reached it (`delivery`, the `shoal.dev/gpu-delivery`
+annotation): under a CDI strategy a share, which requests no GPU, gets one only from the
+NVIDIA runtime, so Shoal shares such a node's GPUs only with a worker RuntimeClass.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import os
 import re
 import signal
 import ssl
+import subprocess
 import sys
 import time
 import urllib.error
@@ -43,8 +53,11 @@ from typing import Any
 
 log = logging.getLogger("shoal.reserve")
 GPU_UUID_ANNOTATION = "shoal.dev/gpu-uuid"  # = names.GPU_UUID (not imported: stay small)
+DELIVERY_ANNOTATION = "shoal.dev/gpu-delivery"  # = names.GPU_DELIVERY
 UUID_RE = re.compile(r"^(GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*$")
+SMI_UUID = re.compile(r"\(UUID: ((?:GPU|MIG)-[^)\s]+)\)")
 PROC_GPUS = "/proc/driver/nvidia/gpus"
+MIG_CAPS = "/proc/driver/nvidia/capabilities/gpu*/mig/gi*"  # a MIG slice's access files
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 NO_GPU_EXIT = 3  # the container saw no single GPU: Shoal excludes the node (shares.py)
 TERMINATION_LOG = "/dev/termination-log"  # the kubelet's default terminationMessagePath
@@ -100,8 +113,30 @@ def _proc_uuids(root: str = PROC_GPUS) -> list[str]:
     return found
 
 
-def read_gpu_uuid(environ: Mapping[str, str] | None = None, proc_root: str = PROC_GPUS) -> str:
-    """The UUID of the one GPU this container holds (see the module doc), or NoGpu."""
+def _smi_uuid(smi: str = "nvidia-smi") -> tuple[str | None, str | None]:
+    """(the UUID `nvidia-smi -L` gives this container's one device, what it said
+    otherwise): its one MIG device, else its one GPU; (None, None) without nvidia-smi."""
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    found = SMI_UUID.findall(out.stdout)
+    mig = [u for u in found if u.startswith("MIG-")]
+    one = mig if mig else found
+    if out.returncode == 0 and len(one) == 1:
+        return one[0], None
+    return None, f"nvidia-smi -L listed {len(mig) or len(found)} {'MIG devices' if mig else 'GPUs'}"
+
+
+def read_gpu_uuid(
+    environ: Mapping[str, str] | None = None,
+    proc_root: str = PROC_GPUS,
+    *,
+    mig_caps: str = MIG_CAPS,
+    smi: str = "nvidia-smi",
+) -> str:
+    """The UUID of the one GPU (or MIG slice) this container holds (see the module doc),
+    or NoGpu."""
     env = os.environ if environ is None else environ
     seen: list[str] = []
     uuid = _nvml_uuid()
@@ -109,21 +144,38 @@ def read_gpu_uuid(environ: Mapping[str, str] | None = None, proc_root: str = PRO
         if is_gpu_uuid(uuid):
             return uuid
         seen.append(f"NVML gave {uuid!r}")
-    proc = _proc_uuids(proc_root)
-    if len(proc) == 1 and is_gpu_uuid(proc[0]):
-        return proc[0]
-    if proc:
-        seen.append(f"{proc_root} lists {len(proc)} GPUs")
+    uuid, said = _smi_uuid(smi)
+    if uuid is not None:
+        return uuid
+    if said:
+        seen.append(said)
     visible = [d.strip() for d in env.get("NVIDIA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     if len(visible) == 1 and is_gpu_uuid(visible[0]):
         return visible[0]
     seen.append(f"NVIDIA_VISIBLE_DEVICES={','.join(visible) or '(unset)'}")
+    proc = _proc_uuids(proc_root)
+    if glob.glob(mig_caps):
+        seen.append(f"a MIG slice, whose parent card's UUID is all {proc_root} gives")
+    elif len(proc) == 1 and is_gpu_uuid(proc[0]):
+        return proc[0]
+    elif proc:
+        seen.append(f"{proc_root} lists {len(proc)} GPUs")
     raise NoGpu(
         "no single GPU UUID (GPU-… or MIG-…) found: "
         + "; ".join(seen)
         + ". Install nvidia-ml-py in the image, or check that the device plugin gave this "
         "pod one GPU (with CDI, NVIDIA_VISIBLE_DEVICES is not set)"
     )
+
+
+def delivery(environ: Mapping[str, str]) -> str:
+    """How the device plugin handed this container its GPU, from NVIDIA_VISIBLE_DEVICES:
+    unset or `void` (what the NVIDIA CDI spec sets): `cdi` (cdi-annotations or cdi-cri);
+    a path: `volume-mounts`; else `envvar`."""
+    visible = environ.get("NVIDIA_VISIBLE_DEVICES", "").strip()
+    if visible in ("", "void"):
+        return "cdi"
+    return "volume-mounts" if visible.startswith("/") else "envvar"
 
 
 def _endpoint(env: Mapping[str, str]) -> tuple[str, dict[str, str], ssl.SSLContext | None]:
@@ -147,11 +199,12 @@ def _endpoint(env: Mapping[str, str]) -> tuple[str, dict[str, str], ssl.SSLConte
 def announce(
     env: Mapping[str, str], namespace: str, pod: str, uuid: str, deadline_s: float = 120.0
 ) -> None:
-    """Merge-patch the UUID annotation onto our pod; transient failures are retried
-    with backoff until `deadline_s`, then raised (so the container restarts)."""
+    """Merge-patch the UUID (and `delivery`) annotations onto our pod; transient failures
+    are retried with backoff until `deadline_s`, then raised (so the container restarts)."""
     base, headers, ctx = _endpoint(env)
     url = f"{base}/api/v1/namespaces/{namespace}/pods/{pod}"
-    body = json.dumps({"metadata": {"annotations": {GPU_UUID_ANNOTATION: uuid}}}).encode()
+    ann = {GPU_UUID_ANNOTATION: uuid, DELIVERY_ANNOTATION: delivery(env)}
+    body = json.dumps({"metadata": {"annotations": ann}}).encode()
     end, delay = time.monotonic() + deadline_s, 0.5
     while True:
         req = urllib.request.Request(url, data=body, headers=headers, method="PATCH")

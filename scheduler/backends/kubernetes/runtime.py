@@ -59,6 +59,7 @@ KUBE_OPTIONS = {
     "clientBurst": "burst",
     "bindWorkers": "bind_workers",
     "workerPriorityClass": "priority_class",
+    "workerRuntimeClass": "runtime_class",
     "workerShmMiB": "shm_mib",
 }
 

@@ -50,6 +50,24 @@ def no_gpu_message(pod: Obj) -> str | None:
     return None
 
 
+def unshareable(pod: Obj, config: KubeConfig) -> str | None:
+    """Why a share could not reach the reservation's GPU, from how the device plugin
+    handed the GPU to the reservation (`reserve.delivery`), or None. Under a CDI
+    strategy (cdi-annotations, cdi-cri) the container runtime injects a device only into
+    a container that requested it; a share requests none and is handed its GPU only by
+    the NVIDIA Container Runtime reading NVIDIA_VISIBLE_DEVICES: without a worker
+    RuntimeClass naming that runtime, the share would see no GPU."""
+    if names.annotations_of(pod).get(names.GPU_DELIVERY) != "cdi" or config.runtime_class:
+        return None
+    return (
+        f"GPU reservation {pod['metadata']['name']} got its GPU by CDI (no "
+        "NVIDIA_VISIBLE_DEVICES in its container: the device plugin's cdi-annotations or "
+        "cdi-cri strategy), and a share, which requests no nvidia.com/gpu, is handed its "
+        "GPU only by the NVIDIA Container Runtime: set workerRuntimeClassName to its "
+        "RuntimeClass (e.g. nvidia; in CDI mode with reservations.shareCdiKind)"
+    )
+
+
 class Reservations:
     def __init__(self, kube: Kube, config: KubeConfig, recorder: events.Recorder) -> None:
         self.kube, self.config, self.events = kube, config, recorder
@@ -117,7 +135,8 @@ class Reservations:
         `reservation_uuid_timeout_s` (image pull failing, no GPU, crash loop). Their shares
         are then failed workers (retried without using up backoffLimit); the reservation
         goes with its last share and the next placement makes a new one. One that found
-        no GPU at all (`reserve.NO_GPU_EXIT`) also excludes its node (`excluded`)."""
+        no GPU at all (`reserve.NO_GPU_EXIT`), or whose GPU a share could not reach
+        (`unshareable`), also turns off sharing on its node (`excluded`)."""
         out = {}
         timeout = self.config.reservation_uuid_timeout_s
         for pod in pods:
@@ -126,18 +145,16 @@ class Reservations:
             name, st = pod["metadata"]["name"], pod.get("status") or {}
             no_gpu = no_gpu_message(pod)
             if no_gpu is not None:
-                node = names.annotations_of(pod).get(names.NODE) or pod["spec"].get("nodeName")
-                if node and node not in self._no_gpu:
-                    log.warning("node %s: GPU reservation %s found no GPU: %s", node, name, no_gpu)
-                    self._no_gpu[node] = (
-                        f"GPU sharing is off on {node}: GPU reservation {name} found no "
-                        f"GPU ({no_gpu}), so the device plugin's GPU does not reach "
-                        "containers here (check the runtime, reservations.runtimeClassName);"
-                        " whole GPUs are still offered; sharing is tried again after "
-                        f"{self.config.sharing_retry_s:.0f}s",
-                        time.monotonic() + self.config.sharing_retry_s,
-                    )
+                self._exclude(
+                    pod,
+                    f"GPU reservation {name} found no GPU ({no_gpu}), so the device "
+                    "plugin's GPU does not reach containers here (check the runtime, "
+                    "workerRuntimeClassName or reservations.runtimeClassName)",
+                )
                 out[name] = f"GPU reservation {name} found no GPU: {no_gpu}"
+            elif (why := unshareable(pod, self.config)) is not None:
+                self._exclude(pod, why)
+                out[name] = why
             elif st.get("phase") in inventory.TERMINAL:
                 why = ": ".join(x for x in (st.get("reason"), st.get("message")) if x)
                 out[name] = f"GPU reservation {name} {str(st.get('phase')).lower()}" + (
@@ -147,10 +164,24 @@ class Reservations:
                 out[name] = f"GPU reservation {name} reported no GPU UUID within {timeout:.0f}s"
         return out
 
+    def _exclude(self, pod: Obj, why: str) -> None:
+        """No sharing on the reservation's node, for `why`, until `sharing_retry_s`."""
+        node = names.annotations_of(pod).get(names.NODE) or pod["spec"].get("nodeName")
+        if node and node not in self._no_gpu:
+            log.warning("node %s: no GPU sharing: %s", node, why)
+            self._no_gpu[node] = (
+                f"GPU sharing is off on {node}: {why}; whole GPUs are still offered; "
+                f"sharing is tried again after {self.config.sharing_retry_s:.0f}s",
+                time.monotonic() + self.config.sharing_retry_s,
+            )
+
     def uuid(self, name: str) -> str | None:
-        """The GPU UUID the reservation reported, or None while it has not yet."""
+        """The GPU UUID the reservation reported, or None while it has not yet (or when
+        a share could not reach that GPU: `unshareable`)."""
         pod = self.kube.get("pods", name, self.config.reservation_namespace)
-        return names.annotations_of(pod).get(names.GPU_UUID) if pod else None
+        if pod is None or unshareable(pod, self.config) is not None:
+            return None
+        return names.annotations_of(pod).get(names.GPU_UUID)
 
     def release_if_unused(self, name: str, min_age_s: float = 0.0, ns: str | None = None) -> bool:
         """Delete the reservation when no worker that still holds resources uses it
