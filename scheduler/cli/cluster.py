@@ -57,6 +57,25 @@ def bar(allocated: float, width: int = 8) -> str:
     return f"[{colour}]{'█' * filled}[/{colour}][dim]{'░' * (width - filled)}[/dim]"
 
 
+def _rules(node: dict[str, Any]) -> str:
+    """Its labels (but the hostname every node has) and taints, as kubectl writes them."""
+    labels = [
+        f"{k}={v}" for k, v in (node.get("labels") or {}).items() if k != "kubernetes.io/hostname"
+    ]
+    taints = [
+        f"{t['key']}={t['value']}:{t['effect']}" if t["value"] else f"{t['key']}:{t['effect']}"
+        for t in node.get("taints") or []
+    ]
+    return "  ".join(
+        part
+        for part in (
+            "labels " + ",".join(labels) if labels else "",
+            "taints " + ",".join(taints) if taints else "",
+        )
+        if part
+    )
+
+
 def nodes_map(api: Api) -> None:
     """One line per GPU: a bar of how much is held, and by whom (job/worker:fraction)."""
     nodes = api.get("/nodes")["data"]
@@ -67,6 +86,9 @@ def nodes_map(api: Api) -> None:
             f"[bold]{n['name']}[/bold]  {n['gpuModel'] or 'no GPU'}  "
             f"cpu {n['cpuMilli'] / 1000:g}  memory {n['memoryMib'] // 1024}Gi"
         )
+        rules = _rules(n)
+        if rules:
+            out.print(f"  [dim]{rules}[/dim]", markup=True)
         for g in n["gpus"]:
             shares = ", ".join(
                 f"{names.get(s['jobId'], s['jobId']) or 'other'}/w{s['worker']}:{s['fraction']:g}"

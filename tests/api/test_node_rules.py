@@ -18,6 +18,8 @@ from fastapi.testclient import TestClient
 
 from scheduler.backends.local import cluster
 from scheduler.backends.sim import SimBackend
+from scheduler.cli.client import Api
+from scheduler.cli.cluster import nodes_map
 from scheduler.clock import VirtualClock
 from scheduler.loop.service import Loop, LoopConfig
 
@@ -233,3 +235,14 @@ def test_nodes_show_their_labels_and_taints(client: TestClient, loop: Loop) -> N
         {"key": "dedicated", "value": "research", "effect": "NoSchedule"}
     ]
     assert nodes["train"]["taints"] == [] and nodes["train"]["labels"]["tier"] == "2"
+
+
+def test_shoal_nodes_prints_labels_and_taints(
+    app: FastAPI, loop: Loop, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api = Api("http://testserver", "admin-token")
+    api.http = TestClient(app, base_url="http://testserver", headers=ADMIN)
+    nodes_map(api)
+    shown = capsys.readouterr().out
+    assert "labels pool=research  taints dedicated=research:NoSchedule" in shown, shown
+    assert "labels pool=training,tier=2\n" in shown and "hostname" not in shown, shown
