@@ -95,6 +95,12 @@ def test_a_bad_label_or_taint_is_refused_naming_the_node_and_field(
     assert str(exc.value).startswith(f"nodes[1] (bad): {error}"), str(exc.value)
 
 
+def test_an_empty_yaml_value_is_the_empty_label_value() -> None:
+    doc = "nodes: [{name: n, labels: {edge: }, taints: [{key: k, value: , effect: NoSchedule}]}]"
+    (n,) = cluster.parse_nodes(yaml.safe_load(doc))
+    assert n.labels["edge"] == "" and n.taints == (Taint("k", "", "NoSchedule"),)
+
+
 def test_the_same_taint_key_with_two_effects_is_fine() -> None:
     taints = [{"key": "k", "effect": "NoSchedule"}, {"key": "k", "effect": "NoExecute"}]
     (n,) = cluster.parse_nodes({"nodes": [{"name": "n", "taints": taints}]})

@@ -39,10 +39,12 @@ HOSTNAME = "kubernetes.io/hostname"  # every node has it, as a kubelet labels it
 
 
 def _text(v: Any) -> str:
-    """A label's key or value as text: YAML reads `8` as a number (taken as "8"), but
-    `true` or `1.0` have no one spelling, so they must be quoted."""
+    """A label's key or value as text: YAML reads `8` as a number (taken as "8") and an
+    empty value as null (""), but `true` or `1.0` have no one spelling: quote them."""
     if isinstance(v, str):
         return v
+    if v is None:
+        return ""
     if isinstance(v, int) and not isinstance(v, bool):
         return str(v)
     raise ValueError(f"{v!r} is not a string (quote it)")
