@@ -104,7 +104,8 @@ def tiers(state: ClusterState, job: m.JobRequest) -> list[frozenset[int]] | None
                 ranked.setdefault(rank(rules, node), set()).add(i)
         # Each tier adds the next preference level to the ones above it: a gang that
         # fits only across levels still runs, on the most preferred nodes it can.
-        hit, seen = [], frozenset[int]()
+        hit: list[frozenset[int]] = []
+        seen: frozenset[int] = frozenset()
         for r in sorted(ranked, reverse=True):
             seen = seen | ranked[r]
             hit.append(seen)
