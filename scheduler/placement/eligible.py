@@ -104,12 +104,12 @@ def tiers(state: ClusterState, job: m.JobRequest) -> list[frozenset[int]] | None
                 ranked.setdefault(rank(rules, node), set()).add(i)
         # Each tier adds the next preference level to the ones above it: a gang that
         # fits only across levels still runs, on the most preferred nodes it can.
-        hit: list[frozenset[int]] = []
+        grown: list[frozenset[int]] = []
         seen: frozenset[int] = frozenset()
         for r in sorted(ranked, reverse=True):
             seen = seen | ranked[r]
-            hit.append(seen)
-        state.cache[key] = hit
+            grown.append(seen)
+        hit = state.cache[key] = grown
     assert isinstance(hit, list)
     return hit
 
