@@ -108,6 +108,12 @@ class NodeAffinity(_K8s):
 
 
 class Affinity(_K8s):
+    # The CRD keeps fields it does not know here (the API server would prune them
+    # silently), so a TrainingJob's podAffinity reaches the controller and is refused.
+    model_config = ConfigDict(
+        **_K8s.model_config, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+    )
+
     node_affinity: NodeAffinity | None = None
 
     @model_validator(mode="before")

@@ -171,3 +171,10 @@ def test_a_trainingjobs_node_selector_and_tolerations_reach_its_workers(
         "1 node(s) had untolerated taint {h100: NoSchedule}"
     ), reason
     assert not cluster.job_pods(str(cluster.tj("blocked")["status"]["jobId"]))
+    # The CRD keeps a podAffinity (not pruned away unseen): the controller refuses it.
+    trainingjob(cluster, "social", affinity={"podAffinity": {}})
+    status = eventually(
+        lambda: (s := cluster.tj("social").get("status") or {}).get("phase") == "Invalid" and s, 60
+    )
+    (valid,) = [c for c in status["conditions"] if c["type"] == "Valid"]
+    assert "podAffinity is not supported" in valid["message"], valid
