@@ -12,7 +12,9 @@ per-job backoff, and the cycle goes on with the other jobs.
   workers, so the next cycle's orphan sweep repeats it.
 - Every launch that returns records a `Launched` event with its attempt (and the
   backend's `instance`, where it has one): from then on, workers that are missing are a
-  failed attempt, not an unfinished launch.
+  failed attempt, not an unfinished launch. A backend whose workers other replicas
+  cannot see (local) records `Launching` with its instance before the launch, so an
+  attempt a dead replica began is never started again by another.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from scheduler.store import errors, jobs, schema
 log = logging.getLogger(__name__)
 _RACES = (errors.VersionConflict, errors.InvalidTransition, errors.NotFound)
 LAUNCHED = "Launched"
+LAUNCHING = "Launching"  # before a launch by a backend other replicas cannot see
 
 
 @dataclass
@@ -109,6 +112,13 @@ def launch(
     """Launch one attempt; on failure make it the job's reason (see the module doc).
     True when the backend took the launch."""
     job_id, at = request.job_id, as_datetime(now)
+    instance = getattr(backend, "instance", None)
+    if not getattr(backend, "replicas_see_workers", True) and isinstance(instance, str):
+        # Said before the first worker starts: a replica that takes over after this one
+        # died partway through knows the attempt is another's (it cannot see its
+        # workers) and never starts it a second time.
+        began = {"attempt": request.attempt, "backend": instance}
+        _event(session, job_id, LAUNCHING, "Launching", f"attempt {request.attempt}", at, began)
     try:
         backend.launch(request)
     except Exception as exc:
@@ -146,7 +156,6 @@ def launch(
         return False
     backoff.clear(job_id)
     data: dict[str, object] = {"attempt": request.attempt}
-    instance = getattr(backend, "instance", None)
     if isinstance(instance, str):
         data["backend"] = instance
     _event(
@@ -183,9 +192,10 @@ def _event(
 
 
 def launched_by(events: Sequence[schema.JobEventRow], attempt: int) -> str | None:
-    """The backend instance that launched (job, attempt), when its `Launched` event says."""
+    """The backend instance that launched (job, attempt), or began to, when its
+    `Launched` or `Launching` event says."""
     for e in reversed(events):
-        if e.kind == LAUNCHED and (e.data or {}).get("attempt") == attempt:
+        if e.kind in (LAUNCHED, LAUNCHING) and (e.data or {}).get("attempt") == attempt:
             by = (e.data or {}).get("backend")
             return by if isinstance(by, str) else None
     return None

@@ -13,6 +13,7 @@ On SQLite and, with SHOAL_TEST_PG_URL, on PostgreSQL (a schema per test).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 from support import pg
 
 from scheduler import model, store
+from scheduler.backends import base
 from scheduler.backends.local import LocalBackend, records
 from scheduler.cli.serve import refuse_second_local_replica
 from scheduler.core import cycle
@@ -153,6 +155,44 @@ def test_a_new_leader_never_relaunches_workers_it_cannot_see(db: Database, tmp_p
         first.close()
         second.kill_all()
         second.close()
+
+
+class Died(BaseException):
+    """The process ends here: nothing after it runs (not an Exception the loop catches)."""
+
+
+def test_a_gang_a_dead_leader_began_to_launch_is_not_started_again(
+    db: Database, tmp_path: Path
+) -> None:
+    """Issue 25 item 0: r1 dies with one of three workers started; r2 (another state
+    directory, so r1's processes unseen) must not start the gang a second time."""
+    job = _submit(db, seconds=30)
+    first = LocalBackend(tmp_path / "r1")
+    second = LocalBackend(tmp_path / "r2")
+    whole = first.launch
+
+    def dies_partway(request: base.LaunchRequest) -> None:
+        whole(dataclasses.replace(request, placements=request.placements[:1]))
+        raise Died
+
+    first.launch = dies_partway  # type: ignore[method-assign]
+    try:
+        with pytest.raises(Died):
+            _leader(db, first, "r1").run_once()
+        assert _phase(db, job) is Phase.SCHEDULED
+        (began,) = first.records.attempts.values()
+        assert len(began.workers) == 1  # one of three started
+        new = _leader(db, second, "r2", clock=Later(60))
+        _take_over(new)
+        for _ in range(5):
+            new.run_once()
+            time.sleep(0.05)
+        assert not second.records.attempts and not _launch_counts(second)
+        assert new.elsewhere == {job: first.instance}
+    finally:
+        for b in (first, second):
+            b.kill_all()
+            b.close()
 
 
 def test_a_leader_stalled_past_its_lease_launches_nothing(db: Database, tmp_path: Path) -> None:
