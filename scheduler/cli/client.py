@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 import typer
@@ -74,14 +75,26 @@ class Api:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=self.url, headers=headers, timeout=10.0)
 
-    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+    def send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """The one way to the API: a query string in `path` is merged into `params` (httpx
+        drops it when `params` is also given), and a server that cannot be reached is one
+        message and exit code 2 for every command, never a traceback."""
+        split = urlsplit(path)
+        if split.query:
+            params = dict(parse_qsl(split.query, keep_blank_values=True))
+            params.update(kwargs.pop("params", None) or {})
+            kwargs["params"] = params
+            path = split.path
         try:
-            resp = self.http.request(method, "/api/v1" + path, **kwargs)
+            return self.http.request(method, "/api/v1" + path, **kwargs)
         except httpx.TransportError as exc:
             die(
                 f"cannot reach Shoal at {self.url} ({exc}); is `shoal serve` running?",
                 EXIT_UNREACHABLE,
             )
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        resp = self.send(method, path, **kwargs)
         if resp.status_code == 401 and self.token_file is not None:
             die(
                 f"{describe(resp)}\nhint: the token came from {self.token_file}, which the "
@@ -104,7 +117,7 @@ class Api:
         """A job by id, else by name: the live job of that name (names are unique among a
         queue's live jobs), else the only finished one. Several matches are an error
         listing them, never a silent pick."""
-        resp = self.http.get(f"/api/v1/jobs/{name_or_id}") if len(name_or_id) <= 32 else None
+        resp = self.send("GET", f"/jobs/{name_or_id}") if len(name_or_id) <= 32 else None
         if resp is not None and resp.status_code == 200:
             job: dict[str, Any] = resp.json()
             return job

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -167,7 +168,8 @@ def follow_logs(
                 continue
             offsets[(c["attempt"], c["worker"])] = c["nextOffset"]
             new_text = new_text or bool(c["text"])
-            for line in c["text"].splitlines():
+            # Split at newlines only: a "\r" (a progress bar) is the worker's to keep.
+            for line in c["text"].removesuffix("\n").split("\n") if c["text"] else []:
                 print_line(c["worker"], line)
         if not follow:
             return 0
@@ -204,11 +206,15 @@ def say_waiting(j: dict[str, Any], said: str) -> str:
 
 
 def print_line(worker: int, line: str) -> None:
+    """One line of worker output, written as it is: never wrapped to the terminal's (or,
+    piped, rich's default 80) width, never read as markup or emoji codes."""
     data = progress.parse(line)
-    if data is None:
-        out.print(f"[dim]w{worker}[/dim] ", end="")
-        out.print(line, markup=False)
-        return
-    loss = data.get("loss")
-    extra = f"  loss [bold]{loss:.4f}[/bold]" if isinstance(loss, (int, float)) else ""
-    out.print(f"[dim]w{worker}[/dim] step {data.get('step')}{extra}")
+    if data is not None:
+        loss = data.get("loss")
+        extra = f"  loss {loss:.4f}" if isinstance(loss, (int, float)) else ""
+        line = f"step {data.get('step')}{extra}"
+    tag = f"w{worker}"
+    if sys.stdout.isatty():
+        tag = f"\x1b[2m{tag}\x1b[0m"
+    sys.stdout.write(f"{tag} {line}\n")
+    sys.stdout.flush()

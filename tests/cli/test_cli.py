@@ -77,3 +77,14 @@ def test_simulate_names_a_bad_label_or_taint_of_the_cluster_file(tmp_path: Path)
         f"{nodes}: nodes[0] (lab): taints[0].effect: must be one of NoSchedule, "
         "PreferNoSchedule, NoExecute, not 'Never'"
     )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["job", "x"], ["logs", "x"], ["cancel", "x"], ["delete", "x"]],
+)
+def test_every_command_says_the_server_is_unreachable(args: list[str]) -> None:
+    """issue 25 item 7: one error path: these printed a 60-line traceback."""
+    result = runner.invoke(app, [*args, "--url", "http://127.0.0.1:9", "--token", "t"])
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert "cannot reach Shoal" in result.output
