@@ -42,6 +42,7 @@ from api.settings import Settings
 from scheduler import model
 from scheduler.backends import base
 from scheduler.backends.local import host, users
+from scheduler.cli import listen
 from scheduler.cli import settings as serve_settings
 from scheduler.cli.statedir import claim_state as claim_state  # re-exported (tests)
 from scheduler.cli.statedir import prepare_state as prepare_state  # re-exported (tests)
@@ -229,6 +230,8 @@ def serve(
     state = Path(state_dir).resolve()
     url = f"http://{host}:{port}"
     owns_state = _claim(state, url, backend_kind)
+    # The port before any "serving on" or `url` file: a busy one stops here.
+    sock, url = listen.claim_port(host, port, url_file=state / "url" if owns_state else None)
     secure(state)
     admin, worker_key, tokens = _tokens(env, state, url)
     db_url = database_url or f"sqlite:///{state / 'shoal.db'}"
@@ -284,7 +287,7 @@ def serve(
     if admin is not None:
         print(f"admin token: {admin}  (also in {state / 'admin-token'})", flush=True)
     try:
-        _run(app, loop, host=host, port=port, interval_s=pol.interval_s)
+        _run(app, loop, sock, interval_s=pol.interval_s)
     finally:
         backend.close()
         database.close()
@@ -349,7 +352,7 @@ def _app(
     return app
 
 
-def _run(app: FastAPI, loop: Loop, *, host: str, port: int, interval_s: float) -> None:
+def _run(app: FastAPI, loop: Loop, sock: socket.socket, *, interval_s: float) -> None:
     """Serve `app` with the loop cycling on a thread of its own, until uvicorn stops."""
     stop = threading.Event()
     thread = threading.Thread(target=loop.run_forever, args=(stop,), name="loop", daemon=True)
@@ -361,7 +364,7 @@ def _run(app: FastAPI, loop: Loop, *, host: str, port: int, interval_s: float) -
         # kills the process before the clean-up below (Lease release, store lease).
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
-        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
     finally:
         stop.set()
         loop.wake()
