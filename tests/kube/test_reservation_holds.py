@@ -13,6 +13,7 @@ from scheduler.core import cycle, invariants
 from .conftest import pod
 
 RES = "shoal-gpu-n1-g3"
+N1 = {"n1": 4}  # the GPUs node n1 offers now
 
 
 def reservation(*, deleting: bool = False, phase: str = "Running") -> dict:
@@ -49,15 +50,18 @@ def test_the_index_counts_the_shares_not_yet_finished_on_each_reservation() -> N
 
 
 def test_what_a_reservation_holds_beyond_its_shares() -> None:
-    assert holds.holds([(reservation(), 1)], {}) == []  # its shares count its GPU
-    assert holds.holds([(reservation(), 0)], {RES: 0.0}) == []  # a share is on its way
-    assert holds.holds([(reservation(phase="Failed"), 0)], {}) == []  # the GPU is free
-    (idle,) = holds.holds([(reservation(), 0)], {})
+    assert holds.holds([(reservation(), 1)], {}, N1) == []  # its shares count its GPU
+    assert holds.holds([(reservation(), 0)], {RES: 0.0}, N1) == []  # a share is on its way
+    assert holds.holds([(reservation(phase="Failed"), 0)], {}, N1) == []  # the GPU is free
+    (idle,) = holds.holds([(reservation(), 0)], {}, N1)
     assert idle.stopping and idle.job.queue == "" and holds.is_hold(idle.job.id)
     assert idle.job.id == f"gpu-reservation:jobs/{RES}"
     assert idle.placements == (m.WorkerPlacement(0, "n1", (3,), holds.IDLE_SHARE),)
-    (going,) = holds.holds([(reservation(deleting=True), 1)], {RES: 0.0})
+    (going,) = holds.holds([(reservation(deleting=True), 1)], {RES: 0.0}, N1)
     assert going.placements == (m.WorkerPlacement(0, "n1", (3,), 1.0),)
+    # Other pods took room since (3 GPUs offered: no index 3), or the node is not offered.
+    assert holds.holds([(reservation(deleting=True), 0)], {}, {"n1": 3}) == []
+    assert holds.holds([(reservation(deleting=True), 0)], {}, {}) == []
 
 
 def snapshot(hold: m.RunningJob, *pending: m.JobRequest) -> m.Snapshot:
@@ -72,7 +76,7 @@ def snapshot(hold: m.RunningJob, *pending: m.JobRequest) -> m.Snapshot:
 
 
 def test_the_core_keeps_whole_gpus_off_a_held_gpu_and_fractions_may_reuse_an_idle_one() -> None:
-    (idle,) = holds.holds([(reservation(), 0)], {})
+    (idle,) = holds.holds([(reservation(), 0)], {}, N1)
     whole = m.JobRequest(id="whole", queue="q", workers=1, gpu=4)
     got = cycle.schedule(snapshot(idle, whole))
     assert not got.places and not got.violations  # 3 GPUs free, not 4; no drift reported
@@ -80,7 +84,7 @@ def test_the_core_keeps_whole_gpus_off_a_held_gpu_and_fractions_may_reuse_an_idl
     got = cycle.schedule(snapshot(idle, half, m.JobRequest(id="three", queue="q", gpu=3)))
     by_id = {p.job_id: p.placements for p in got.places}
     assert by_id["three"][0].gpus == (0, 1, 2) and by_id["half"][0].gpus == (3,), by_id
-    (going,) = holds.holds([(reservation(deleting=True), 0)], {})
+    (going,) = holds.holds([(reservation(deleting=True), 0)], {}, N1)
     got = cycle.schedule(snapshot(going, half))
     (placed,) = got.places
     assert placed.placements[0].gpus != (3,)  # nothing joins a GPU going away

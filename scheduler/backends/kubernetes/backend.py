@@ -363,7 +363,8 @@ class KubernetesBackend:
         """Adopted foreign pods, and those whose binding is in flight (at the placement
         the loop chose: their GPUs are taken from the moment of the decision); and the
         GPUs reservation pods hold beyond their shares until they are gone (`holds`)."""
-        held = self.reservations.holds(self.index.reservation_users(), self.index.share_of)
+        counts = {n: m[2].gpu_count for n, m in self._node_memo.items() if m[2] is not None}
+        held = self.reservations.holds(self.index.reservation_users(), self.index.share_of, counts)
         with self._flight_lock:
             unsettled = {key: fp.uid for key, (fp, _) in self._flight.items()}
             running, settled = self.index.adopted(unsettled)

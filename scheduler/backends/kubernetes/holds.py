@@ -47,16 +47,25 @@ def held(pod: Obj, users: int, claimed: bool) -> float:
     return IDLE_SHARE if users == 0 and not claimed else 0.0
 
 
-def holds(reservations: Iterable[tuple[Obj, int]], claims: Mapping[str, float]) -> list[RunningJob]:
+def holds(
+    reservations: Iterable[tuple[Obj, int]],
+    claims: Mapping[str, float],
+    gpu_counts: Mapping[str, int],
+) -> list[RunningJob]:
     """Stopping entries for the GPUs that reservation pods hold beyond their shares.
     `reservations`: (pod, shares not finished on it); `claims`: reservation name ->
-    when Shoal made or reused it for a share (monotonic; only the keys are read here)."""
+    when Shoal made or reused it for a share (monotonic; only the keys are read here);
+    `gpu_counts`: the GPUs of each node offered now. A hold on a node not offered, or
+    on a GPU index past its count (other pods took that room since), is left out: the
+    core knows no such GPU (an index past the count would break its cycle)."""
     out = []
     for pod, users in reservations:
         meta = pod["metadata"]
         share = held(pod, users, meta["name"] in claims)
         gpu = names.annotations_of(pod).get(names.GPUS, "")
         if share <= 0 or not gpu.isdigit():
+            continue
+        if int(gpu) >= gpu_counts.get(str(pod["spec"]["nodeName"]), 0):
             continue
         job = JobRequest(
             id=f"{PREFIX}{meta.get('namespace', '')}/{meta['name']}",

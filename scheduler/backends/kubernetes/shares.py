@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from scheduler.backends.kubernetes import events, holds, inventory, manifests, names, reserve
@@ -85,18 +85,23 @@ class Reservations:
         return {n: why for n, (why, _) in self._no_gpu.items()}
 
     def holds(
-        self, reservations: list[tuple[Obj, int]], share_of: Callable[[str], str | None]
+        self,
+        reservations: list[tuple[Obj, int]],
+        share_of: Callable[[str], str | None],
+        gpu_counts: Mapping[str, int],
     ) -> list[RunningJob]:
         """The GPUs reservation pods hold beyond their shares (`holds.holds`), from
-        (pod, shares not finished on it). A claim ends once the cache shows its share
-        (`share_of`: a cached pod's reservation), or after `holds.CLAIM_S`."""
+        (pod, shares not finished on it) and each offered node's GPU count. A claim ends
+        once the cache shows its share (`share_of`: a cached pod's reservation), or after
+        `holds.CLAIM_S`."""
         now = time.monotonic()
         self._claims = {
             k: (res, t)
             for k, (res, t) in self._claims.items()
             if share_of(k) != res and now - t < holds.CLAIM_S
         }
-        return holds.holds(reservations, {res: t for res, t in self._claims.values()})
+        claimed = {res: t for res, t in self._claims.values()}
+        return holds.holds(reservations, claimed, gpu_counts)
 
     def ensure(self, node: str, gpu: int, share: str | None = None) -> Obj:
         """The reservation pod for (node, gpu), created and bound if need be. `share`:
