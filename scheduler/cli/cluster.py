@@ -1,4 +1,4 @@
-"""`shoal queues [create]` and `shoal nodes`: the cluster as the API sees it."""
+"""`shoal queues` (a tree) and `shoal nodes`: the cluster as the API sees it."""
 
 from __future__ import annotations
 
@@ -12,41 +12,73 @@ from scheduler.cli.client import Api
 out = Console(highlight=False)
 
 
-def _q(quota: dict[str, Any] | None) -> str:
-    if not quota:
+def quota(q: dict[str, Any] | None) -> str:
+    """`{total: 8, H100: 4}` as `8 H100:4`; none as `-`."""
+    if not q:
         return "-"
-    total = quota.get("total")
+    total = q.get("total")
     parts = [] if total is None else [f"{total:g}"]
-    parts += [f"{k}:{v:g}" for k, v in quota.items() if k != "total" and v is not None]
+    parts += [f"{k}:{v:g}" for k, v in q.items() if k != "total" and v is not None]
     return " ".join(parts) or "-"
 
 
+def tree(queues: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """Queues in tree order, each with its depth: parents before their children, siblings
+    by name. A queue whose parent is not listed (not visible, or gone) is a root."""
+    names = {q["name"] for q in queues}
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for q in sorted(queues, key=lambda q: q["name"]):
+        parent = q.get("parent") if q.get("parent") in names else None
+        children.setdefault(parent, []).append(q)
+    order: list[tuple[int, dict[str, Any]]] = []
+    seen: set[str] = set()
+
+    def walk(parent: str | None, depth: int) -> None:
+        for q in children.get(parent, []):
+            if q["name"] not in seen:  # a cycle cannot loop forever
+                seen.add(q["name"])
+                order.append((depth, q))
+                walk(q["name"], depth + 1)
+
+    walk(None, 0)
+    order += [(0, q) for q in queues if q["name"] not in seen]
+    return order
+
+
+def rolled_up(own: dict[str, int], parents: dict[str, str | None]) -> dict[str, int]:
+    """Each queue's count plus its descendants' (as the dashboard shows a department)."""
+    total: dict[str, int] = dict.fromkeys(parents, 0)
+    for name, n in own.items():
+        seen: set[str] = set()
+        q: str | None = name
+        while q is not None and q not in seen:
+            seen.add(q)
+            total[q] = total.get(q, 0) + n
+            q = parents.get(q)
+    return total
+
+
 def queues_table(api: Api) -> None:
+    """A tree of queues: a parent's ALLOCATED, RUNNING and PENDING include its children's."""
     queues = api.get("/queues")["data"]
     usage = {u["name"]: u for u in api.get("/cluster/summary")["queues"]}
+    parents = {q["name"]: q.get("parent") for q in queues}
+    running = rolled_up({n: u.get("running", 0) for n, u in usage.items()}, parents)
+    pending = rolled_up({n: u.get("pending", 0) for n, u in usage.items()}, parents)
     t = Table(box=None, header_style="bold")
-    for col in (
-        "QUEUE",
-        "PARENT",
-        "GUARANTEED",
-        "LIMIT",
-        "WEIGHT",
-        "ALLOCATED",
-        "RUNNING",
-        "PENDING",
-    ):
+    t.add_column("QUEUE", no_wrap=True)
+    for col in ("GUARANTEED", "LIMIT", "WEIGHT", "ALLOCATED", "RUNNING", "PENDING"):
         t.add_column(col)
-    for q in queues:
-        u = usage.get(q["name"], {})
+    for depth, q in tree(queues):
+        name = q["name"] if depth == 0 else "  " * (depth - 1) + "└ " + q["name"]
         t.add_row(
-            q["name"],
-            q.get("parent") or "-",
-            _q(q["guaranteed"]),
-            _q(q.get("limit")),
+            name,
+            quota(q["guaranteed"]),
+            quota(q.get("limit")),
             f"{q['weight']:g}",
-            f"{u.get('allocated', 0):g}",
-            str(u.get("running", 0)),
-            str(u.get("pending", 0)),
+            f"{usage.get(q['name'], {}).get('allocated', 0):g}",
+            str(running.get(q["name"], 0)),
+            str(pending.get(q["name"], 0)),
         )
     out.print(t)
 

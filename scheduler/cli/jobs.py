@@ -73,26 +73,54 @@ def gpu_of(spec: dict[str, Any]) -> str:
     return "-"
 
 
+def why(j: dict[str, Any]) -> str:
+    """A Pending job's reason; a Failed (or Preempted) one's last condition: what went wrong."""
+    if j["phase"] == "Pending":
+        return str((j.get("pendingReason") or {}).get("message", ""))
+    if j["phase"] in ("Failed", "Preempted") and j.get("conditions"):
+        last = j["conditions"][-1]
+        return ": ".join(x for x in (last.get("reason"), last.get("message")) if x)
+    return ""
+
+
 def jobs_table(api: Api, queue: str | None, phase: str | None, limit: int) -> None:
     page = api.get("/jobs", queue=queue, phase=phase, limit=limit)
     t = Table(box=None, header_style="bold")
-    for col in ("NAME", "ID", "QUEUE", "PHASE", "GPU", "RESTARTS", "AGE", "REASON"):
-        t.add_column(col)
+    # Names and ids stay whole on one line, to be copied at any width; the reason folds.
+    for col in ("NAME", "ID", "QUEUE", "SUBMITTER", "PHASE", "GPU", "RESTARTS", "AGE"):
+        t.add_column(col, no_wrap=True)
+    t.add_column("REASON", overflow="fold", ratio=1)
     for j in page["data"]:
-        reason = (
-            (j.get("pendingReason") or {}).get("message", "") if j["phase"] == "Pending" else ""
-        )
         t.add_row(
             j["name"],
             j["id"],
             j["queue"],
+            j.get("submitter") or "-",
             colour(j["phase"]),
             gpu_of(j["spec"]),
             str(j["restarts"]),
             age(j["createdAt"]),
-            reason,
+            why(j),
         )
-    out.print(t)
+    print_whole(t)
+
+
+def print_whole(t: Table, room: int = 24) -> None:
+    """Print `t` with its no-wrap columns whole even where the console (80 columns when
+    piped) is narrower than they need: rich would cut them with an ellipsis, and an id so
+    cut cannot be copied. The wrapping columns get at least `room` columns."""
+    need = sum(
+        max(out.render_str(str(c)).cell_len for c in (col.header, *col.cells)) + 2
+        for col in t.columns
+        if col.no_wrap
+    )
+    if any(not col.no_wrap for col in t.columns):
+        need += room
+    if need <= out.width:
+        out.print(t)
+        return
+    wide = Console(highlight=False, width=need, force_terminal=out.is_terminal)
+    wide.print(t, crop=False)
 
 
 def colour(phase: str) -> str:

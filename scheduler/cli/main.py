@@ -1,6 +1,7 @@
-"""The `shoal` command (typer): `serve`, `submit`, `jobs`, `job`, `logs`, `cancel`,
-`queues`, `nodes`, `simulate`, `worker`, `reserve`. Everything but `serve`, `simulate`,
-`worker` and `reserve` talks to the REST API (see `client` for the URL and token)."""
+"""The `shoal` command (typer): `serve`, `submit`, `jobs`, `job`, `explain`, `logs`,
+`cancel`, `delete`, `queues`, `tokens`, `nodes`, `simulate`, `worker`, `reserve`.
+Everything but `serve`, `simulate`, `worker` and `reserve` talks to the REST API (see
+`client` for the URL and token; `admin` for queues and tokens, `submit` for submit)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Annotated
 
 import typer
 
-from scheduler.cli import cluster, jobs
+from scheduler.cli import admin, cluster, jobs, submit
+from scheduler.cli import explain as explaining
 from scheduler.cli.client import Api
 
 app = typer.Typer(
@@ -21,13 +23,11 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-queues_app = typer.Typer(help="List queues, or create one.", invoke_without_command=True)
-app.add_typer(queues_app, name="queues")
-tokens_app = typer.Typer(help="API tokens: create (shown once), list, revoke (admin).")
-app.add_typer(tokens_app, name="tokens")
+app.add_typer(admin.queues_app, name="queues")
+app.add_typer(admin.tokens_app, name="tokens")
 
-Url = Annotated[str | None, typer.Option("--url", help="API URL (default: SHOAL_URL)")]
-Token = Annotated[str | None, typer.Option("--token", help="bearer token (default: SHOAL_TOKEN)")]
+Url = admin.Url
+Token = admin.Token
 
 
 @app.command()
@@ -115,52 +115,15 @@ def serve(
     )
 
 
-@app.command(context_settings={"allow_extra_args": True, "allow_interspersed_args": False})
-def submit(
-    ctx: typer.Context,
-    file: Annotated[Path | None, typer.Option("-f", "--file", help="job YAML")] = None,
-    name: str | None = None,
-    queue: str | None = None,
-    workers: int | None = None,
-    gpu: float | None = None,
-    gpu_memory: Annotated[str | None, typer.Option("--gpu-memory")] = None,
-    image: str | None = None,
-    framework: str | None = None,
-    cpu: str | None = None,
-    memory: str | None = None,
-    priority: int | None = None,
-    max_runtime: Annotated[int | None, typer.Option("--max-runtime")] = None,
-    backoff_limit: Annotated[int | None, typer.Option("--backoff-limit")] = None,
-    env: Annotated[list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE")] = None,
-    follow: Annotated[bool, typer.Option("--follow", help="follow the logs until it ends")] = False,
-    url: Url = None,
-    token: Token = None,
-) -> None:
-    """Submit a job from YAML (-f) and/or flags; the command goes after `--`.
+app.command(context_settings={"allow_extra_args": True, "allow_interspersed_args": False})(
+    submit.submit
+)
 
-    shoal submit --queue vision --workers 2 --gpu 0.5 -- python train.py
-    """
-    flags = {
-        "name": name,
-        "queue": queue,
-        "workers": workers,
-        "gpu": gpu,
-        "gpuMemory": gpu_memory,
-        "image": image,
-        "framework": framework,
-        "cpu": cpu,
-        "memory": memory,
-        "priority": priority,
-        "maxRuntime": max_runtime,
-        "backoffLimit": backoff_limit,
-    }
-    if env:
-        flags["env"] = dict(e.split("=", 1) for e in env if "=" in e)  # type: ignore[assignment]
-    body = jobs.build_spec(file, flags, list(ctx.args))
-    api = Api(url, token)
-    job = jobs.submit(api, body)
-    if follow:
-        raise typer.Exit(jobs.follow_logs(api, job["id"], follow=True, worker=None, attempt=None))
+
+@app.command()
+def explain(name: str, url: Url = None, token: Token = None) -> None:
+    """Why a job waits (or where it goes): fair share, its place, the candidate nodes."""
+    explaining.show(Api(url, token), name)
 
 
 @app.command("jobs")
@@ -212,87 +175,6 @@ def cancel(name: str, url: Url = None, token: Token = None) -> None:
     j = api.find_job(name)
     j = api.post(f"/jobs/{j['id']}/cancel")
     jobs.out.print(f"job {j['name']}: {'cancelling' if j['phase'] != 'Cancelled' else 'Cancelled'}")
-
-
-@queues_app.callback()
-def queues(ctx: typer.Context, url: Url = None, token: Token = None) -> None:
-    """Queues with guarantees, limits and what they hold now."""
-    if ctx.invoked_subcommand is None:
-        cluster.queues_table(Api(url, token))
-
-
-@queues_app.command("create")
-def create_queue(
-    name: str,
-    guaranteed: float = 0.0,
-    limit: float | None = None,
-    weight: float = 1.0,
-    priority: int = 0,
-    parent: str | None = None,
-    url: Url = None,
-    token: Token = None,
-) -> None:
-    """Create a queue (admin)."""
-    body = {
-        "name": name,
-        "guaranteed": {"total": guaranteed},
-        "weight": weight,
-        "priority": priority,
-        "parent": parent,
-    }
-    if limit is not None:
-        body["limit"] = {"total": limit}
-    q = Api(url, token).post("/queues", body)
-    jobs.out.print(
-        f"queue {q['name']} created (guaranteed {guaranteed:g}, "
-        f"limit {'-' if limit is None else f'{limit:g}'})"
-    )
-    for w in q.get("warnings") or []:
-        jobs.out.print(f"[yellow]warning:[/yellow] {w}")
-
-
-@tokens_app.command("create")
-def create_token(
-    user: Annotated[str, typer.Option(help="who the token is for")],
-    role: Annotated[str, typer.Option(help="admin, member, viewer or metrics")] = "member",
-    queue: Annotated[
-        list[str] | None, typer.Option("--queue", "-q", help="a queue it may use ('*': all)")
-    ] = None,
-    url: Url = None,
-    token: Token = None,
-) -> None:
-    """Make a token; it is printed this once (the server keeps only its digest)."""
-    t = Api(url, token).post("/tokens", {"user": user, "role": role, "queues": queue or []})
-    jobs.out.print(f"token {t['id']} for {t['user']} ({t['role']}, queues {t['queues']}):")
-    print(t["token"], flush=True)  # plain, for `$(shoal tokens create ...)`
-    jobs.out.print("[yellow]store it now: it is not shown again[/yellow]")
-
-
-@tokens_app.command("list")
-def list_tokens(url: Url = None, token: Token = None) -> None:
-    """Tokens made with `shoal tokens create` (never their secrets)."""
-    from rich.table import Table
-
-    t = Table(box=None, header_style="bold")
-    for col in ("ID", "USER", "ROLE", "QUEUES", "CREATED", "REVOKED"):
-        t.add_column(col)
-    for row in Api(url, token).get("/tokens")["data"]:
-        t.add_row(
-            row["id"],
-            row["user"],
-            row["role"],
-            ",".join(row["queues"]) or "-",
-            row["createdAt"][:19],
-            (row.get("revokedAt") or "-")[:19],
-        )
-    jobs.out.print(t)
-
-
-@tokens_app.command("revoke")
-def revoke_token(token_id: str, url: Url = None, token: Token = None) -> None:
-    """Revoke a token at once."""
-    row = Api(url, token).request("DELETE", f"/tokens/{token_id}")
-    jobs.out.print(f"token {row['id']} of {row['user']} revoked")
 
 
 @app.command()

@@ -15,8 +15,11 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner, Result
 
+from scheduler import store
 from scheduler.cli import client as cli_client
 from scheduler.cli.main import app as cli
+from scheduler.model import WorkerPlacement
+from scheduler.spec import JobSpec, Phase
 from scheduler.store import jobs as store_jobs
 
 Shoal = Callable[..., Result]
@@ -86,3 +89,131 @@ def test_job_shows_the_latest_progress_and_events_oldest_first(
     assert result.exit_code == 0, result.output
     assert "step 140" in result.output and not re.search(r"\bstep 0\b", result.output)
     assert result.output.index("First") < result.output.index("Last")
+
+
+def test_explain_shows_the_decision_fair_share_and_candidates(
+    client: TestClient, shoal: Shoal
+) -> None:
+    """issue 25 item 9: the numbers and candidates the explain endpoint has."""
+    body = job_body(name="huge", gpu=8, workers=2)
+    jid = client.post("/api/v1/jobs", json=body, headers=ADMIN).json()["id"]
+    api = client.get(f"/api/v1/jobs/{jid}/explain", headers=ADMIN).json()
+    result = shoal("explain", "huge")
+    assert result.exit_code == 0, result.output
+    assert f"decision {api['decision']}" in result.output
+    assert "fair share" in result.output and "candidate nodes" in result.output
+    for c in api["candidates"]:
+        assert c["node"] in result.output
+    assert "would place w1 on h2 gpus 0,1,2,3,4,5,6,7" in result.output
+    line = api["fairShare"][0]
+    assert f"{line['guaranteed']:g}" in result.output and "vision" in result.output
+
+
+def test_queues_update_and_delete_with_per_model_quotas(client: TestClient, shoal: Shoal) -> None:
+    """issue 25 item 9: update keeps what is not given; MODEL=N sets a model's quota."""
+    made = shoal("queues", "create", "lab", "--guaranteed", "2", "--guaranteed", "H100-80GB=1")
+    assert made.exit_code == 0, made.output
+    assert "guaranteed 2 H100-80GB:1" in made.output
+    up = shoal("queues", "update", "lab", "--guaranteed", "H100-80GB=2", "--limit", "6")
+    assert up.exit_code == 0, up.output
+    q = client.get("/api/v1/queues/lab", headers=ADMIN).json()
+    assert q["guaranteed"] == {"total": 2, "H100-80GB": 2} and q["limit"] == {"total": 6}
+    up = shoal("queues", "update", "lab", "--limit", "none", "--weight", "3")
+    assert up.exit_code == 0, up.output
+    q = client.get("/api/v1/queues/lab", headers=ADMIN).json()
+    assert q["limit"] is None and q["weight"] == 3 and q["guaranteed"]["total"] == 2
+    bad = shoal("queues", "update", "lab", "--guaranteed", "H100=lots")
+    assert bad.exit_code == 1 and "MODEL=NUMBER" in bad.output
+    gone = shoal("queues", "delete", "lab")
+    assert gone.exit_code == 0, gone.output
+    assert client.get("/api/v1/queues/lab", headers=ADMIN).status_code == 404
+
+
+def test_submit_writes_the_scheduling_flags(client: TestClient, shoal: Shoal) -> None:
+    """issue 25 item 9: --grace, --preemptible, --gpu-type, --node-selector, --toleration."""
+    args = ["submit", "--name", "flags", "--queue", "vision", "--gpu", "1", "--grace", "90"]
+    args += ["--no-preemptible", "--gpu-type", "H100-80GB", "--gpu-type", "A100-40GB"]
+    args += ["--node-selector", "zone=a", "--toleration", "gpu=shared:NoSchedule"]
+    args += ["--toleration", "spot:NoExecute", "--", "python", "t.py"]
+    result = shoal(*args)
+    assert result.exit_code == 0, result.output
+    spec = client.get("/api/v1/jobs", headers=ADMIN).json()["data"][0]["spec"]
+    assert spec["terminationGracePeriodSeconds"] == 90 and spec["preemptible"] is False
+    assert spec["gpuType"] == ["H100-80GB", "A100-40GB"]
+    assert spec["nodeSelector"] == {"zone": "a"}
+    tolerations = [{k: v for k, v in t.items() if v} for t in spec["tolerations"]]
+    assert tolerations == [
+        {"key": "gpu", "operator": "Equal", "value": "shared", "effect": "NoSchedule"},
+        {"key": "spot", "operator": "Exists", "effect": "NoExecute"},
+    ]
+    bad = shoal("submit", "--queue", "vision", "--toleration", "gpu:Never", "--", "x")
+    assert bad.exit_code == 1 and "NoSchedule" in bad.output
+
+
+def test_jobs_shows_submitter_failure_reason_and_whole_ids(
+    app: FastAPI, client: TestClient, shoal: Shoal
+) -> None:
+    """issue 25 item 9: at 80 columns (piped) ids are whole, not cut with an ellipsis."""
+    name = "a-rather-long-job-name-for-the-table"
+    made = client.post("/api/v1/jobs", json=job_body(name=name), headers=ADMIN).json()
+    jid = made["id"]
+    with app.state.database.session() as s:
+        store.set_phase(
+            session=s,
+            job_id=jid,
+            expected_version=made["version"],
+            phase=Phase.FAILED,
+            reason="WorkerFailed",
+            message="1: worker 0 exited with code 3 (out of memory on the GPU)",
+        )
+    result = shoal("jobs")
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output
+    assert jid in result.output and name in result.output
+    assert "SUBMITTER" in result.output and "root" in result.output
+    flat = " ".join(result.output.split())
+    assert "WorkerFailed" in flat and "code 3" in flat
+
+
+def test_queues_is_a_tree_with_running_rolled_up(
+    app: FastAPI, client: TestClient, shoal: Shoal
+) -> None:
+    """issue 25 item 9: a parent showed RUNNING 0 while its children ran jobs."""
+    client.post("/api/v1/queues", json={"name": "dept", "guaranteed": 4}, headers=ADMIN)
+    for team in ("team-a", "team-b"):
+        body = {"name": team, "parent": "dept", "guaranteed": 2}
+        assert client.post("/api/v1/queues", json=body, headers=ADMIN).status_code == 201
+    with app.state.database.session() as s:
+        for i, team in enumerate(("team-a", "team-b", "team-b")):
+            spec = JobSpec(name=f"j{i}", queue=team, image="x", gpu=1)
+            row, _ = store.submit_job(session=s, spec=spec, submitter="t")
+            store.record_placement(
+                session=s,
+                job_id=row.id,
+                expected_version=row.version,
+                placements=[WorkerPlacement(0, "h1", (i,), 1.0)],
+                attempt=1,
+            )
+    result = shoal("queues")
+    assert result.exit_code == 0, result.output
+    rows = {
+        line.split()[0 if not line.lstrip().startswith("└") else 1]: line.split()
+        for line in result.output.splitlines()[1:]
+        if line.strip()
+    }
+    assert rows["dept"][-3:] == ["3", "3", "0"]  # ALLOCATED, RUNNING, PENDING
+    assert rows["team-b"][-3:] == ["2", "2", "0"]
+    out = result.output
+    assert out.index("dept") < out.index("team-a") < out.index("team-b")
+    assert "└ team-a" in out
+
+
+def test_tokens_create_takes_the_user_as_the_docs_write_it(shoal: Shoal) -> None:
+    """issue 25 item 10: `shoal tokens create prometheus --role metrics` (docs/dashboard.md)
+    failed asking for --user."""
+    made = shoal("tokens", "create", "prometheus", "--role", "metrics")
+    assert made.exit_code == 0, made.output
+    assert "for prometheus (metrics" in made.output
+    both = shoal("tokens", "create", "a", "--user", "b")
+    assert both.exit_code == 1 and "two users" in both.output
+    assert shoal("tokens", "create", "--user", "dan", "-q", "vision").exit_code == 0

@@ -81,7 +81,7 @@ def test_simulate_names_a_bad_label_or_taint_of_the_cluster_file(tmp_path: Path)
 
 @pytest.mark.parametrize(
     "args",
-    [["job", "x"], ["logs", "x"], ["cancel", "x"], ["delete", "x"]],
+    [["job", "x"], ["logs", "x"], ["cancel", "x"], ["delete", "x"], ["explain", "x"]],
 )
 def test_every_command_says_the_server_is_unreachable(args: list[str]) -> None:
     """issue 25 item 7: one error path: these printed a 60-line traceback."""

@@ -1,0 +1,122 @@
+"""`shoal submit`: a job from YAML (-f) and/or flags, the command after `--`.
+
+The scheduling flags write the job spec's fields: `--grace` its
+`terminationGracePeriodSeconds`, `--preemptible/--no-preemptible`, `--gpu-type` (repeat it
+for several allowed models), `--node-selector key=value` and `--toleration
+key[=value]:Effect` (both repeatable; a toleration without `=value` tolerates any value of
+the key, operator Exists; without `:Effect`, every effect). Flags override the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from scheduler.cli import jobs
+from scheduler.cli.admin import Token, Url
+from scheduler.cli.client import Api, die
+
+EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def pairs(values: list[str], flag: str) -> dict[str, str]:
+    """`["a=1", "b=2"]` -> `{"a": "1", "b": "2"}`; a value without `=` is refused by name."""
+    found: dict[str, str] = {}
+    for v in values:
+        key, eq, value = v.partition("=")
+        if not eq or not key:
+            die(f"{flag} {v!r}: expected KEY=VALUE")
+        found[key] = value
+    return found
+
+
+def toleration(value: str) -> dict[str, str]:
+    """`key=value:NoSchedule`, `key:NoExecute`, `key=value`, `key`, `:NoSchedule` (all
+    taints of that effect) -> a Kubernetes toleration."""
+    rule, colon, effect = value.rpartition(":") if ":" in value else (value, "", "")
+    if colon and effect not in EFFECTS:
+        die(f"--toleration {value!r}: the effect is one of {', '.join(EFFECTS)}, not {effect!r}")
+    key, eq, val = rule.partition("=")
+    t: dict[str, str] = {"key": key, "operator": "Equal" if eq else "Exists"}
+    if eq:
+        t["value"] = val
+    if effect:
+        t["effect"] = effect
+    return t
+
+
+def submit(
+    ctx: typer.Context,
+    file: Annotated[Path | None, typer.Option("-f", "--file", help="job YAML")] = None,
+    name: str | None = None,
+    queue: str | None = None,
+    workers: int | None = None,
+    gpu: float | None = None,
+    gpu_memory: Annotated[str | None, typer.Option("--gpu-memory")] = None,
+    gpu_type: Annotated[
+        list[str] | None,
+        typer.Option("--gpu-type", help="an allowed GPU model (repeat it)", show_default=False),
+    ] = None,
+    image: str | None = None,
+    framework: str | None = None,
+    cpu: str | None = None,
+    memory: str | None = None,
+    priority: int | None = None,
+    preemptible: Annotated[
+        bool | None,
+        typer.Option(
+            "--preemptible/--no-preemptible",
+            help="may be preempted (default: when over its queue's guarantee)",
+            show_default=False,
+        ),
+    ] = None,
+    grace: Annotated[
+        int | None,
+        typer.Option(help="seconds between SIGTERM and SIGKILL when stopped (default 30)"),
+    ] = None,
+    max_runtime: Annotated[int | None, typer.Option("--max-runtime")] = None,
+    backoff_limit: Annotated[int | None, typer.Option("--backoff-limit")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE")] = None,
+    node_selector: Annotated[
+        list[str] | None,
+        typer.Option("--node-selector", help="a node label KEY=VALUE (repeat it)"),
+    ] = None,
+    tolerations: Annotated[
+        list[str] | None,
+        typer.Option("--toleration", help="KEY[=VALUE][:Effect] of a taint (repeat it)"),
+    ] = None,
+    follow: Annotated[bool, typer.Option("--follow", help="follow the logs until it ends")] = False,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """Submit a job from YAML (-f) and/or flags; the command goes after `--`.
+
+    shoal submit --queue vision --workers 2 --gpu 0.5 --gpu-type H100 -- python train.py
+    """
+    flags: dict[str, Any] = {
+        "name": name,
+        "queue": queue,
+        "workers": workers,
+        "gpu": gpu,
+        "gpuMemory": gpu_memory,
+        "gpuType": gpu_type or None,
+        "image": image,
+        "framework": framework,
+        "cpu": cpu,
+        "memory": memory,
+        "priority": priority,
+        "preemptible": preemptible,
+        "terminationGracePeriodSeconds": grace,
+        "maxRuntime": max_runtime,
+        "backoffLimit": backoff_limit,
+        "env": pairs(env, "--env") if env else None,
+        "nodeSelector": pairs(node_selector, "--node-selector") if node_selector else None,
+        "tolerations": [toleration(t) for t in tolerations] if tolerations else None,
+    }
+    body = jobs.build_spec(file, flags, list(ctx.args))
+    api = Api(url, token)
+    job = jobs.submit(api, body)
+    if follow:
+        raise typer.Exit(jobs.follow_logs(api, job["id"], follow=True, worker=None, attempt=None))
