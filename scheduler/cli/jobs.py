@@ -175,9 +175,12 @@ def show_job(api: Api, name: str) -> None:
 def follow_logs(
     api: Api, name: str, *, follow: bool, worker: int | None, attempt: int | None
 ) -> int:
-    """Print the logs; with `follow`, until the job finishes: 0 if it Succeeded, else 1."""
+    """Print the logs (all of them: the API gives 256 KiB a call); with `follow`, until the
+    job finishes: 0 if it Succeeded, else 1. A line cut by a call's limit is held until
+    its end comes, so it is printed whole."""
     j = api.find_job(name)
     offsets: dict[tuple[int, int], int] = {}
+    partial: dict[tuple[int, int], str] = {}  # the unfinished last line of each worker
     current = attempt
     said = ""
     while True:
@@ -194,22 +197,37 @@ def follow_logs(
         for c in resp["chunks"]:
             if worker is not None and c["worker"] != worker:
                 continue
-            offsets[(c["attempt"], c["worker"])] = c["nextOffset"]
+            key = (c["attempt"], c["worker"])
+            offsets[key] = c["nextOffset"]
             new_text = new_text or bool(c["text"])
             # Split at newlines only: a "\r" (a progress bar) is the worker's to keep.
-            for line in c["text"].removesuffix("\n").split("\n") if c["text"] else []:
+            *lines, partial[key] = (partial.get(key, "") + c["text"]).split("\n")
+            for line in lines:
                 print_line(c["worker"], line)
+        if not new_text:  # nothing more for now: what a worker left unfinished is shown
+            flush(partial)
         if not follow:
+            if new_text:
+                continue  # more than one call's worth: read on to the end
             return 0
         j = api.get(f"/jobs/{j['id']}")
         if attempt is None and j["attempt"] and current is not None and j["attempt"] > current:
             current = j["attempt"]
+            flush(partial)
             out.print(f"[bold]--- attempt {current} (restarts {j['restarts']}) ---[/bold]")
             continue
         if j["phase"] in FINISHED and not new_text:
             out.print(f"job {j['name']}: {colour(j['phase'])}")
             return 0 if j["phase"] == "Succeeded" else 1
         time.sleep(0.5)
+
+
+def flush(partial: dict[tuple[int, int], str]) -> None:
+    """Print the unfinished last lines held back, by worker, and forget them."""
+    for (_, w), line in sorted(partial.items()):
+        if line:
+            print_line(w, line)
+    partial.clear()
 
 
 def waiting_line(j: dict[str, Any]) -> str:

@@ -217,3 +217,20 @@ def test_tokens_create_takes_the_user_as_the_docs_write_it(shoal: Shoal) -> None
     both = shoal("tokens", "create", "a", "--user", "b")
     assert both.exit_code == 1 and "two users" in both.output
     assert shoal("tokens", "create", "--user", "dan", "-q", "vision").exit_code == 0
+
+
+def test_logs_over_one_call_are_printed_whole(
+    app: FastAPI, client: TestClient, shoal: Shoal, tmp_path: Path
+) -> None:
+    """issue 25 item 3: the API gives 256 KiB a call; `shoal logs` stopped there, and a
+    line across the limit came out as two."""
+    first = "a" * (256 * 1024 - 10)
+    across, tail = "b" * 100, "c" * 300_000
+    log = tmp_path / "worker-0.log"
+    log.write_text(f"{first}\n{across}\n{tail}\nno newline at the end")
+    app.state.log_source = OneLog(log)
+    jid = client.post("/api/v1/jobs", json=job_body(name="big"), headers=ADMIN).json()["id"]
+    result = shoal("logs", jid)
+    assert result.exit_code == 0, result.output
+    want = [f"w0 {x}" for x in (first, across, tail, "no newline at the end")]
+    assert result.output.split("\n") == [*want, ""]
