@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from scheduler.cli.client import Api, die
 from scheduler.spec import JobSpec
@@ -106,15 +106,17 @@ def jobs_table(api: Api, queue: str | None, phase: str | None, limit: int) -> No
 
 
 def print_whole(t: Table, room: int = 24) -> None:
-    """Print `t` with its no-wrap columns whole even where the console (80 columns when
-    piped) is narrower than they need: rich would cut them with an ellipsis, and an id so
-    cut cannot be copied. The wrapping columns get at least `room` columns."""
-    need = sum(
-        max(out.render_str(str(c)).cell_len for c in (col.header, *col.cells)) + 2
-        for col in t.columns
-        if col.no_wrap
-    )
-    if any(not col.no_wrap for col in t.columns):
+    """Print `t` with its no-wrap columns whole even where the console is narrower than
+    they need: rich would cut them with an ellipsis, and an id so cut cannot be copied.
+    On a terminal the wrapping columns get at least `room` columns; piped, nothing wraps
+    (one line a row, for grep)."""
+    piped = not out.is_terminal
+
+    def width(col: Column) -> int:
+        return max(out.render_str(str(c)).cell_len for c in (col.header, *col.cells)) + 2
+
+    need = sum(width(col) for col in t.columns if col.no_wrap or piped)
+    if not piped and any(not col.no_wrap for col in t.columns):
         need += room
     if need <= out.width:
         out.print(t)
