@@ -117,7 +117,7 @@ def launch(
         # Said before the first worker starts: a replica that takes over after this one
         # died partway through knows the attempt is another's (it cannot see its
         # workers) and never starts it a second time.
-        began = {"attempt": request.attempt, "backend": instance}
+        began = {"attempt": request.attempt, "backend": instance, **_state(backend)}
         _event(session, job_id, LAUNCHING, "Launching", f"attempt {request.attempt}", at, began)
     try:
         backend.launch(request)
@@ -157,7 +157,7 @@ def launch(
     backoff.clear(job_id)
     data: dict[str, object] = {"attempt": request.attempt}
     if isinstance(instance, str):
-        data["backend"] = instance
+        data.update(backend=instance, **_state(backend))
     _event(
         session,
         job_id,
@@ -168,6 +168,13 @@ def launch(
         data,
     )
     return True
+
+
+def _state(backend: base.ClusterBackend) -> dict[str, str]:
+    """Where a local backend keeps its state: a replica taking over on the same host
+    reads the attempt's record there (`scheduler.backends.local.elsewhere`)."""
+    state = getattr(backend, "state_dir", None)
+    return {"state": str(state)} if state is not None else {}
 
 
 def _event(
@@ -194,11 +201,21 @@ def _event(
 def launched_by(events: Sequence[schema.JobEventRow], attempt: int) -> str | None:
     """The backend instance that launched (job, attempt), or began to, when its
     `Launched` or `Launching` event says."""
+    by = _launch_data(events, attempt).get("backend")
+    return by if isinstance(by, str) else None
+
+
+def launched_state(events: Sequence[schema.JobEventRow], attempt: int) -> str | None:
+    """The state directory of the local backend that launched (job, attempt)."""
+    state = _launch_data(events, attempt).get("state")
+    return state if isinstance(state, str) else None
+
+
+def _launch_data(events: Sequence[schema.JobEventRow], attempt: int) -> dict[str, object]:
     for e in reversed(events):
         if e.kind in (LAUNCHED, LAUNCHING) and (e.data or {}).get("attempt") == attempt:
-            by = (e.data or {}).get("backend")
-            return by if isinstance(by, str) else None
-    return None
+            return dict(e.data or {})
+    return {}
 
 
 def launched_at(

@@ -46,6 +46,9 @@ class Fenced:
         instance = getattr(backend, "instance", None)
         if instance is not None:
             self.instance = instance
+        state_dir = getattr(backend, "state_dir", None)
+        if state_dir is not None:
+            self.state_dir = state_dir
 
     def _check(self, what: str) -> None:
         now = time.monotonic()
@@ -75,6 +78,15 @@ class Fenced:
     ) -> None:
         self._check("stop")
         self._backend.stop(job_id, grace_period_s, reason=reason)
+
+    def adopt(self, state: str, instance: str, job_id: str, attempt: int) -> bool:
+        """Take over another replica's attempt (a local backend on the same host), once
+        this one is sure it leads; False where the backend cannot."""
+        adopt = getattr(self._backend, "adopt", None)
+        if adopt is None:
+            return False
+        self._check("adopt")
+        return bool(adopt(state, instance, job_id, attempt))
 
     def close(self) -> None:
         self._backend.close()

@@ -133,11 +133,13 @@ class Transition:
 
 
 def needs_history(job: Job, workers: Sequence[WorkerStatus]) -> bool:
-    """Whether `decide` may read `Facts.launched_at`/`failures` for this job: only when a
-    worker of a placed attempt is missing or failed (so the loop reads events for those
-    jobs alone)."""
-    if job.phase not in (Phase.SCHEDULED, Phase.RUNNING) or job.cancel_requested:
+    """Whether `decide` may read `Facts` from the job's events: only when a worker of a
+    placed attempt is missing or failed (so the loop reads events for those jobs alone);
+    for a cancelled one, only when none is seen (it may be another replica's)."""
+    if job.phase not in (Phase.SCHEDULED, Phase.RUNNING):
         return False
+    if job.cancel_requested:
+        return not workers
     present = {w.worker for w in workers}
     return len(present) < job.spec.workers or any(w.state is WorkerState.FAILED for w in workers)
 
@@ -156,6 +158,11 @@ def decide(
     if job.phase not in (Phase.SCHEDULED, Phase.RUNNING):
         return None
     grace = float(job.spec.termination_grace_period_seconds)
+    if facts.launched_elsewhere is not None and not workers:
+        # Another replica's workers, out of this one's sight and reach (it could not
+        # adopt them): never relaunched, and, cancelled, still holding their GPUs until
+        # they are seen gone, since nothing here can stop them.
+        return None
     if job.cancel_requested:
         return Transition(
             Outcome.CANCELLED,
@@ -169,8 +176,6 @@ def decide(
             ),
             stop=Stop(grace, StopReason.CANCELLED),
         )
-    if facts.launched_elsewhere is not None and not workers:
-        return None  # another replica's workers, out of this one's sight: never relaunch
     failed = [w for w in workers if w.state is WorkerState.FAILED]
     missing = sorted(set(range(job.spec.workers)) - {w.worker for w in workers})
     if not failed and missing:

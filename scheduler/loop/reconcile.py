@@ -128,6 +128,9 @@ def job(
             session, lj, workers, backoff=backoff, retries=retries, now=now, backend=backend
         )
         if known.launched_elsewhere is not None and not workers:
+            if _adopt(session, backend, lj, known.launched_elsewhere):
+                done.touched += 1  # its workers are this replica's from the next cycle on
+                return
             done.elsewhere[lj.id] = known.launched_elsewhere
         t = lifecycle.decide(lj, workers, now, known, missing_grace_s=missing_grace_s)
         if t is None:
@@ -142,6 +145,17 @@ def job(
     except (errors.VersionConflict, errors.InvalidTransition, errors.NotFound) as exc:
         done.touched += 1
         log.info("job %s changed meanwhile (%s); next cycle", lj.id, exc)
+
+
+def _adopt(session: Session, backend: base.ClusterBackend, lj: store.LiveJob, by: str) -> bool:
+    """Take over the attempt a replica that is gone launched on this host (its state
+    directory is in the launch's event); False where it cannot be read from here."""
+    adopt = getattr(backend, "adopt", None)
+    state = retry.launched_state(jobs.list_events(session=session, job_id=lj.id), lj.attempt)
+    if adopt is None or state is None or not adopt(state, by, lj.id, lj.attempt):
+        return False
+    log.info("job %s: adopted attempt %d from replica %s (%s)", lj.id, lj.attempt, by, state)
+    return True
 
 
 def _finish_launch(

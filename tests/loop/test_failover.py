@@ -13,7 +13,6 @@ On SQLite and, with SHOAL_TEST_PG_URL, on PostgreSQL (a schema per test).
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +21,6 @@ import pytest
 from support import pg
 
 from scheduler import model, store
-from scheduler.backends import base
 from scheduler.backends.local import LocalBackend, records
 from scheduler.cli.serve import refuse_second_local_replica
 from scheduler.core import cycle
@@ -60,7 +58,10 @@ class Later:
         return time.time() + self.offset
 
 
-def _submit(db: Database, seconds: float) -> str:
+def _submit(db: Database, seconds: float, *, deaf: bool = False) -> str:
+    """A 3-worker gang that sleeps `seconds`; `deaf`: its workers ignore SIGTERM (they
+    hold their GPUs for the whole grace period of 30 s)."""
+    deafen = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); " if deaf else ""
     spec = JobSpec.model_validate(
         {
             "name": "gang",
@@ -70,7 +71,7 @@ def _submit(db: Database, seconds: float) -> str:
             "gpu": 1,
             "cpu": "100m",
             "memory": "64Mi",
-            "command": ["python", "-c", f"import time; time.sleep({seconds})"],
+            "command": ["python", "-c", f"{deafen}import time; time.sleep({seconds})"],
         }
     )
     with db.session() as s:
@@ -132,13 +133,46 @@ def test_a_new_leader_adopts_the_workers_it_can_see(db: Database, tmp_path: Path
         backend.close()
 
 
-def test_a_new_leader_never_relaunches_workers_it_cannot_see(db: Database, tmp_path: Path) -> None:
-    job = _submit(db, seconds=30)
+def test_a_new_leader_adopts_another_replicas_workers_on_this_host(
+    db: Database, tmp_path: Path
+) -> None:
+    """Issue 25 item 0: r2 (another state directory) takes r1's attempt over from r1's
+    record: the job finishes on r1's processes, with their exit codes, started once."""
+    job = _submit(db, seconds=2)
     first = LocalBackend(tmp_path / "r1")
-    second = LocalBackend(tmp_path / "r2")  # another state directory: r1's processes unseen
+    second = LocalBackend(tmp_path / "r2")
     try:
         old = _leader(db, first, "r1")
         _cycle_until(old, db, job, Phase.RUNNING)
+        new = _leader(db, second, "r2", clock=Later(60))
+        _take_over(new)
+        deadline = time.time() + 30
+        while not second.records.attempts:
+            assert time.time() < deadline, "r1's attempt was never adopted"
+            new.run_once()
+        (rec,) = second.records.attempts.values()
+        assert rec.adopted_from == first.instance
+        _cycle_until(new, db, job, Phase.SUCCEEDED)
+        assert set(_launch_counts(first).values()) == {1} and not _launch_counts(second)
+        assert "AttemptFailed" not in _kinds(db, job) and "WorkersElsewhere" not in _kinds(db, job)
+    finally:
+        for b in (first, second):
+            b.kill_all()
+            b.close()
+
+
+def test_workers_out_of_reach_are_never_relaunched_and_keep_their_gpus(
+    db: Database, tmp_path: Path
+) -> None:
+    """r1's state directory is not readable from r2 (another host): r2 leaves the job
+    alone, and a cancel does not free its GPUs, since nothing here can stop them."""
+    job = _submit(db, seconds=30)
+    first = LocalBackend(tmp_path / "r1")
+    second = LocalBackend(tmp_path / "r2")
+    try:
+        old = _leader(db, first, "r1")
+        _cycle_until(old, db, job, Phase.RUNNING)
+        (tmp_path / "r1").rename(tmp_path / "r1-elsewhere")
         new = _leader(db, second, "r2", clock=Later(60))
         _take_over(new)
         for _ in range(5):
@@ -147,9 +181,15 @@ def test_a_new_leader_never_relaunches_workers_it_cannot_see(db: Database, tmp_p
         # Left alone: still Running on r1's processes, nothing started by r2.
         assert _phase(db, job) is Phase.RUNNING
         assert not second.records.attempts and not _launch_counts(second)
-        assert set(_launch_counts(first).values()) == {1}
         assert new.elsewhere == {job: first.instance}
         assert _kinds(db, job).count("WorkersElsewhere") == 1  # said once, not every cycle
+        with db.session() as s:
+            store.cancel_job(session=s, job_id=job, by="t")
+        report = new.run_once()
+        assert _phase(db, job) is Phase.RUNNING  # its 3 GPUs still held
+        assert report is not None and report.snapshot is not None
+        held = [r for r in report.snapshot.running if r.job.id == job]
+        assert held and len(held[0].placements) == 3
     finally:
         first.kill_all()
         first.close()
@@ -165,30 +205,42 @@ def test_a_gang_a_dead_leader_began_to_launch_is_not_started_again(
     db: Database, tmp_path: Path
 ) -> None:
     """Issue 25 item 0: r1 dies with one of three workers started; r2 (another state
-    directory, so r1's processes unseen) must not start the gang a second time."""
-    job = _submit(db, seconds=30)
-    first = LocalBackend(tmp_path / "r1")
-    second = LocalBackend(tmp_path / "r2")
-    whole = first.launch
+    directory) must not start the gang a second time: it adopts r1's attempt and starts
+    only the two workers r1 never did."""
+    job = _submit(db, seconds=30, deaf=True)
 
-    def dies_partway(request: base.LaunchRequest) -> None:
-        whole(dataclasses.replace(request, placements=request.placements[:1]))
+    def dies_after_the_first(job_id: str, attempt: int, worker: int) -> None:
         raise Died
 
-    first.launch = dies_partway  # type: ignore[method-assign]
+    first = LocalBackend(tmp_path / "r1", on_spawn=dies_after_the_first)
+    second = LocalBackend(tmp_path / "r2")
     try:
         with pytest.raises(Died):
             _leader(db, first, "r1").run_once()
         assert _phase(db, job) is Phase.SCHEDULED
         (began,) = first.records.attempts.values()
-        assert len(began.workers) == 1  # one of three started
+        assert [w.pid is not None for w in began.workers] == [True, False, False]
         new = _leader(db, second, "r2", clock=Later(60))
         _take_over(new)
         for _ in range(5):
             new.run_once()
             time.sleep(0.05)
-        assert not second.records.attempts and not _launch_counts(second)
-        assert new.elsewhere == {job: first.instance}
+        # Adopted: r2 finished the launch with the two workers r1 never started.
+        _cycle_until(new, db, job, Phase.RUNNING)
+        deadline = time.time() + 30  # a shim writes its ledger line once it is up
+        while len(ledgers := {**_launch_counts(first), **_launch_counts(second)}) < 3:
+            assert time.time() < deadline, ledgers
+            time.sleep(0.05)
+        assert sorted(k.rsplit(":", 1)[1] for k in ledgers) == ["0", "1", "2"], ledgers
+        assert set(ledgers.values()) == {1}, ledgers  # each worker started once
+        # Cancelled: r2 stops r1's worker too, and holds the GPUs while any runs.
+        with db.session() as s:
+            store.cancel_job(session=s, job_id=job, by="t")
+        _cycle_until(new, db, job, Phase.CANCELLED)
+        report = new.run_once()  # the workers ignore SIGTERM: 30 s of grace
+        assert report is not None and report.snapshot is not None
+        (held,) = [r for r in report.snapshot.running if r.job.id == job]
+        assert held.stopping and sorted(p.worker for p in held.placements) == [0, 1, 2]
     finally:
         for b in (first, second):
             b.kill_all()

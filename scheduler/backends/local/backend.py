@@ -40,6 +40,7 @@ from pathlib import Path
 from scheduler.backends import base
 from scheduler.backends.local import (
     cluster,
+    elsewhere,
     environment,
     gpus,
     mps,
@@ -109,6 +110,11 @@ class LocalBackend:
     def instance(self) -> str:
         """This state directory's id: recorded with every launch (the `Launched` event)."""
         return self.records.instance
+
+    def adopt(self, state: str, instance: str, job_id: str, attempt: int) -> bool:
+        """Take over an attempt another replica launched on this host (`elsewhere`)."""
+        with self._lock:
+            return elsewhere.adopt(self.records, state, instance, job_id, attempt)
 
     def use_mps(self, daemon: mps.Daemon) -> None:
         """Enforce fractions with `daemon` (before the first cycle): the nodes say `mps`."""

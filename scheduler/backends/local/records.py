@@ -49,6 +49,7 @@ class AttemptRecord:
     stop_file: str = ""  # SHOAL_STOP_FILE: the reason of the stop (base.StopReason)
     stop_reason: str = ""
     user: str = ""  # the OS user its workers run as ("": the service's own)
+    adopted_from: str = ""  # the instance that launched it, when another (`elsewhere`)
 
     @property
     def key(self) -> str:
@@ -78,13 +79,13 @@ class Records:
         legacy = root / "state.json"
         loaded: list[AttemptRecord] = []
         if legacy.exists():
-            loaded += [_decode(raw) for raw in json.loads(legacy.read_text()).get("attempts", [])]
+            loaded += [decode(raw) for raw in json.loads(legacy.read_text()).get("attempts", [])]
         for f in self.dir.iterdir():
             if f.suffix == ".tmp":  # a write a crash interrupted: its rename never happened
                 f.unlink(missing_ok=True)
             elif f.suffix == ".json":
                 text = f.read_text()
-                rec = _decode(json.loads(text))
+                rec = decode(json.loads(text))
                 self._written[rec.key] = text
                 loaded.append(rec)
         # Sorted, so that a restarted service lists workers in the same order every time.
@@ -109,7 +110,7 @@ class Records:
             del self._written[key]
 
     def _file(self, job_id: str, attempt: int) -> Path:
-        return self.dir / f"{quote(job_id, safe='')}.{attempt}.json"
+        return record_file(self.dir, job_id, attempt)
 
     def _write(self, rec: AttemptRecord) -> None:
         text = json.dumps(_encode(rec))
@@ -165,7 +166,11 @@ def _encode(rec: AttemptRecord) -> dict[str, Any]:
     return {**vars(rec), "workers": [vars(w) for w in rec.workers]}
 
 
-def _decode(raw: dict[str, Any]) -> AttemptRecord:
+def record_file(directory: Path, job_id: str, attempt: int) -> Path:
+    return directory / f"{quote(job_id, safe='')}.{attempt}.json"
+
+
+def decode(raw: dict[str, Any]) -> AttemptRecord:
     workers = [WorkerRecord(**w) for w in raw.pop("workers")]
     return AttemptRecord(**raw, workers=workers)
 
