@@ -19,6 +19,7 @@ every node and GPU.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
@@ -85,16 +86,24 @@ class ClusterState:
         nodes: Iterable[m.Node], running: Sequence[m.RunningJob], log: UndoLog | None = None
     ) -> ClusterState:
         """The state with every running job's placements subtracted. Placements on
-        unknown nodes are skipped (the invariant check reports them), and drift that
-        over-allocates is recorded as it is rather than refused."""
+        unknown nodes or GPUs are skipped (the invariant check reports them), and drift
+        that over-allocates is recorded as it is rather than refused."""
         state = ClusterState(nodes, log)
         for run in running:
-            placed = tuple(p for p in run.placements if p.node in state.index)
+            placed = tuple(state._known(p) for p in run.placements if p.node in state.index)
             state._apply(run.key, placed, run.job.cpu_milli, run.job.memory_mib, log=False)
         for run in running:
             state.learner.add(run.job)
         state.log.commit()
         return state
+
+    def _known(self, p: m.WorkerPlacement) -> m.WorkerPlacement:
+        """`p` without GPU indices the node no longer has (a node that shrank under a
+        running worker: the invariant check reports it as `unknown-gpu`)."""
+        count = len(self.gpu[self.index[p.node]])
+        if all(g < count for g in p.gpus):
+            return p
+        return dataclasses.replace(p, gpus=tuple(g for g in p.gpus if g < count))
 
     # -- queries -------------------------------------------------------------------
 
