@@ -98,12 +98,18 @@ class ClusterState:
         return state
 
     def _known(self, p: m.WorkerPlacement) -> m.WorkerPlacement:
-        """`p` without GPU indices the node no longer has (a node that shrank under a
-        running worker: the invariant check reports it as `unknown-gpu`)."""
-        count = len(self.gpu[self.index[p.node]])
-        if all(g < count for g in p.gpus):
+        """`p` on GPU indices the node has. A node that shrank under a running worker
+        (on Kubernetes, other pods took GPUs since: indices there are Shoal's own count,
+        the device plugin picks the card) has it counted on the freest GPUs it still
+        offers, so nothing is handed out twice; with none left it holds none (the
+        invariant check reports `unknown-gpu`)."""
+        free = self.gpu[self.index[p.node]]
+        if all(g < len(free) for g in p.gpus):
             return p
-        return dataclasses.replace(p, gpus=tuple(g for g in p.gpus if g < count))
+        kept = [g for g in p.gpus if g < len(free)]
+        spare = sorted((g for g in range(len(free)) if g not in kept), key=lambda g: -free[g])
+        moved = spare[: len(p.gpus) - len(kept)]
+        return dataclasses.replace(p, gpus=tuple(sorted(kept + moved)))
 
     # -- queries -------------------------------------------------------------------
 
