@@ -104,7 +104,7 @@ class ClusterState:
         offers, so nothing is handed out twice; with none left it holds none (the
         invariant check reports `unknown-gpu`)."""
         free = self.gpu[self.index[p.node]]
-        if all(g < len(free) for g in p.gpus):
+        if not p.gpus or max(p.gpus) < len(free):
             return p
         kept = [g for g in p.gpus if g < len(free)]
         spare = sorted((g for g in range(len(free)) if g not in kept), key=lambda g: -free[g])
