@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from api import errors, routes
+from api import apidocs, errors, routes
 from api.admission_cache import AdmissionSnapshot, InvalidateOnQueueWrite
 from api.auth import TokenTable
 from api.limits import BodySizeLimit
@@ -37,6 +37,8 @@ def create_app(settings: Settings) -> FastAPI:
         version="0.1.0",
         description="GPU-aware job scheduler: queues, jobs, nodes.",
         lifespan=lifespan,
+        docs_url=None,  # served from the package by api.apidocs: no CDN
+        redoc_url=None,
     )
     app.state.database = database
     app.state.tokens = TokenTable.load(path=settings.tokens_file, inline=settings.tokens_yaml)
@@ -46,6 +48,7 @@ def create_app(settings: Settings) -> FastAPI:
     # Admission reads queues and nodes from a snapshot (api.admission_cache).
     app.state.admission = AdmissionSnapshot(settings.admission_ttl_s)
     errors.install(app)
+    apidocs.install(app)
     for prefix, router in routes.discover():
         common = {} if prefix == "" else errors.COMMON_RESPONSES
         app.include_router(router, prefix=prefix, responses=common)
