@@ -139,12 +139,17 @@ class Phase(StrEnum):
         return self in (Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED)
 
 
+# The most GPUs a guarantee or limit may name: beyond any cluster, short of the huge
+# numbers (1e308) that flatten every bar and fair-share figure (issue 25 item 2).
+MAX_QUOTA_GPUS = 1_000_000
+
+
 class QuotaSpec(_Spec):
     """GPUs in total and per model: `{total: 8, H100: 4}` (also accepts a bare number)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
     # strict: `{"total": false}` is no GPU count (lax mode would read it as 0)
-    total: float | None = Field(default=None, ge=0, strict=True)
+    total: float | None = Field(default=None, ge=0, le=MAX_QUOTA_GPUS, strict=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -158,9 +163,9 @@ class QuotaSpec(_Spec):
                 not isinstance(amount, (int, float))
                 or isinstance(amount, bool)
                 or not math.isfinite(amount)
-                or amount < 0
+                or not 0 <= amount <= MAX_QUOTA_GPUS
             ):
-                raise ValueError(f"{model}: GPU amount must be a number >= 0")
+                raise ValueError(f"{model}: GPU amount must be a number in [0, {MAX_QUOTA_GPUS}]")
         return self
 
     @property
