@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from scheduler.spec import JobSpec, Phase, Priority, QueueSpec, QuotaSpec
@@ -70,10 +70,21 @@ class Placement(_Model):
         return self
 
 
+def camel_keys(data: dict[str, Any]) -> dict[str, Any]:
+    """The core's detail keys (snake_case) in the API's camelCase; nested maps are left
+    as they are (their keys are names: nodes, queues)."""
+    return {to_camel(k): v for k, v in data.items()}
+
+
 class PendingReasonPublic(_Model):
     code: str
     message: str
     details: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("details")
+    @classmethod
+    def _camel(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return camel_keys(v)
 
 
 class Condition(_Model):
@@ -116,6 +127,11 @@ class JobEventPublic(_Model):
     reason: str
     message: str
     data: dict[str, Any]
+
+    @field_validator("data")
+    @classmethod
+    def _camel(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return camel_keys(v)
 
 
 class JobEventsPublic(_Model):

@@ -23,7 +23,7 @@ from scheduler.store import schema
 HIDDEN = "a job in another queue"
 HIDDEN_ID = "hidden"
 # Details keys that hold job ids (see scheduler/core/reasons.py).
-_REFS = ("victims", "stopping", "reserved_for")
+_REFS = ("victims", "stopping", "reserved_for", "reservedFor")  # stored, and as served
 T = TypeVar("T", models.JobPublic, models.JobEventPublic)
 _FOR = re.compile(r"\(for ([A-Za-z0-9-]+)\)")
 

@@ -16,12 +16,13 @@ import dataclasses
 from typing import Any
 
 from fastapi import APIRouter, Path, Request
+from pydantic import field_validator
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from api import queuestats, redact
 from api.deps import PrincipalDep, SessionDep
-from api.models import _Model
+from api.models import PendingReasonPublic, _Model, camel_keys
 from scheduler import model
 from scheduler.core import explain as core_explain
 from scheduler.spec import Phase
@@ -56,11 +57,16 @@ class ExplanationPublic(_Model):
     position: int | None  # 1-based place in the cycle's order of pending jobs
     queue_position: int | None  # 1-based place among its queue's pending jobs
     fair_share: list[ShareLinePublic]  # its queue, then its ancestors
-    reason: dict[str, Any] | None
+    reason: PendingReasonPublic | None
     placements: list[dict[str, Any]]
     preempts: list[dict[str, Any]]
     candidates: list[CandidatePublic]
     policy: str  # the placement policy the account was computed with
+
+    @field_validator("placements", "preempts")
+    @classmethod
+    def _camel(cls, v: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [camel_keys(x) for x in v]
 
 
 @router.get(

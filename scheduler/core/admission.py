@@ -34,21 +34,20 @@ class Outcome:
 def quota(ctx: context.Context, job: m.JobRequest) -> m.JobRequest | m.PendingReason:
     """The job as placement should see it (GPU types narrowed to models its queues still
     have room for), or the limit it would break."""
-    ledger = ctx.ledger
     if job.queue not in ctx.model_limited:
-        hit = ledger.over_limit(job.queue, None, ctx.est.total(job))
-        return job if hit is None else reasons.over_limit(job, *hit, ctx.est.total(job))
+        why = _over(ctx, job, None, ctx.est.total(job))
+        return job if why is None else why
     per = ctx.est.per_worker(job)
     allowed = ctx.est.allowed_models(job)
     fits = []
     first: m.PendingReason | None = None
     for model in allowed:
         need = job.workers * per[model]
-        hit = ledger.over_limit(job.queue, model, need)
-        if hit is None:
+        why = _over(ctx, job, model, need)
+        if why is None:
             fits.append(model)
         elif first is None:
-            first = reasons.over_limit(job, *hit, need)
+            first = why
     if not fits and first is not None:
         return first
     if len(fits) < len(allowed):
@@ -63,11 +62,23 @@ def _within_limits(
     use = ctx.session.usage_of(placed)
     keys = [k for k in use if k != m.TOTAL] if job.queue in ctx.model_limited else []
     for key in keys:
-        hit = ctx.ledger.over_limit(job.queue, key, use[key])
-        if hit is not None:
-            return reasons.over_limit(job, *hit, use[key])
-    hit = ctx.ledger.over_limit(job.queue, None, use.get(m.TOTAL, 0.0))
-    return None if hit is None else reasons.over_limit(job, *hit, use.get(m.TOTAL, 0.0))
+        if (why := _over(ctx, job, key, use[key])) is not None:
+            return why
+    return _over(ctx, job, None, use.get(m.TOTAL, 0.0))
+
+
+def _over(
+    ctx: context.Context, job: m.JobRequest, model: str | None, need: float
+) -> m.PendingReason | None:
+    """The limit `need` more GPUs (of `model`) would break, and, where raising it would
+    not do, the ancestor's limit in the way too (the API refuses a child's limit above
+    its parent's)."""
+    hit = ctx.ledger.over_limit(job.queue, model, need)
+    if hit is None:
+        return None
+    parent = ctx.ledger.tree.queues[hit[0]].parent
+    above = ctx.ledger.over_limit(parent, model, need) if parent else None
+    return reasons.over_limit(job, *hit, need, above=above)
 
 
 def _place(

@@ -26,19 +26,38 @@ def unknown_queue(job: m.JobRequest) -> m.PendingReason:
 
 
 def over_limit(
-    job: m.JobRequest, queue: str, key: str, holds: float, limit: float, need: float
+    job: m.JobRequest,
+    queue: str,
+    key: str,
+    holds: float,
+    limit: float,
+    need: float,
+    *,
+    above: tuple[str, str, float, float] | None = None,
 ) -> m.PendingReason:
-    """The job's queue (or an ancestor) would go over a limit."""
+    """The job's queue (or an ancestor) would go over a limit. `above`: an ancestor of
+    that queue whose own limit the job would break too (queue, key, holds, limit)."""
     parent = queue != job.queue
     code = m.ReasonCode.PARENT_LIMIT if parent else m.ReasonCode.QUEUE_LIMIT
     whose = f"parent queue {queue} of {job.queue}" if parent else f"queue {queue}"
     free = max(0.0, limit - holds)
+    details: dict[str, object] = {
+        "queue": queue, "resource": key, "holds": holds, "limit": limit, "needs": need
+    }  # fmt: skip
+    if above is None:
+        raise_it = f" or the limit is raised to {holds + need:g}"
+    else:
+        # A child's limit cannot go above its parent's: raising this one alone won't do.
+        raise_it = (
+            f"; raising its limit alone would not do: its parent {above[0]} holds "
+            f"{above[2]:g} of its limit {above[3]:g} {_gpus(above[1])}"
+        )
+        details["parentLimit"] = {"queue": above[0], "holds": above[2], "limit": above[3]}
     return m.PendingReason(
         code,
         f"{whose} holds {holds:g} of its limit {limit:g} {_gpus(key)}; the job needs "
-        f"{need:g}: it fits when {need - free:g} {_gpus(key)} of {queue} are released "
-        f"or the limit is raised to {holds + need:g}",
-        {"queue": queue, "resource": key, "holds": holds, "limit": limit, "needs": need},
+        f"{need:g}: it fits when {need - free:g} {_gpus(key)} of {queue} are released" + raise_it,
+        details,
     )
 
 

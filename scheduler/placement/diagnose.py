@@ -50,8 +50,11 @@ def _why(d: fit.Demand, s: Sig, workers: int, distinct: bool) -> tuple[int, str,
         return 1, f"needs {d.memory_mib} MiB memory; {s.mem} MiB free", 0
     k = fit.capacity(d, s, workers, distinct=distinct)
     if workers > 1:
-        each = " (each on a GPU of its own)" if distinct and 0 < n.share < UNIT else ""
-        return 0, f"fits {k} of {workers} workers{each}", k
+        each = ", each on a GPU of its own" if distinct and 0 < n.share < UNIT else ""
+        if k >= workers:
+            return 0, f"fits all {workers} workers{each}", k
+        # A worker fits here, not the gang: it starts only once all fit (across nodes).
+        return 0, f"room for {k} of its {workers} workers{each}; all must fit at once", k
     return 0, "fits", k
 
 

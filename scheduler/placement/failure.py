@@ -110,8 +110,8 @@ def _explain(
     code = R.FRAGMENTATION if per and free_total >= per * workers else R.NO_NODE
     return m.PendingReason(
         code,
-        f"needs {workers} workers of {_ask(job)} at once; only {room} fit now "
-        f"(the largest node holds {largest})",
+        f"needs {workers} workers at once, each {_ask(job)}; only {room} fit now "
+        f"across all nodes (the largest node holds {largest})",
         {
             **base,
             "fit_workers": room,

@@ -126,3 +126,15 @@ def test_a_victim_is_not_told_which_other_teams_job_preempted_it(
         assert mine not in seen and "vision-secret" not in seen, seen
         assert "reclaimed for a job in another queue" in seen, seen
         assert mine in client.get(url, headers=ADMIN).text
+
+
+def test_reason_details_are_camel_case_as_the_api_says(app: FastAPI, client: TestClient) -> None:
+    """Issue 25 item 8: the core's detail keys are served in the API's camelCase, in a
+    job's pending reason and in explain (nested maps keep their keys: they are names)."""
+    mine = _submit(client, VISION, name="mine", gpu=8)
+    _waiting_for(app, mine, "x", "x")
+    body = client.get(f"{API}/jobs/{mine}", headers=ADMIN).json()
+    assert body["pendingReason"]["details"] == {"victims": ["x"], "victimGpus": 8, "stopping": []}
+    explained = client.get(f"{API}/jobs/{mine}/explain", headers=ADMIN).json()
+    keys = set((explained["reason"] or {}).get("details") or {})
+    assert keys and not any("_" in k for k in keys), keys

@@ -81,9 +81,11 @@ def test_a_shared_gpu_is_drift_only_for_a_distinct_job() -> None:
 def test_diagnose_counts_one_worker_per_gpu() -> None:
     s = state([node("n0", 2)])
     (fit,) = diagnose(s, _ddp(4, 0.25))
-    assert fit.reason == "fits 2 of 4 workers (each on a GPU of its own)"
+    assert fit.reason == (
+        "room for 2 of its 4 workers, each on a GPU of its own; all must fit at once"
+    )
     (shared,) = diagnose(s, _ddp(4, 0.25, distinct=False))
-    assert shared.reason == "fits 4 of 4 workers"
+    assert shared.reason == "fits all 4 workers"
 
 
 def test_a_failed_trial_leaves_the_state_as_it_was() -> None:

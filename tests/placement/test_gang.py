@@ -142,6 +142,6 @@ def test_diagnose_ranks_fitting_nodes_first() -> None:
               [running(request("x", gpu=4), ("full", (0, 1, 2, 3), 1.0))])  # fmt: skip
     fits = placement.diagnose(s, request(gpu=1, types=["A100"], workers=2), top=3)
     assert [(f.node, f.fits) for f in fits] == [("ok", True), ("full", False), ("t4", False)]
-    assert fits[0].reason == "fits 2 of 2 workers"
+    assert fits[0].reason == "fits all 2 workers"
     assert fits[1].reason == "needs 1 free GPU; 0 of 4 are free"
     assert "GPU type T4" in fits[2].reason
