@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session, object_session
 
 from api import models, usage
 from api.auth import Principal
-from scheduler.spec import STORED, JobSpec, Phase
+from scheduler.spec import STORED, JobSpec, Phase, text
 from scheduler.store import schema
 
 
@@ -81,16 +81,18 @@ def _placement(data: dict[str, Any], enforcement: dict[str, str]) -> models.Plac
 def _spec(row: schema.JobRow) -> JobSpec:
     """The stored spec. One an older version let in that no longer validates (a number
     out of today's bounds) is shown without the fields at fault, rather than failing
-    every listing of it (the loop gives the job a `JobError` reason saying why)."""
+    every listing of it (the loop gives the job a `JobError` reason saying why). A lone
+    surrogate an older version stored is shown as U+FFFD (it cannot be sent as UTF-8)."""
+    raw = text.repaired(row.spec) if text.has_surrogate(row.spec) else row.spec
     try:
-        return JobSpec.model_validate(row.spec, context=STORED)
+        return JobSpec.model_validate(raw, context=STORED)
     except ValidationError as exc:
         bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
     try:
-        kept = {k: v for k, v in row.spec.items() if k not in bad}
+        kept = {k: v for k, v in raw.items() if k not in bad}
         return JobSpec.model_validate(kept, context=STORED)
     except ValidationError:
-        return JobSpec.model_construct(**row.spec)
+        return JobSpec.model_construct(**raw)
 
 
 def event(row: schema.JobEventRow) -> models.JobEventPublic:

@@ -24,11 +24,16 @@ from api import models
 from api.auth import Role
 from api.deps import PrincipalDep, SessionDep
 from api.errors import ErrorBody, fail
+from scheduler.spec.text import UserInput
 from scheduler.store import cycle, jobs
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 JobId = Path(min_length=1, max_length=32)
 MAX_CHUNK = 256 * 1024
+MAX_OFFSET = 2**53  # far beyond any log, and safe for every client's numbers (JSON)
+MAX_ATTEMPT = 2**31 - 1  # attempts are stored in 32-bit columns
+MAX_WORKERS = 4096  # as scheduler.spec.JobSpec.workers
+_OFFSETS = ["query", "offsets"]
 PROGRESS_EVERY_S = 2.0
 PROGRESS_KEEP = 50  # Progress events kept per job (older ones are deleted)
 PROGRESS_MAX_KEYS = 32
@@ -56,7 +61,10 @@ class LogsPublic(models._Model):
     chunks: list[LogChunk]
 
 
-class ProgressReport(models._Model):
+class ProgressReport(models._Model, UserInput):
+    """No NUL, lone surrogate, NaN or infinity anywhere (`UserInput`): PostgreSQL's JSON
+    refuses them."""
+
     attempt: int = Field(ge=0, le=2**31 - 1)
     worker: int = Field(ge=0, le=4095)
     progress: dict[str, Any] = Field(
@@ -91,10 +99,17 @@ def job_logs(
     session: SessionDep,
     principal: PrincipalDep,
     job_id: str = JobId,
-    attempt: int | None = Query(default=None, ge=0, description="default: the latest"),
-    offsets: str = Query(default="", description="comma-separated byte offsets by worker"),
+    attempt: int | None = Query(
+        default=None, ge=0, le=MAX_ATTEMPT, description="default: the latest"
+    ),
+    offsets: str = Query(
+        default="",
+        max_length=MAX_WORKERS * 20,
+        description=f"comma-separated byte offsets by worker, each 0 to {MAX_OFFSET}",
+    ),
 ) -> LogsPublic:
     """Each worker's output of one attempt from the given byte offsets (256 KiB at most)."""
+    starts = _offsets(offsets)
     jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
     source: LogSource | None = getattr(request.app.state, "log_source", None)
     if source is None:
@@ -102,17 +117,13 @@ def job_logs(
     files = source.log_files(job_id)
     if attempt is None and files:
         attempt = max(a for a, _, _ in files)
-    try:
-        starts = [int(x) for x in offsets.split(",")] if offsets else []
-    except ValueError:
-        raise fail(422, "offsets must be integers", loc=["query", "offsets"]) from None
     chunks = []
     for a, worker, path in files:
         if a != attempt:
             continue
         start = starts[worker] if worker < len(starts) else 0
         with open(path, "rb") as f:
-            f.seek(max(0, start))
+            f.seek(start)
             data = f.read(MAX_CHUNK)
         chunks.append(
             LogChunk(
@@ -124,6 +135,28 @@ def job_logs(
             )
         )
     return LogsPublic(job_id=job_id, attempt=attempt, chunks=chunks)
+
+
+def _offsets(offsets: str) -> list[int]:
+    """The byte offset of each worker, or a 422 naming `offsets` and what is wrong."""
+    if not offsets:
+        return []
+    parts = offsets.split(",")
+    if len(parts) > MAX_WORKERS:
+        raise fail(422, f"at most {MAX_WORKERS} offsets (one per worker)", loc=_OFFSETS)
+    starts = []
+    for i, part in enumerate(parts):
+        part = part.strip()
+        if not part.isascii() or not part.isdigit() or len(part) > 19:
+            raise fail(
+                422,
+                f"offset {i} ({part[:24]!r}) is not a byte offset: an integer 0 to {MAX_OFFSET}",
+                loc=_OFFSETS,
+            )
+        if int(part) > MAX_OFFSET:
+            raise fail(422, f"offset {i} is over {MAX_OFFSET}, beyond any log", loc=_OFFSETS)
+        starts.append(int(part))
+    return starts
 
 
 def _forget_oldest(memory: dict[Any, Any]) -> None:

@@ -14,13 +14,16 @@ from api.auth import ALL, Role
 from api.deps import AdminDep, SessionDep
 from api.errors import fail
 from api.models import _Model
+from scheduler.spec.text import UserInput
 from scheduler.store import tokens
 
 router = APIRouter(prefix="/tokens", tags=["tokens"])
 TokenId = Path(min_length=1, max_length=16)
 
 
-class TokenCreate(_Model):
+class TokenCreate(_Model, UserInput):
+    """No NUL or lone surrogate in `user` or `queues` (`UserInput`)."""
+
     user: str = Field(min_length=1, max_length=128)
     role: Role = Role.MEMBER
     queues: list[str] = Field(default_factory=list, max_length=256)

@@ -15,7 +15,6 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     ValidationInfo,
@@ -25,6 +24,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from scheduler.spec import nodes
+from scheduler.spec.text import UserInput
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -96,7 +96,7 @@ def _dns1123(value: str) -> str:
     return value
 
 
-class _Spec(BaseModel):
+class _Spec(UserInput):
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,
@@ -197,7 +197,7 @@ class JobSpec(_Spec):
     env: dict[str, str] = Field(default_factory=dict)
     workers: int = Field(default=1, ge=1, le=4096)
     # The minimum is in the schema too, so OpenAPI and CRD clients see what the API refuses.
-    gpu: float | None = Field(default=None, ge=MIN_GPU_FRACTION)
+    gpu: float | None = Field(default=None, ge=MIN_GPU_FRACTION, strict=True)  # true is no GPU
     gpu_memory: str | None = None
     cpu: str | float = "1"
     memory: str = "2Gi"

@@ -18,13 +18,13 @@ J = "/api/v1/jobs"
 BAD: list[Any] = [
     pytest.param({"env": {"A=B": "1"}}, ["body", "env"], "A=B", id="env-name-with-equals"),
     pytest.param({"env": {"": "1"}}, ["body", "env"], "environment variable", id="empty-env-name"),
-    pytest.param({"env": {"A\u0000B": "1"}}, ["body", "env"], "environment", id="env-name-nul"),
+    pytest.param({"env": {"A\u0000B": "1"}}, ["body", "env"], "NUL", id="env-name-nul"),
     pytest.param({"env": {"1X": "1"}}, ["body", "env"], "digit", id="env-name-leading-digit"),
     pytest.param({"env": {"X": "a\u0000b"}}, ["body", "env"], "NUL", id="env-value-nul"),
     pytest.param(
         {"command": ["python", "-c\u0000x"]}, ["body", "command"], "NUL", id="command-nul"
     ),
-    pytest.param({"args": ["ok", "b\u0000"]}, ["body", "args"], "argument 1", id="args-nul"),
+    pytest.param({"args": ["ok", "b\u0000"]}, ["body", "args"], "args[1]", id="args-nul"),
 ]
 
 
