@@ -122,3 +122,19 @@ def test_a_stored_job_with_a_lone_surrogate_breaks_no_listing(
     assert r.status_code == 200, r.text
     spec = r.json()["spec"]
     assert spec["env"] == {"A": "x\ufffd", "\ufffdB": "1"} and spec["command"][1] == "\ufffd"
+
+
+def test_on_postgresql_nul_and_nan_are_422_not_500(pg_app: FastAPI) -> None:
+    """PostgreSQL refuses NUL in text and JSON, and NaN in JSON: each was a 500 there."""
+    with TestClient(pg_app) as client:
+        job = client.post(J, json=job_body(), headers=VISION).json()["id"]
+        for progress in ('{"loss": NaN}', '{"note": "a\\u0000b"}', '{"a\\u0000": 1}'):
+            body = '{"attempt": 1, "worker": 0, "final": true, "progress": ' + progress + "}"
+            r = client.post(f"{J}/{job}/progress", content=body, headers={**ADMIN, **JSON})
+            assert r.status_code == 422, r.text
+        r = _post(client, "/api/v1/tokens", {"user": "a\u0000", "role": "admin"}, ADMIN)
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "user"]
+        for overrides in ({"image": "i\u0000"}, {"env": {"A": "\ud800"}}):
+            assert _post(client, J, job_body(name="x", **overrides), VISION).status_code == 422
+        assert len(client.get(J, headers=ADMIN).json()["data"]) == 1
+        assert _count(pg_app, schema.ApiTokenRow) == 0
