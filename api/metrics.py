@@ -45,7 +45,13 @@ from scheduler.store.db import Database
 
 # Series without a queue label that a team's token may read: what /nodes shows it too.
 TEAM_VISIBLE = frozenset(
-    {"shoal_gpus_allocated", "shoal_gpus_idle", "shoal_gpus", "shoal_gpu_allocated_ratio"}
+    {
+        "shoal_gpus_allocated",
+        "shoal_gpus_idle",
+        "shoal_gpus",
+        "shoal_gpu_allocated_ratio",
+        "shoal_gpus_draining",
+    }
 )
 STEPS = ("lease", "observe", "reconcile", "snapshot", "schedule", "apply")
 WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
@@ -116,6 +122,10 @@ class StoreCollector(Collector):
             total.add_metric([name], t)
             allocated.add_metric([name], used)
             idle.add_metric([name], t - used)
+        draining = family(
+            "shoal_gpus_draining", "GPUs held by workers still stopping (allocated too)", []
+        )
+        draining.add_metric([], u.draining())
         ratio = family(
             "shoal_gpu_allocated_ratio", "share of each GPU allocated", ["node", "gpu", "model"]
         )
@@ -135,7 +145,7 @@ class StoreCollector(Collector):
         by_phase = family("shoal_jobs", "jobs in each phase", ["phase"])
         for phase, count in phases.items():
             by_phase.add_metric([phase], count)
-        yield from (total, allocated, idle, ratio, share, by_phase)
+        yield from (total, allocated, idle, draining, ratio, share, by_phase)
 
 
 class Metrics:

@@ -148,6 +148,10 @@ class GpuShare(_Model):
     queue: str | None
     worker: int
     fraction: float
+    # A worker still stopping (its job ended or was preempted): it holds the share until
+    # it is gone; `stopsInSeconds` is what is left of its grace period (0: overdue).
+    draining: bool = False
+    stops_in_seconds: int | None = None
 
 
 class GpuPublic(_Model):
@@ -185,8 +189,9 @@ class NodesPublic(_Model):
 
 class GpuTotals(_Model):
     total: float
-    allocated: float
+    allocated: float  # draining included: those GPUs are not free
     idle: float
+    draining: float = 0.0  # held by workers still stopping
 
 
 class QueueUsage(_Model):

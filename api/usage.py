@@ -1,4 +1,5 @@
-"""Who holds which share of which GPU: the inventory joined with live jobs' placements.
+"""Who holds which share of which GPU: the inventory joined with live jobs' placements
+and the workers still stopping (`scheduler.store.draining`: shown as draining, not idle).
 
 Shared by `GET /nodes`, `GET /cluster/summary` and the /metrics collector. Amounts are
 rounded to 6 decimals (four 0.25 shares and a 0.9 that was 0.1 + 0.8 read as 1.0 and 0.9,
@@ -16,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from scheduler.model import Node
 from scheduler.spec import Phase
-from scheduler.store import cycle
+from scheduler.store import cycle, draining
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,9 @@ class Share:
     queue: str
     worker: int
     fraction: float
+    # A worker still stopping (its job cancelled, preempted, failed...): when its grace
+    # period ends (epoch seconds). None: held by a job that runs.
+    draining_until: float | None = None
 
 
 @dataclass
@@ -48,6 +52,11 @@ class Usage:
     def by_queue_tree(self) -> dict[str, float]:
         """GPUs held by each queue's jobs and its descendants' (a department's total)."""
         return rollup(self.by_queue(), self.parents)
+
+    def draining(self) -> float:
+        """GPUs held by workers still stopping (counted in `allocated` too)."""
+        held = sum(s.fraction for sh in self.shares.values() for s in sh if s.draining_until)
+        return round(held, 6)
 
     def by_model(self) -> dict[str, tuple[float, float]]:
         """model -> (total GPUs, allocated GPUs)."""
@@ -102,5 +111,12 @@ def compute(session: Session) -> Usage:
             for gpu in p.gpus:
                 usage.shares.setdefault((p.node, gpu), []).append(
                     Share(job.id, job.request.queue, p.worker, p.fraction)
+                )
+    for d in draining.load(session=session):  # their GPUs are held until they are gone
+        until = d.since.timestamp() + d.grace_s
+        for p in d.placements:
+            for gpu in p.gpus:
+                usage.shares.setdefault((p.node, gpu), []).append(
+                    Share(d.job_id, d.queue, p.worker, p.fraction, until)
                 )
     return usage

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 from typing import Any
 
 from pydantic import ValidationError
@@ -11,7 +13,7 @@ from sqlalchemy.orm import Session, object_session
 from api import models, usage
 from api.auth import Principal
 from scheduler.spec import STORED, JobSpec, Phase, text
-from scheduler.store import schema
+from scheduler.store import draining, schema
 
 
 def queue(row: schema.QueueRow) -> models.QueuePublic:
@@ -45,7 +47,8 @@ def job(row: schema.JobRow, spec: JobSpec | None = None) -> models.JobPublic:
         spec=_spec(row) if spec is None else spec,
         phase=Phase(row.phase),
         priority=row.priority,
-        conditions=[models.Condition.model_validate(c) for c in row.conditions],
+        conditions=[models.Condition.model_validate(c) for c in row.conditions]
+        + _stopping(row.id, object_session(row)),
         placements=[_placement(p, _enforcement(object_session(row))) for p in row.placements],
         pending_reason=reason,
         attempt=row.attempt,
@@ -57,6 +60,33 @@ def job(row: schema.JobRow, spec: JobSpec | None = None) -> models.JobPublic:
         finished_at=row.finished_at,
         version=row.version,
     )
+
+
+def _stopping(job_id: str, session: Session | None) -> list[models.Condition]:
+    """`WorkersStopping` while workers of the job still stop (a cancelled job is
+    Cancelled at once; its GPUs are held until they are gone), read once per session."""
+    if session is None:
+        return []
+    found: dict[str, list[draining.Draining]] | None = session.info.get("shoal.draining")
+    if found is None:
+        found = {}
+        for d in draining.load(session=session):
+            found.setdefault(d.job_id, []).append(d)
+        session.info["shoal.draining"] = found
+    out = []
+    for d in found.get(job_id, ()):
+        left = max(0, math.ceil(d.since.timestamp() + d.grace_s - time.time()))
+        out.append(
+            models.Condition(
+                type="WorkersStopping",
+                status="True",
+                reason="Draining",
+                message=f"{len(d.placements)} worker(s) of attempt {d.attempt} still "
+                f"stopping, holding their GPUs until gone (grace period: {left}s left)",
+                last_transition_time=d.since.isoformat(),
+            )
+        )
+    return out
 
 
 def _enforcement(session: Session | None) -> dict[str, str]:
@@ -102,7 +132,7 @@ def event(row: schema.JobEventRow) -> models.JobEventPublic:
 
 
 def nodes(u: usage.Usage, principal: Principal) -> models.NodesPublic:
-    out = []
+    out, now = [], time.time()
     for n in u.nodes:
         gpus = []
         for i in range(n.gpu_count):
@@ -112,6 +142,10 @@ def nodes(u: usage.Usage, principal: Principal) -> models.NodesPublic:
                     queue=s.queue if principal.sees(s.queue) else None,
                     worker=s.worker,
                     fraction=s.fraction,
+                    draining=s.draining_until is not None,
+                    stops_in_seconds=None
+                    if s.draining_until is None
+                    else max(0, math.ceil(s.draining_until - now)),
                 )
                 for s in u.shares.get((n.name, i), ())
             ]
@@ -169,7 +203,12 @@ def summary(
         for q in queues
     ]
     return models.ClusterSummary(
-        gpus=models.GpuTotals(total=total, allocated=allocated, idle=round(total - allocated, 6)),
+        gpus=models.GpuTotals(
+            total=total,
+            allocated=allocated,
+            idle=round(total - allocated, 6),
+            draining=u.draining(),
+        ),
         by_model=by_model,
         queues=usages,
         pending=sum(u.pending for u in usages),

@@ -124,6 +124,7 @@ def nodes_map(api: Api) -> None:
         for g in n["gpus"]:
             shares = ", ".join(
                 f"{names.get(s['jobId'], s['jobId']) or 'other'}/w{s['worker']}:{s['fraction']:g}"
+                + (f" (draining, {s['stopsInSeconds']}s)" if s.get("draining") else "")
                 for s in g["shares"]
             )
             out.print(f"  gpu{g['index']}  {bar(g['allocated'])} {g['allocated']:.2f}  {shares}")

@@ -56,6 +56,7 @@ from scheduler.loop.backoff import Backoff
 from scheduler.loop.config import CycleReport, LoopConfig
 from scheduler.loop.fence import Fenced
 from scheduler.store import cycle as store
+from scheduler.store import draining
 from scheduler.store.db import Database
 
 __all__ = ["CycleReport", "Loop", "LoopConfig", "ScheduleFn"]
@@ -127,6 +128,8 @@ class Loop:
         # Jobs launched by another replica's backend that this one cannot see (job id ->
         # that backend's instance): reported once, never relaunched.
         self.elsewhere: dict[str, str] = {}
+        # The draining attempts last written to the store (None: not yet, this leader).
+        self._draining_shown: tuple[object, ...] | None = None
         self.cycles = 0
         # When run_forever last began a cycle (monotonic): how /healthz tells a wedged loop.
         self.heartbeat = time.monotonic()
@@ -314,13 +317,18 @@ class Loop:
             or self.retries.active(k, now)
             or self.faulty.active(k, now)
         }
+        stopping = snapshots.draining_attempts(seen.draining, seen.attempts, seen.by_id, now)
+        shown = tuple(sorted((r.job.id, r.attempt, r.placements) for r in stopping))
+        if shown != self._draining_shown:  # every view of the inventory shows them
+            draining.record(session=session, stopping=stopping, now=as_datetime(now))
+            self._draining_shown = shown
         return snapshots.build(
             nodes=seen.nodes,
             queues=queues,
             live=seen.live,
             now=now,
             config=self.config.core,
-            stopping=snapshots.draining_attempts(seen.draining, seen.attempts, seen.by_id, now),
+            stopping=stopping,
             draining={job_id for job_id, _ in seen.draining},
             held_back=wait,
             foreign_running=seen.foreign_running,

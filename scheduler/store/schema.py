@@ -222,6 +222,22 @@ class CapacityRow(Base):
     seen_at: Mapped[datetime]
 
 
+class DrainingRow(Base):
+    """An attempt whose workers are still stopping (cancelled, preempted, failed, past
+    maxRuntime): they hold their GPUs until gone. Written by the loop when the set
+    changes, so every view of the inventory shows them as draining, not idle."""
+
+    __tablename__ = "draining"
+
+    # A job id, or an adopted foreign pod's `pod:<namespace>/<name>`.
+    job_id: Mapped[str] = mapped_column(String(320), primary_key=True)
+    attempt: Mapped[int] = mapped_column(Integer, primary_key=True)
+    queue: Mapped[str] = mapped_column(String(63))
+    placements: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    grace_s: Mapped[float] = mapped_column(Float)
+    since: Mapped[datetime]
+
+
 class LeaseRow(Base):
     """The single scheduling lease: one row (id 1), created by the first migration."""
 
