@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from api import apidocs, errors, routes
 from api.admission_cache import AdmissionSnapshot, InvalidateOnQueueWrite
 from api.auth import TokenTable
+from api.dashboard.history import History
 from api.limits import BodySizeLimit
 from api.metrics import LatencyMiddleware, Metrics
 from api.overload import LoadShedder
@@ -28,7 +29,9 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        app.state.history.start()  # the dashboard's charts (api.dashboard.history)
         yield
+        app.state.history.stop()
         if owns_database:
             database.close()
 
@@ -41,6 +44,7 @@ def create_app(settings: Settings) -> FastAPI:
         redoc_url=None,
     )
     app.state.database = database
+    app.state.history = History(database)
     app.state.tokens = TokenTable.load(path=settings.tokens_file, inline=settings.tokens_yaml)
     app.state.worker_key = settings.worker_key
     # Fair shares are computed with the policy the loop runs (set by `shoal serve`).

@@ -11,9 +11,10 @@ shares are grey and anonymous). Pages only read: nothing here changes the store.
 
 from __future__ import annotations
 
-import hashlib
 import logging
+import time
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,12 @@ from fastapi.templating import Jinja2Templates
 
 from api import deps, queuestats, redact, usage, views
 from api.auth import Principal, Role
+from api.dashboard import charts, history
 from api.errors import ApiError
 from api.routes import explain as explain_route
 from scheduler import model
 from scheduler.spec import Phase
-from scheduler.store import errors, jobs
+from scheduler.store import cycle, errors, jobs, queues
 from scheduler.store.db import Database
 
 log = logging.getLogger(__name__)
@@ -36,7 +38,11 @@ HERE = Path(__file__).parent
 COOKIE = "shoal_token"
 POLL_S = 2
 LOG_TAIL = 64 * 1024
-STATIC = {"htmx.min.js": "text/javascript", "dashboard.css": "text/css"}
+STATIC = {
+    "htmx.min.js": "text/javascript",
+    "dashboard.js": "text/javascript",
+    "dashboard.css": "text/css",
+}
 CSP = (
     "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
     "frame-ancestors 'none'; form-action 'self'"
@@ -46,20 +52,24 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 templates = Jinja2Templates(directory=str(HERE / "templates"))
 
 
-def colour(queue: str | None) -> str:
-    """A stable colour per queue name (hidden queues are drawn grey)."""
-    if not queue:
-        return "#9aa0a6"
-    hue = int(hashlib.sha256(queue.encode()).hexdigest()[:4], 16) % 360
-    return f"hsl({hue} 62% 48%)"
-
-
-templates.env.globals.update(colour=colour, poll_s=POLL_S)
+templates.env.globals.update(poll_s=POLL_S, pct=charts.pct, polyline=charts.polyline)
+templates.env.filters["clock"] = lambda t: time.strftime("%H:%M", time.localtime(t))
 
 
 def _database(request: Request) -> Database:
     db: Database = request.app.state.database
     return db
+
+
+def _colours(request: Request) -> Callable[[str | None], str]:
+    """Each queue's colour, by creation order (`api.dashboard.charts`)."""
+    with _database(request).session() as session:
+        rows = queues.list_queues(session=session)
+    return charts.colours([r.name for r in sorted(rows, key=lambda r: (r.created_at, r.name))])
+
+
+def history_of(request: Request) -> history.History:
+    return history.of(request.app.state, _database(request))
 
 
 def _principal(request: Request) -> Principal | None:
@@ -91,7 +101,7 @@ def _page(
     response = templates.TemplateResponse(
         request,
         name,
-        {"principal": principal, "partial": partial, **ctx},
+        {"principal": principal, "partial": partial, "colour": _colours(request), **ctx},
         status_code=status,
     )
     response.headers["Content-Security-Policy"] = CSP
@@ -191,7 +201,7 @@ def cluster(request: Request) -> Response:
         u = usage.compute(session)
     nodes = views.nodes(u, principal)
     by_model = sorted(u.by_model().items())
-    queues = sorted(
+    legend = sorted(
         {s.queue for n in nodes.data for g in n.gpus for s in g.shares if s.queue is not None}
     )
     return _page(
@@ -201,7 +211,8 @@ def cluster(request: Request) -> Response:
         nodes=nodes.data,
         by_model=by_model,
         excluded=sorted(_excluded(request).items()),
-        legend=queues,
+        legend=legend,
+        history=history.cluster_chart(history_of(request).samples()),
     )
 
 
@@ -213,11 +224,14 @@ def queues_page(request: Request) -> Response:
     config: model.Config | None = getattr(request.app.state, "core_config", None)
     with _database(request).session() as session:
         stats = queuestats.compute(queuestats.snapshot(session, config))
+        capacity = float(sum(n.gpu_count for n in cycle.load_inventory(session=session)))
     shown = queuestats.visible(stats, principal.visible_queues)
-    scale = max(
-        [1.0] + [max(s.guaranteed, s.limit or 0.0, s.fair_share, s.allocated) for s in shown]
-    )
-    return _page(request, "queues.html", principal, queues=shown, scale=scale)
+    # To the cluster's size (or what a queue holds or is owed beyond it): a guarantee or
+    # limit far above the cluster is drawn at the bar's end, not shrinking every bar.
+    scale = charts.bar_scale(capacity, [v for s in shown for v in (s.fair_share, s.allocated)])
+    names = [s.name for s in shown]
+    chart = history.queue_chart(history_of(request).samples(), names, _colours(request))
+    return _page(request, "queues.html", principal, queues=shown, scale=scale, history=chart)
 
 
 @router.get("/jobs", response_model=None)
