@@ -1,8 +1,15 @@
-"""Mounts the dashboard (`api.dashboard.routes`) at /ui, outside the /api/v1 prefix."""
+"""Mounts the dashboard (`api.dashboard.routes`, `api.dashboard.whatif`) at /ui, outside
+the /api/v1 prefix."""
 
 from __future__ import annotations
 
-from api.dashboard.routes import router
+from fastapi import APIRouter
+
+from api.dashboard import routes, whatif
+
+router = APIRouter()
+router.include_router(routes.router)
+router.include_router(whatif.router)
 
 PREFIX = ""
 __all__ = ["PREFIX", "router"]
