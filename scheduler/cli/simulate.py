@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import statistics
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -82,6 +84,7 @@ def run(
     _summary(rep, wall)
     out.print(_utilisation_table(rep))
     out.print(_queue_table(rep))
+    out.print(_waits_table(rep))
     if series_out is not None:
         _write_series(rep, series_out)
     if plot_out is not None:
@@ -146,29 +149,82 @@ def _summary(rep: replay.SimReport, wall: float) -> None:
             else ""
         )
     )
-    out.print(f"mean GPU utilisation {rep.mean_utilisation():.1%}")
+    out.print(
+        f"mean utilisation: GPU {rep.mean_utilisation():.1%}, CPU {rep.mean_of(rep.cpu):.1%}, "
+        f"memory {rep.mean_of(rep.memory):.1%} (what the jobs held of the cluster's)"
+    )
+    if span > 0:
+        out.print(
+            f"some job was waiting during {rep.waiting_s / span:.0%} of the replay (the rest "
+            "of the time every job that had arrived ran: low use there is the trace's load)"
+        )
+    top = max(rep.waited.items(), key=lambda kv: kv[1], default=("", 0.0))[0]
+    if top == "NoFittingNode (CPU or memory)":
+        out.print(
+            "jobs waited mostly for CPU or memory, not GPUs (GPUs stay idle while CPU-heavy "
+            "pods queue): give the nodes more CPU per GPU (--cluster), or replay on the "
+            "trace's own nodes (--alibaba-nodes)"
+        )
+    never = Counter(kind for j, (kind, _) in rep.last_reason.items() if j not in rep.placed_ids)
+    if never:
+        out.print(
+            "never placed, by their last reason: "
+            + ", ".join(f"{k} x{n}" for k, n in never.most_common())
+        )
     if rep.invariant_reports:
         kinds = ", ".join(f"{k} x{n}" for k, n in sorted(rep.invariant_reports.items()))
         out.print(f"core invariant reports (cycles): {kinds}")
 
 
-def _utilisation_table(rep: replay.SimReport, buckets: int = 10) -> Table:
-    """Share of the cluster's GPUs held, time-weighted, in `buckets` equal spans."""
-    t = Table(title="utilisation over time", box=None, header_style="bold")
-    t.add_column("FROM (h)")
-    t.add_column("GPUs HELD")
+def _spans(rep: replay.SimReport, buckets: int) -> list[tuple[float, float]]:
     span = rep.end - rep.start
     width = span / buckets if span > 0 else 1.0
-    for b in range(buckets):
-        lo, hi = rep.start + b * width, rep.start + (b + 1) * width
-        segs = [
-            (max(lo, t0), min(hi, t1), u)
-            for (t0, u), (t1, _) in zip(rep.utilisation, rep.utilisation[1:], strict=False)
-            if t1 > lo and t0 < hi
-        ]
-        area = sum((e - s) * u for s, e, u in segs)
-        share = area / width if width else 0.0
-        t.add_row(f"{(lo - rep.start) / 3600:.1f}", f"{'█' * round(share * 30):<30} {share:.0%}")
+    return [(rep.start + b * width, rep.start + (b + 1) * width) for b in range(buckets)]
+
+
+def _mean_in(rep: replay.SimReport, series: Sequence[float], lo: float, hi: float) -> float:
+    """Time-weighted mean of a per-sample series over [lo, hi)."""
+    times = [t for t, _ in rep.utilisation]
+    area = sum(
+        (min(hi, t1) - max(lo, t0)) * v
+        for (t0, t1), v in zip(itertools.pairwise(times), series, strict=False)
+        if t1 > lo and t0 < hi
+    )
+    return area / (hi - lo) if hi > lo else 0.0
+
+
+def _utilisation_table(rep: replay.SimReport, buckets: int = 10) -> Table:
+    """Share of the cluster's GPUs, CPU and memory held, and the main reason jobs
+    waited, time-weighted, in `buckets` equal spans."""
+    t = Table(title="utilisation over time", box=None, header_style="bold")
+    for col in ("FROM (h)", "GPUs HELD", "CPU", "MEMORY", "WAITING MOSTLY FOR"):
+        t.add_column(col)
+    gpu = [u for _, u in rep.utilisation]
+    waiting = {k: [w.get(k, 0.0) for w in rep.waited_at] for k in rep.waited}
+    for lo, hi in _spans(rep, buckets):
+        share = _mean_in(rep, gpu, lo, hi)
+        mean = {k: _mean_in(rep, series, lo, hi) for k, series in waiting.items()}
+        top = sorted(((v, k) for k, v in mean.items() if v > 0), reverse=True)[:1]
+        t.add_row(
+            f"{(lo - rep.start) / 3600:.1f}",
+            f"{'█' * round(share * 20):<20} {share:.0%}",
+            f"{_mean_in(rep, rep.cpu, lo, hi):.0%}",
+            f"{_mean_in(rep, rep.memory, lo, hi):.0%}",
+            f"{top[0][1]} ({top[0][0]:.1f} jobs)" if top else "-",
+        )
+    return t
+
+
+def _waits_table(rep: replay.SimReport) -> Table:
+    """Why jobs waited: each reason's share of all job-hours spent pending."""
+    t = Table(title="why jobs waited (share of waiting job-hours)", box=None, header_style="bold")
+    for col in ("REASON", "JOB-HOURS", "SHARE", "FOR EXAMPLE"):
+        t.add_column(col)
+    total = sum(rep.waited.values())
+    for kind, secs in sorted(rep.waited.items(), key=lambda kv: -kv[1]):
+        t.add_row(
+            kind, f"{secs / 3600:.1f}", f"{secs / total:.0%}", rep.examples.get(kind, "")[:120]
+        )
     return t
 
 

@@ -31,7 +31,7 @@ from scheduler.backends.sim.backend import SimBackend
 from scheduler.clock import VirtualClock, as_datetime
 from scheduler.loop import timing
 from scheduler.loop.service import CycleReport, Loop, LoopConfig
-from scheduler.sim.report import SimReport, count_violations, record
+from scheduler.sim.report import SimReport, count_violations, count_waits, record
 from scheduler.sim.trace import TraceJob
 from scheduler.spec import JobSpec, Phase, QueueSpec
 
@@ -134,6 +134,9 @@ class _Run:
     )  # id -> (queue, submit time, name)
     first_start: dict[str, float] = field(default_factory=dict)
     i: int = 0
+    reasons: dict[str, model.PendingReason] = field(default_factory=dict)  # the last cycle's
+    total_cpu: int = 0
+    total_mem: int = 0
 
     @classmethod
     def start(
@@ -164,9 +167,12 @@ class _Run:
                 store.create_queue(session=s, spec=qs)
         rep = SimReport(len(jobs), 0, 0, 0, clock.now(), clock.now(), 0, guaranteed=guaranteed)
         models = {n.gpu_model for n in nodes}
-        return cls(
+        run = cls(
             jobs, base_t, clock, db, backend, loop, models, total_gpus, tick_s, every_tick, rep
         )
+        run.total_cpu = sum(n.cpu_milli for n in nodes)
+        run.total_mem = sum(n.memory_mib for n in nodes)
+        return run
 
     def drive(self, max_cycles: int, progress: Callable[[int, int], None] | None) -> None:
         """Cycle from event to event until every job has left or nothing is left to happen."""
@@ -189,6 +195,9 @@ class _Run:
             nxt = self.next_times(t, report, live, waiting)
             step = (min(nxt) if nxt else t) - t
             count_violations(rep, waiting, held, rep.guaranteed, step)
+            if report is not None:  # a quiet cycle's reasons are the last ones again
+                self.reasons = {k.job_id: k.reason for k in report.result.pending}
+            count_waits(rep, self.reasons, [lj.id for lj in waiting], step)
             self.backend.forget_finished({lj.id for lj in live})
             if progress is not None:
                 progress(self.i - len(live), len(self.jobs))
@@ -197,6 +206,7 @@ class _Run:
             t = min(nxt)
         rep.end = self.clock.now()
         rep.placed = len(self.first_start)
+        rep.placed_ids = set(self.first_start)
         rep.never_placed = len(self.submitted) - len(self.first_start) + (len(self.jobs) - self.i)
         rep.finished = len(self.submitted) - len(live)
 
@@ -234,6 +244,13 @@ class _Run:
         total = self.total_gpus
         self.rep.utilisation.append((t, sum(held.values()) / total if total else 0.0))
         self.rep.usage.append(dict(held))
+        cpu = mem = 0
+        for a in self.backend.attempts.values():
+            if a.ends() > t:
+                cpu += a.request.spec.cpu_milli * len(a.request.placements)
+                mem += a.request.spec.memory_mib * len(a.request.placements)
+        self.rep.cpu.append(cpu / self.total_cpu if self.total_cpu else 0.0)
+        self.rep.memory.append(mem / self.total_mem if self.total_mem else 0.0)
         return held
 
     def next_times(

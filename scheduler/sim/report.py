@@ -37,11 +37,27 @@ class SimReport:
     invariant_reports: dict[str, int] = field(default_factory=dict)  # core's checks, by kind
     skipped_ticks: int = 0  # idle ticks the fast path did not run (each as its last cycle)
     decisions: list[Decision] = field(default_factory=list)
+    # Share of the cluster's CPU and memory held, sample by sample (with `utilisation`).
+    cpu: list[float] = field(default_factory=list)
+    memory: list[float] = field(default_factory=list)
+    # Why jobs waited: reason -> job-seconds spent pending with it in all, and the jobs
+    # waiting for each at every sample (with `utilisation`); each job's last reason.
+    waited: dict[str, float] = field(default_factory=dict)
+    waited_at: list[dict[str, float]] = field(default_factory=list)
+    last_reason: dict[str, tuple[str, str]] = field(default_factory=dict)
+    examples: dict[str, str] = field(default_factory=dict)  # reason -> a message of it
+    placed_ids: set[str] = field(default_factory=set)
+    waiting_s: float = 0.0  # virtual time during which some job waited
 
     def mean_utilisation(self) -> float:
+        return self.mean_of([u for _, u in self.utilisation])
+
+    def mean_of(self, series: Sequence[float]) -> float:
+        """Time-weighted mean of a series sampled with `utilisation`."""
         total, area = 0.0, 0.0
-        for (t0, u), (t1, _) in zip(self.utilisation, self.utilisation[1:], strict=False):
-            area += u * (t1 - t0)
+        times = [t for t, _ in self.utilisation]
+        for (t0, t1), v in zip(itertools.pairwise(times), series, strict=False):
+            area += v * (t1 - t0)
             total += t1 - t0
         return area / total if total else 0.0
 
@@ -105,3 +121,29 @@ def count_violations(
         if held.get(q, 0.0) + need <= guaranteed.get(q, 0.0) + EPS:
             rep.violation_s[q] = rep.violation_s.get(q, 0.0) + step
             held = {**held, q: float("inf")}  # count each queue once per interval
+
+
+def label(reason: model.PendingReason) -> str:
+    """A pending reason's kind, with what a NoFittingNode was short of when it says."""
+    if reason.code is model.ReasonCode.NO_NODE and "most_free_cpu_milli" in reason.details:
+        return f"{reason.code.value} (CPU or memory)"
+    return reason.code.value
+
+
+def count_waits(
+    rep: SimReport, reasons: dict[str, model.PendingReason], waiting: Sequence[str], step: float
+) -> None:
+    """Charge `step` seconds of waiting to each waiting job's last reason (the cycle's
+    word for it), and keep each one's reason in case it is never placed."""
+    now: dict[str, float] = defaultdict(float)  # jobs waiting for each reason now
+    for job_id in waiting:
+        why = reasons.get(job_id)
+        kind = label(why) if why is not None else "not looked at yet"
+        now[kind] += 1
+        rep.waited[kind] = rep.waited.get(kind, 0.0) + step
+        if why is not None:
+            rep.last_reason[job_id] = (kind, why.message)
+            rep.examples.setdefault(kind, why.message)
+    rep.waited_at.append(dict(now))
+    if waiting:
+        rep.waiting_s += step

@@ -54,7 +54,21 @@ def test_simulate_prints_the_report(tmp_path: Path) -> None:
     f.write_text("name,queue,submit,duration,workers,gpu\n" + "\n".join(rows) + "\n")
     result = runner.invoke(app, ["simulate", str(f)])
     assert result.exit_code == 0, result.output
-    assert "per queue" in result.output and "mean GPU utilisation" in result.output
+    assert "per queue" in result.output and "mean utilisation: GPU" in result.output
+
+
+def test_simulate_says_what_jobs_waited_for_and_the_cpu_they_held(tmp_path: Path) -> None:
+    """Issue 25 item 11: GPUs idle while jobs wait is explained: CPU and memory held, and
+    the dominant pending reason (here every pod asks all of a node's 16 CPUs)."""
+    f = tmp_path / "trace.csv"
+    rows = [f"j{i},a,{i},3600,1,1,16,1024" for i in range(6)]
+    f.write_text("name,queue,submit,duration,workers,gpu,cpu,memoryMib\n" + "\n".join(rows))
+    result = runner.invoke(app, ["simulate", str(f)], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert "mean utilisation: GPU 25.0%, CPU 100.0%" in out, out  # 2 of 8 GPUs, all CPU
+    assert "why jobs waited" in out and "NoFittingNode (CPU or memory)" in out
+    assert "jobs waited mostly for CPU or memory, not GPUs" in out
 
 
 def test_simulate_refuses_an_unknown_policy_by_name(tmp_path: Path) -> None:
