@@ -333,4 +333,5 @@ class Loop:
             held_back=wait,
             foreign_running=seen.foreign_running,
             foreign_pending=seen.foreign_pending,
+            unstoppable=self.elsewhere.keys(),
         )

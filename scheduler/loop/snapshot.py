@@ -67,11 +67,21 @@ def build(
     held_back: Collection[str] = frozenset(),
     foreign_running: Sequence[model.RunningJob] = (),
     foreign_pending: Sequence[model.JobRequest] = (),
+    unstoppable: Collection[str] = frozenset(),
 ) -> model.Snapshot:
     """The snapshot of `live` jobs on `nodes` at `now`. `stopping`: attempts still
     draining, which hold their GPUs; `draining`: the ids of their jobs, not pending
-    until those are gone; `held_back`: ids a backoff keeps out of this cycle."""
+    until those are gone; `held_back`: ids a backoff keeps out of this cycle;
+    `unstoppable`: running jobs whose workers another replica launched out of this one's
+    reach (a stop would free their GPUs while they run on)."""
     running = [r for lj in live if (r := lj.running()) is not None]
+    if unstoppable:  # workers this replica can neither see nor stop: never a victim
+        running = [
+            dataclasses.replace(r, job=dataclasses.replace(r.job, preemptible=False))
+            if r.job.id in unstoppable
+            else r
+            for r in running
+        ]
     running.extend(stopping)
     held = {r.job.id for r in running}
     running.extend(f for f in foreign_running if f.job.id not in held)

@@ -190,6 +190,7 @@ def test_workers_out_of_reach_are_never_relaunched_and_keep_their_gpus(
         assert report is not None and report.snapshot is not None
         held = [r for r in report.snapshot.running if r.job.id == job]
         assert held and len(held[0].placements) == 3
+        assert held[0].job.preemptible is False  # a stop could not reach them either
     finally:
         first.kill_all()
         first.close()
