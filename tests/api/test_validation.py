@@ -158,7 +158,7 @@ def test_the_schema_states_the_gpu_minimum_and_strict_totals(client: TestClient)
     gpu = next(o for o in schemas["JobSpec"]["properties"]["gpu"]["anyOf"] if "type" in o)
     assert gpu.get("minimum") == 0.01, gpu
     total = schemas["QuotaSpec"]["properties"]["total"]["anyOf"]
-    assert {"type": "number", "minimum": 0} in total, total
+    assert {"type": "number", "minimum": 0, "maximum": 1_000_000} in total, total  # MAX_QUOTA_GPUS
 
 
 def test_patch_with_every_nullable_field_null_is_accepted(client: TestClient) -> None:
