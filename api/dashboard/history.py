@@ -104,9 +104,10 @@ class History:
             self._thread = None
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        # The first sample one interval after start (a page viewed sooner takes its own):
+        # starting the app reads nothing of the store.
+        while not self._stop.wait(self.interval_s):
             self.sample()
-            self._stop.wait(self.interval_s)
 
 
 def of(state: Any, database: Database) -> History:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -136,3 +137,17 @@ def test_history_is_drawn_once_there_are_two_samples(client: TestClient) -> None
     client.cookies.set("shoal_token", "ann-token")
     html = client.get("/ui/queues").text
     assert re.findall(r'data-series="([^"]+)"', html) == ["q03"]  # a member: its queue only
+
+
+def test_the_sampler_thread_records_and_stops(client: TestClient) -> None:
+    h = history.History(client.app.state.database, interval_s=0.05)  # type: ignore[attr-defined]
+    h.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(h.samples(fresh=False)) < 3:
+            assert time.monotonic() < deadline, "no samples"
+            time.sleep(0.05)
+    finally:
+        h.stop()
+    first = h.samples(fresh=False)[0]
+    assert first.capacity == 8 and first.allocated == 0
