@@ -48,6 +48,20 @@ def _workers_per_node(spec: JobSpec, node: Node) -> int:
     return max(fits, 0)
 
 
+def _per_worker(spec: JobSpec, nodes: Sequence[Node]) -> float:
+    """GPUs one worker counts against a limit, as the core's `Estimator` counts it: a
+    `gpuMemory` worker is the share of the largest GPU of an allowed model that holds it
+    (the smallest such share), a whole GPU only where none does (or no node is known)."""
+    if spec.gpu_memory_mib is None:
+        return spec.gpu or 0.0
+    largest: dict[str, int] = {}
+    for n in nodes:
+        if n.gpu_count and (not spec.gpu_type or n.gpu_model in spec.gpu_type):
+            largest[n.gpu_model] = max(largest.get(n.gpu_model, 0), n.gpu_memory_mib)
+    shares = [fit.gpu_share(0.0, spec.gpu_memory_mib, mem) for mem in largest.values()]
+    return min((1.0 if s is None else s for s in shares), default=1.0)
+
+
 def check_job(
     spec: JobSpec, *, queues: Mapping[str, Queue], nodes: Sequence[Node]
 ) -> list[Problem]:
@@ -59,8 +73,7 @@ def check_job(
         problems.append(
             Problem(("queue",), f"queue {spec.queue!r} does not exist (known: {known})")
         )
-    gpus_per_worker = spec.gpu or (1.0 if spec.gpu_memory_mib is not None else 0.0)
-    total = gpus_per_worker * spec.workers
+    total = _per_worker(spec, nodes) * spec.workers
     if queue is not None and queue.limit.total is not None and total > queue.limit.total + EPS:
         problems.append(
             Problem(

@@ -83,3 +83,16 @@ def test_over_committed_guarantees_are_admitted_with_a_warning(client: TestClien
     assert any("cluster has 20" in w for w in huge.json()["warnings"])
     more = client.post(Q, json={"name": "more", "guaranteed": 1}, headers=ADMIN).json()
     assert any("over-committed" in w for w in more["warnings"])
+
+
+def test_memory_sized_workers_count_as_the_core_counts_them(client: TestClient) -> None:
+    """Issue 26's second bug: 4 workers of 40 GiB on 80 GiB GPUs are 4 x 0.5 = 2 GPUs, as
+    the core places them, not 4 whole GPUs, against a queue limited to 3."""
+    r = client.post(Q, json={"name": "small", "limit": 3}, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    body = {"name": "mem", "queue": "small", "image": "x", "workers": 4, "gpuMemory": "40Gi"}
+    body["gpuType"] = ["H100-80GB"]
+    assert client.post("/api/v1/jobs", json=body, headers=ADMIN).status_code == 201
+    big = {**body, "name": "mem8", "workers": 8}  # 4 GPUs: over the limit for ever
+    r = client.post("/api/v1/jobs", json=big, headers=ADMIN)
+    assert r.status_code == 422 and "may hold at most 3" in r.text, r.text
