@@ -8,6 +8,8 @@ open, so a fresh file or database is usable at once and an old one is upgraded.
 
 from __future__ import annotations
 
+import fcntl
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -57,11 +59,39 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     return create_engine(url, pool_pre_ping=True, **kwargs)
 
 
+# Replicas starting on a fresh database migrate it at once: one at a time, or the second
+# fails creating a table the first made. Alembic's `context` is process-global, so threads
+# of one process take turns too.
+_MIGRATING = threading.Lock()
+PG_MIGRATION_LOCK = 7_205_125_001  # the pg_advisory_xact_lock key: any fixed 64-bit number
+
+
+@contextmanager
+def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
+    """An exclusive lock on `<database>.migrate-lock` (flock: released if the process
+    dies); nothing for an in-memory database or another dialect."""
+    path = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not path or path == ":memory:" or path.startswith("file:"):
+        yield
+        return
+    with open(f"{path}.migrate-lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def migrate(engine: Engine, revision: str = "head") -> None:
-    """Upgrade the schema to `revision` with the migrations inside this package."""
+    """Upgrade the schema to `revision` with the migrations inside this package. Safe to
+    run from several processes at once: each waits for the one before (PostgreSQL: an
+    advisory lock held by the migration's transaction; SQLite: a file lock), then finds
+    the schema at `revision` and does nothing."""
     cfg = Config()
     cfg.set_main_option("script_location", str(resources.files(__package__) / "migrations"))
-    with engine.begin() as conn:
+    with _MIGRATING, _sqlite_file_lock(engine), engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_MIGRATION_LOCK})
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
 
