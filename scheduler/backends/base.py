@@ -142,6 +142,14 @@ class ForeignWorkloads(Protocol):
 
 
 @runtime_checkable
+class PendingNotes(Protocol):
+    """Optional, with `ForeignWorkloads`: say on a foreign pod why it waits (Kubernetes:
+    `PodScheduled=False` and a `FailedScheduling` event), when its reason changes."""
+
+    def note_pending(self, job_id: str, message: str) -> None: ...
+
+
+@runtime_checkable
 class CapacityReporter(Protocol):
     """Optional: a backend whose `nodes()` is free room (less what others hold, less
     nodes that are cordoned or NotReady) rather than what the nodes could hold."""

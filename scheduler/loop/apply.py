@@ -219,10 +219,10 @@ def _keep(
 ) -> None:
     lj = live.get(keep.job_id)
     if lj is None and keep.job_id in foreign_ids:  # a foreign pod: say why, as
-        note = getattr(foreign, "note_pending", None)  # kube-scheduler would
-        if note is not None and written.get(keep.job_id) != keep.reason:
+        # kube-scheduler would
+        if isinstance(foreign, base.PendingNotes) and written.get(keep.job_id) != keep.reason:
             try:
-                note(keep.job_id, keep.reason.message)
+                foreign.note_pending(keep.job_id, keep.reason.message)
                 written[keep.job_id] = keep.reason
             except Exception as exc:
                 log.info("could not report why %s waits: %s", keep.job_id, exc)

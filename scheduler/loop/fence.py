@@ -90,3 +90,27 @@ class Fenced:
 
     def close(self) -> None:
         self._backend.close()
+
+
+class FencedForeign:
+    """A backend's foreign pods for the cycle, their writes behind the same lease check
+    as launches and stops: a replica whose lease may be another's binds no pod and
+    writes no pod status."""
+
+    def __init__(self, fence: Fenced, foreign: base.ForeignWorkloads) -> None:
+        self._fence, self._foreign = fence, foreign
+
+    def foreign_requests(self) -> Sequence[model.JobRequest]:
+        return self._foreign.foreign_requests()
+
+    def foreign_running(self) -> Sequence[model.RunningJob]:
+        return self._foreign.foreign_running()
+
+    def bind_foreign(self, job_id: str, placement: model.WorkerPlacement) -> None:
+        self._fence._check("bind")
+        self._foreign.bind_foreign(job_id, placement)
+
+    def note_pending(self, job_id: str, message: str) -> None:
+        if isinstance(self._foreign, base.PendingNotes):
+            self._fence._check("note")
+            self._foreign.note_pending(job_id, message)

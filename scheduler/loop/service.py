@@ -54,7 +54,7 @@ from scheduler.loop import apply, collector, housekeeping, isolation, reconcile
 from scheduler.loop import snapshot as snapshots
 from scheduler.loop.backoff import Backoff
 from scheduler.loop.config import CycleReport, LoopConfig
-from scheduler.loop.fence import Fenced
+from scheduler.loop.fence import Fenced, FencedForeign
 from scheduler.store import cycle as store
 from scheduler.store import draining
 from scheduler.store.db import Database
@@ -191,7 +191,7 @@ class Loop:
                 now=now,
                 worker_env=self.config.worker_env,
                 reasons=self._reasons,
-                foreign=seen.foreign,
+                foreign=FencedForeign(backend, seen.foreign) if seen.foreign else None,
                 foreign_ids={r.id for r in snapshot.pending} - by_id.keys(),
                 backoff=self.backoff,
                 on_error=lambda job_id, step, exc: self._job_error(session, job_id, step, exc, now),
