@@ -99,6 +99,33 @@ async def principal_of_request(
     return get_principal(request, credentials, db)
 
 
+WORKER_ONLY = (
+    "a worker token may only report its own job's progress "
+    "(POST /api/v1/jobs/{id}/progress); it reads nothing"
+)
+METRICS_ONLY = "a metrics token may only read /metrics (a scrape credential); it reads nothing else"
+
+
+async def require_reader(
+    principal: Annotated[auth.Principal, Depends(principal_of_request)],
+) -> auth.Principal:
+    """A team or admin token: worker and metrics tokens are 403 with what they are for."""
+    if principal.role is auth.Role.WORKER:
+        raise fail(403, WORKER_ONLY, loc=["header", "Authorization"])
+    if principal.role is auth.Role.METRICS:
+        raise fail(403, METRICS_ONLY, loc=["header", "Authorization"])
+    return principal
+
+
+async def require_scraper(
+    principal: Annotated[auth.Principal, Depends(principal_of_request)],
+) -> auth.Principal:
+    """Any token but a worker's (for /metrics)."""
+    if principal.role is auth.Role.WORKER:
+        raise fail(403, WORKER_ONLY, loc=["header", "Authorization"])
+    return principal
+
+
 async def require_admin(
     principal: Annotated[auth.Principal, Depends(principal_of_request)],
 ) -> auth.Principal:
@@ -109,6 +136,10 @@ async def require_admin(
 
 SessionDep = Annotated[Session, Depends(get_session)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
-PrincipalDep = Annotated[auth.Principal, Depends(principal_of_request)]
+# Every route reads with PrincipalDep (worker and metrics tokens refused) unless it says
+# otherwise: AnyRoleDep for a worker's progress report, ScraperDep for /metrics.
+PrincipalDep = Annotated[auth.Principal, Depends(require_reader)]
+AnyRoleDep = Annotated[auth.Principal, Depends(principal_of_request)]
+ScraperDep = Annotated[auth.Principal, Depends(require_scraper)]
 AdminDep = Annotated[auth.Principal, Depends(require_admin)]
 AdmissionDep = Annotated[AdmissionSnapshot, Depends(get_admission)]

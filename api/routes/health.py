@@ -8,7 +8,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy.exc import SQLAlchemyError
 
 from api import errors, models
-from api.deps import DatabaseDep, PrincipalDep
+from api.deps import DatabaseDep, ScraperDep
 from api.metrics import Metrics, render
 
 PREFIX = ""
@@ -55,7 +55,7 @@ def readyz(db: DatabaseDep, response: Response) -> models.Health:
         401: errors.COMMON_RESPONSES[401],
     },
 )
-def metrics(request: Request, principal: PrincipalDep) -> Response:
+def metrics(request: Request, principal: ScraperDep) -> Response:
     """Prometheus metrics. An admin or `metrics` (scrape) token reads every series; a
     member or viewer only its own queues' series and the GPU inventory (docs/api.md)."""
     m: Metrics = request.app.state.metrics

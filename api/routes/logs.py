@@ -22,8 +22,9 @@ from pydantic import Field, field_validator
 
 from api import models
 from api.auth import Role
-from api.deps import PrincipalDep, SessionDep
+from api.deps import AnyRoleDep, PrincipalDep, SessionDep
 from api.errors import ErrorBody, fail
+from scheduler.spec import Phase
 from scheduler.spec.text import UserInput
 from scheduler.store import cycle, jobs
 
@@ -169,17 +170,23 @@ def report_progress(
     body: ProgressReport,
     request: Request,
     session: SessionDep,
-    principal: PrincipalDep,
+    principal: AnyRoleDep,
     job_id: str = JobId,
 ) -> Response:
     """A worker's heartbeat and progress (from the worker launcher, with the token of
-    its own job; a worker token is good for nothing else)."""
-    if principal.role is Role.VIEWER:
-        raise fail(403, "role viewer is read-only")
+    its own job, until the job has finished; a worker token is good for nothing else)."""
+    if principal.role in (Role.VIEWER, Role.METRICS):
+        raise fail(403, f"role {principal.role} is read-only")
     if principal.role is Role.WORKER:
         if principal.job != job_id:  # another job: as if it did not exist
             raise fail(404, f"job {job_id} does not exist", loc=["path", "job_id"])
-        jobs.get_job(session=session, job_id=job_id)
+        row = jobs.get_job(session=session, job_id=job_id)
+        if Phase(row.phase).finished:
+            raise fail(
+                403,
+                f"job {job_id} has finished ({row.phase}): its worker token is no longer valid",
+                loc=["header", "Authorization"],
+            )
     else:
         jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
     last: dict[str, float] | None = getattr(request.app.state, "progress_seen", None)

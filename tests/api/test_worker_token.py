@@ -41,11 +41,12 @@ def test_a_worker_token_reports_its_own_jobs_progress_only(wapp: FastAPI) -> Non
         report = {"attempt": 1, "worker": 0, "progress": {"step": 1}}
         assert c.post(f"{J}/{mine}/progress", json=report, headers=w).status_code == 204
         assert c.post(f"{J}/{theirs}/progress", json=report, headers=w).status_code == 404
-        assert c.post(f"{J}/{theirs}/cancel", headers=w).status_code == 404
-        assert c.post(f"{J}/{mine}/cancel", headers=w).status_code == 404
-        assert c.get(f"{J}/{theirs}", headers=w).status_code == 404
-        assert c.get(J, headers=w).json()["data"] == []
-        assert c.get("/api/v1/queues", headers=w).json()["data"] == []
+        # Anything else is a 403 for the role (issue 25 item 10), whoever's job it names.
+        assert c.post(f"{J}/{theirs}/cancel", headers=w).status_code == 403
+        assert c.post(f"{J}/{mine}/cancel", headers=w).status_code == 403
+        assert c.get(f"{J}/{theirs}", headers=w).status_code == 403
+        assert c.get(J, headers=w).status_code == 403
+        assert c.get("/api/v1/queues", headers=w).status_code == 403
         assert c.post(J, json=job_body(name="x"), headers=w).status_code == 403
         # Nothing was cancelled.
         for jid, h in ((mine, VISION), (theirs, NLP)):

@@ -82,8 +82,9 @@ def test_team_tokens_get_a_403_with_the_reason(tmp_path: Path) -> None:
             assert code == 403 and "workers run as its own OS user" in text, text
         assert _get(c, "admin-t")[0] == 200
         assert _get(c, "metrics-t", "/metrics")[0] == 200
-        # A job's own worker token still works (it sees no queue: an empty list).
-        assert _get(c, workertoken.mint("k", "some-job"))[0] == 200
+        # A worker token is not turned away as a team token: only for reading (its role).
+        code, text = _get(c, workertoken.mint("k", "some-job"))
+        assert code == 403 and "own OS user" not in text and "progress" in text, text
 
 
 def test_the_dashboard_sign_in_says_why_a_team_token_is_refused(tmp_path: Path) -> None:
