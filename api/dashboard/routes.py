@@ -25,7 +25,7 @@ from fastapi.templating import Jinja2Templates
 
 from api import deps, queuestats, redact, usage, views
 from api.auth import Principal, Role
-from api.dashboard import charts, history
+from api.dashboard import charts, csrf, history
 from api.errors import ApiError
 from scheduler import model
 from scheduler.spec import Phase
@@ -51,7 +51,9 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 templates = Jinja2Templates(directory=str(HERE / "templates"))
 
 
-templates.env.globals.update(poll_s=POLL_S, pct=charts.pct, polyline=charts.polyline)
+templates.env.globals.update(
+    poll_s=POLL_S, pct=charts.pct, polyline=charts.polyline, csrf_token=csrf.csrf_token
+)
 templates.env.filters["clock"] = lambda t: time.strftime("%H:%M", time.localtime(t))
 
 
@@ -106,6 +108,7 @@ def _page(
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Cache-Control"] = "no-store"
+    csrf.attach(request, response)
     return response
 
 
@@ -142,6 +145,8 @@ async def login(request: Request) -> Response:
     form = urllib.parse.parse_qs((await request.body()).decode(errors="replace"))
     token = (form.get("token") or [""])[0].strip()
     error = None
+    if not csrf.valid(request, form):
+        return _page(request, "login.html", None, status=403, error=csrf.REFUSED)
     if not token:
         error = "token: paste an API token"
     else:
@@ -174,7 +179,10 @@ async def login(request: Request) -> Response:
 
 
 @router.post("/logout", response_model=None)
-def logout() -> Response:
+async def logout(request: Request) -> Response:
+    form = urllib.parse.parse_qs((await request.body()).decode(errors="replace"))
+    if not csrf.valid(request, form):
+        return Response(csrf.REFUSED, status_code=403, media_type="text/plain")
     response = RedirectResponse("/ui/login", status_code=303)
     response.delete_cookie(COOKIE, path="/ui")
     return response

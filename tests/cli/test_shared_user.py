@@ -89,9 +89,13 @@ def test_team_tokens_get_a_403_with_the_reason(tmp_path: Path) -> None:
 
 def test_the_dashboard_sign_in_says_why_a_team_token_is_refused(tmp_path: Path) -> None:
     with _client(tmp_path, "workers here run as this server's own OS user") as c:
-        r = c.post("/ui/login", data={"token": "member-t"}, follow_redirects=False)
+        c.get("/ui/login")  # its CSRF cookie (api/dashboard/csrf.py)
+        csrf = c.cookies.get("shoal_csrf")
+        form = {"token": "member-t", "csrf": csrf}
+        r = c.post("/ui/login", data=form, follow_redirects=False)
         assert r.status_code == 401 and "own OS user" in r.text, r.text
-        r = c.post("/ui/login", data={"token": "no-such-token"}, follow_redirects=False)
+        form = {"token": "no-such-token", "csrf": csrf}
+        r = c.post("/ui/login", data=form, follow_redirects=False)
         assert r.status_code == 401 and "unknown or revoked" in r.text
 
 
