@@ -1,10 +1,12 @@
 """A long fuzz of the REST API against a live `shoal serve`, per role (not a test):
 schemathesis cases from the server's own OpenAPI document, seeded as tests/api/test_fuzz.py
 is (bench/fuzz_seeding.py: bodies often name a queue that exists, path ids are often a
-real job's or queue's),
-sent over HTTP with an admin, a member (queue vision) and a viewer token.
+real job's or queue's; the seed jobs run, and write output, for the whole run, so events,
+logs, cancel and progress reach a live job), sent over HTTP with an admin, a member (queue
+vision), a viewer and a seed job's worker token (`--roles`).
 
     nice .venv/bin/python -m bench.api_fuzz [--requests 10000] [--databases sqlite,postgres]
+        [--roles admin,member,viewer,worker]
 
 Each database gets a fresh server (local backend, the scheduler loop running) in a fresh
 state directory; PostgreSQL runs when SHOAL_TEST_PG_URL is set, in a schema of its own.
@@ -42,6 +44,7 @@ from schemathesis.core.result import Ok
 from bench import fuzz_seeding
 from bench.fuzz_seeding import QUEUES
 from bench.serving import ROOT, free_port, pg_schema, serving
+from scheduler import workertoken
 
 CHUNK = 100  # cases per hypothesis run: the time limit is checked between runs
 TOKENS = {
@@ -49,6 +52,18 @@ TOKENS = {
     "member": ("fuzz-member", {"user": "alice", "role": "member", "queues": ["vision"]}),
     "viewer": ("fuzz-viewer", {"user": "vera", "role": "viewer", "queues": ["*"]}),
 }
+
+
+# A seed job's command: it prints a line a second until cancelled (at the end of the run),
+# for an hour at most: workers outlive their server (a new one adopts them).
+LIVE_S = 3600
+LIVE_COMMAND = [
+    "python3",
+    "-c",
+    f"import time\nfor i in range({LIVE_S}): print('step', i, flush=True); time.sleep(1)",
+]
+LIVE_PER_QUEUE = 3  # cancels by the fuzz stop some; the others stay live
+WORKER_KEY = "fuzz-worker-key"
 
 
 @contextmanager
@@ -62,12 +77,13 @@ def _serve(db_url: str | None) -> Iterator[str]:
     if db_url:
         cmd += ["--database-url", db_url]
     env = {**os.environ, "SHOAL_API_TOKENS_FILE": str(tokens), "SHOAL_SHARED_USER_OK": "1"}
+    env["SHOAL_WORKER_KEY"] = WORKER_KEY  # the seed jobs' worker tokens
     with serving(cmd, env, state, port) as (url, _):
         yield url
 
 
 def _seed(url: str) -> list[str]:
-    """The two queues and a job in each; returns the jobs' ids."""
+    """The two queues and `LIVE_PER_QUEUE` running jobs in each; returns the jobs' ids."""
     h = {"Authorization": f"Bearer {TOKENS['admin'][0]}"}
     ids = []
     for q, guaranteed in zip(QUEUES, (4, 2), strict=True):
@@ -75,11 +91,32 @@ def _seed(url: str) -> list[str]:
             f"{url}/api/v1/queues", json={"name": q, "guaranteed": guaranteed}, headers=h
         )
         r.raise_for_status()
-        body = {"name": f"seed-{q}", "queue": q, "image": "x", "gpu": 1, "command": ["true"]}
-        r = httpx.post(f"{url}/api/v1/jobs", json=body, headers=h)
-        r.raise_for_status()
-        ids.append(r.json()["id"])
+        for i in range(LIVE_PER_QUEUE):
+            body = {"name": f"seed-{q}-{i}", "queue": q, "image": "x", "gpu": 0.1}
+            r = httpx.post(f"{url}/api/v1/jobs", json={**body, "command": LIVE_COMMAND}, headers=h)
+            r.raise_for_status()
+            ids.append(r.json()["id"])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until they run (their logs exist)
+        phases = [httpx.get(f"{url}/api/v1/jobs/{j}", headers=h).json()["phase"] for j in ids]
+        if all(p == "Running" for p in phases):
+            break
+        time.sleep(0.5)
     return ids
+
+
+def _stop(url: str, ids: list[str]) -> None:
+    """Cancel the seed jobs and wait (a minute at most) until their workers are gone."""
+    h = {"Authorization": f"Bearer {TOKENS['admin'][0]}"}
+    for j in ids:
+        httpx.post(f"{url}/api/v1/jobs/{j}/cancel", headers=h)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = [httpx.get(f"{url}/api/v1/jobs/{j}", headers=h).json() for j in ids]
+        # A job the fuzz deleted (404, no phase) is gone too.
+        if all(j.get("phase", "Cancelled") in ("Cancelled", "Succeeded", "Failed") for j in found):
+            return
+        time.sleep(0.5)
 
 
 def _memoize_fixed_dictionaries() -> None:
@@ -110,10 +147,12 @@ def _fuzz(
     (checked between runs of at most `CHUNK` cases)."""
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
 
-    fuzz_seeding.install(schema, seed_jobs)
+    # A worker token is good for its own job (the first seed) only: aim there.
+    fuzz_seeding.install(schema, seed_jobs[:1] if role == "worker" else seed_jobs)
 
     ops = [r.ok() for r in schema.get_all_operations() if isinstance(r, Ok)]
-    headers = {"Authorization": f"Bearer {TOKENS[role][0]}"}
+    token = os.environ["SHOAL_FUZZ_WORKER_TOKEN"] if role == "worker" else TOKENS[role][0]
+    headers = {"Authorization": f"Bearer {token}"}
     statuses: Counter[int] = Counter()
     by_op: dict[str, Counter[int]] = {}
     errors: list[str] = []
@@ -174,13 +213,14 @@ def _fuzz(
 
 
 def _role_in_child(
-    url: str, role: str, target: int, seed_jobs: list[str], max_seconds: float
+    url: str, role: str, target: int, seed_jobs: list[str], max_seconds: float, worker: str
 ) -> subprocess.Popen[str]:
     """One role's fuzz in a process of its own: generation is CPU-bound Python, so the
     roles run side by side instead of one after another."""
     cmd = [sys.executable, "-m", "bench.api_fuzz", "role", url, role, str(target), str(max_seconds)]
+    env = {**os.environ, "SHOAL_FUZZ_WORKER_TOKEN": worker}
     return subprocess.Popen(
-        [*cmd, ",".join(seed_jobs)], stdout=subprocess.PIPE, text=True, cwd=ROOT
+        [*cmd, ",".join(seed_jobs)], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env
     )
 
 
@@ -193,7 +233,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=10_000, help="per role and database")
     ap.add_argument("--databases", default="sqlite,postgres")
-    ap.add_argument("--roles", default="admin,member,viewer")
+    ap.add_argument("--roles", default="admin,member,viewer,worker")
     ap.add_argument(
         "--max-seconds", type=float, default=math.inf, help="per database: stop sending after"
     )
@@ -207,9 +247,10 @@ def main() -> int:
         ctx = pg_schema(pg, "fuzz") if db == "postgres" and pg else _nullcontext()
         with ctx as db_url, _serve(db_url) as url:
             seed_jobs = _seed(url)
+            worker = workertoken.mint(WORKER_KEY, seed_jobs[0])
             t0 = time.monotonic()
             children = [
-                _role_in_child(url, role, args.requests, seed_jobs, args.max_seconds)
+                _role_in_child(url, role, args.requests, seed_jobs, args.max_seconds, worker)
                 for role in args.roles.split(",")
             ]
             for child in children:
@@ -220,6 +261,7 @@ def main() -> int:
                 bad += r["500"]
                 print(json.dumps({"database": db, **r}), flush=True)
             wall = time.monotonic() - t0
+            _stop(url, seed_jobs)
             print(json.dumps({"database": db, "roles_side_by_side_seconds": round(wall, 1)}))
     return 1 if bad else 0
 

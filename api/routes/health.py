@@ -53,6 +53,7 @@ def readyz(db: DatabaseDep, response: Response) -> models.Health:
     responses={
         200: {"content": {"text/plain": {}}, "description": "Prometheus text format"},
         401: errors.COMMON_RESPONSES[401],
+        403: errors.COMMON_RESPONSES[403],  # a worker token
     },
 )
 def metrics(request: Request, principal: ScraperDep) -> Response:
