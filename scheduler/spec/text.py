@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationInfo, field_validator
 
@@ -69,8 +69,15 @@ def has_surrogate(value: Any) -> bool:
     return False
 
 
+def _takes_bool(annotation: Any) -> bool:
+    if annotation is bool or annotation is Any:
+        return True
+    return any(_takes_bool(a) for a in get_args(annotation))
+
+
 class UserInput(BaseModel):
-    """A request body: no field may hold a NUL, a lone surrogate or a non-finite number."""
+    """A request body: no field may hold a NUL, a lone surrogate or a non-finite number,
+    and `true`/`false` only where a field takes a bool (`gpu: true` is no GPU count)."""
 
     @field_validator("*", mode="before")
     @classmethod
@@ -78,6 +85,8 @@ class UserInput(BaseModel):
         if info.context == {"stored": True}:  # scheduler.spec.STORED: checked when submitted
             return value
         field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, bool) and field is not None and not _takes_bool(field.annotation):
+            raise ValueError(f"must be a number or text, not {str(value).lower()}")
         why = problem(value, (field and field.alias) or info.field_name or "")
         if why is not None:
             raise ValueError(why)

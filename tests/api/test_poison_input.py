@@ -39,6 +39,9 @@ JOBS: list[Any] = [
     pytest.param({"gpuType": ["H100\u0000"]}, "gpuType", "NUL", id="gpu-type-nul"),
     pytest.param({"nodeSelector": {"a": "\ud800"}}, "nodeSelector", "surrogate", id="selector"),
     pytest.param({"gpu": True}, "gpu", "number", id="gpu-true"),
+    pytest.param({"workers": True}, "workers", "not true", id="workers-true"),
+    pytest.param({"cpu": True}, "cpu", "not true", id="cpu-true"),
+    pytest.param({"priority": False}, "priority", "not false", id="priority-false"),
 ]
 
 
