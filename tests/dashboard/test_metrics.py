@@ -47,9 +47,9 @@ def test_scrape_token_reads_everything_and_teams_only_their_own(live: Live) -> N
             "shoal_queue_lent_gpus",
         ):
             assert name in text, name
-        # The scrape credential reads nothing else.
-        assert scrape.get(f"/api/v1/jobs/{a}").status_code == 404
-        assert scrape.get("/api/v1/jobs").json()["data"] == []
+        # The scrape credential reads nothing else: a 403 saying so (issue 25 item 10).
+        assert scrape.get(f"/api/v1/jobs/{a}").status_code == 403
+        assert scrape.get("/api/v1/jobs").status_code == 403
 
         mine = alice.get("/metrics")
         assert mine.status_code == 200
