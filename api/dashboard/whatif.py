@@ -28,7 +28,7 @@ import yaml
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from api.dashboard import charts
+from api.dashboard import charts, csrf
 from api.dashboard.routes import _database, _page, _principal, _to_login
 from scheduler.store import cycle
 
@@ -145,6 +145,10 @@ async def whatif_run(request: Request) -> Response:
         return _to_login(request)
     body = await request.body()
     fields = form_fields(request.headers.get("content-type", ""), body)
+    sent = fields.get(csrf.FIELD, (None, b""))[1].decode(errors="replace")
+    if not csrf.valid(request, {csrf.FIELD: [sent]}):
+        refused = {"error": csrf.REFUSED}
+        return _page(request, "whatif.html", principal, status=403, result=refused, **_defaults())
     filename, trace = fields.get("trace", (None, b""))
     try:
         jobs = int(fields.get("jobs", (None, b"200"))[1] or 200)

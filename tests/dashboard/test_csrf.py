@@ -1,7 +1,7 @@
 """Issue 25 item 10: the dashboard's forms carry a CSRF token (a double-submit cookie,
-api/dashboard/csrf.py): a sign-in or sign-out POST without the token of its page, or
-from a browser without the cookie (another site's form), is refused and signs nobody in
-or out."""
+api/dashboard/csrf.py): a sign-in, sign-out or what-if POST without the token of its
+page, or from a browser without the cookie (another site's form), is refused and signs
+nobody in or out (runs nothing)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
 
 
 def _form_token(html: str, action: str) -> str:
-    form = re.search(rf'<form method="post" action="{action}".*?</form>', html, re.S)
+    form = re.search(rf'<form[^>]* action="{action}".*?</form>', html, re.S)
     assert form is not None, html[-800:]
     found = re.search(r'name="csrf" value="([^"]+)"', form.group(0))
     assert found is not None, form.group(0)
@@ -71,3 +71,13 @@ def test_sign_out_needs_the_token_too(client: TestClient) -> None:
     assert client.get("/ui/cluster", follow_redirects=False).status_code == 200  # still in
     r = client.post("/ui/logout", data={"csrf": out}, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/ui/login"
+
+
+def test_a_what_if_upload_needs_the_token(client: TestClient) -> None:
+    token = _form_token(client.get("/ui/login").text, "/ui/login")
+    client.post("/ui/login", data={"token": "ann-token", "csrf": token})
+    page = client.get("/ui/whatif")
+    assert _form_token(page.text, "/ui/whatif") == token
+    trace = ("t.csv", b"name,queue,submit,duration,workers,gpu\na,vision,0,60,1,1\n", "text/csv")
+    r = client.post("/ui/whatif", files={"trace": trace}, data={"jobs": "5"})
+    assert r.status_code == 403 and "CSRF" in r.text

@@ -28,6 +28,9 @@ c1,vision,2000,3600,8,1
 """
 
 
+CSRF: dict[str, str] = {}  # the form's hidden field, as the page gives it
+
+
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[TestClient]:
     app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'w.db'}", tokens_yaml=TOKENS))
@@ -35,6 +38,8 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
         store.save_inventory(session=s, nodes=(Node("big", 64_000, 512_000, 8, "H100", 81920),))
     with TestClient(app) as c:
         c.cookies.set("shoal_token", "ann-token")
+        c.get("/ui/whatif")  # its CSRF cookie (api/dashboard/csrf.py), sent back in CSRF
+        CSRF["csrf"] = c.cookies.get("shoal_csrf") or ""
         yield c
     app.state.database.close()
 
@@ -45,7 +50,7 @@ def test_upload_a_trace_and_see_its_replay(client: TestClient) -> None:
     r = client.post(
         "/ui/whatif",
         files={"trace": ("mine.csv", TRACE, "text/csv")},
-        data={"jobs": "50", "policy": "binpack"},
+        data={"jobs": "50", "policy": "binpack", **CSRF},
     )
     assert r.status_code == 200, r.text
     assert 'data-testid="whatif-result"' in r.text
@@ -66,7 +71,7 @@ def test_bad_uploads_are_refused_saying_why(client: TestClient) -> None:
         ({"trace": ("t.csv", b"name,queue\nx,y\n", "text/csv")}, {}, "could not be replayed"),
     ]
     for files, data, why in cases:
-        r = client.post("/ui/whatif", files=files, data=data)
+        r = client.post("/ui/whatif", files=files, data={**data, **CSRF})
         assert r.status_code == 422, (why, r.status_code)
         assert why in r.text, (why, r.text[-600:])
 
