@@ -113,7 +113,7 @@ def test_placement_and_pending_reason_show_on_get_nodes_summary_metrics(
     assert {s["jobId"] for s in hidden} == {None}  # another team's job stays anonymous
 
     summary = client.get(f"{API}/cluster/summary", headers=ADMIN).json()
-    assert summary["gpus"] == {"total": 20.0, "allocated": 1.0, "idle": 19.0}
+    assert summary["gpus"] == {"total": 20.0, "allocated": 1.0, "idle": 19.0, "draining": 0.0}
     assert summary["byModel"]["H100-80GB"]["allocated"] == 1.0
     vision = next(q for q in summary["queues"] if q["name"] == "vision")
     assert vision == {
