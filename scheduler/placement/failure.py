@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from scheduler import model as m
 from scheduler.placement import fit
-from scheduler.placement.state import UNIT, ClusterState, Sig
+from scheduler.placement.state import UNIT, ClusterState, Sig, view
 
 R = m.ReasonCode
 
@@ -58,9 +58,7 @@ def _explain(
 ) -> m.PendingReason:
     d = fit.Demand.of(job)
     workers = max(job.workers, 1)
-    classes = state.classes
-    if only is not None:
-        classes = {s: k for s, ms in classes.items() if (k := [i for i in ms if i in only])}
+    classes = view(state.classes, only)
     nodes = [(i, n) for i, n in enumerate(state.nodes) if only is None or i in only]
     sigs = [
         (s, fit.need(d, s.model, s.gpu_mem, s.slices, s.no_sharing), len(ms))

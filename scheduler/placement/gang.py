@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from scheduler import model as m
 from scheduler.placement import eligible, failure, fit, policies
 from scheduler.placement.fragmentation import WorkloadMix
-from scheduler.placement.state import UNIT, ClusterState, Sig
+from scheduler.placement.state import UNIT, ClusterState, Sig, view
 
 _UNSEEN = policies.Choice(float("nan"))  # a class not yet in the cache (by identity)
 
@@ -130,18 +130,6 @@ def _place(
     if got is None:
         return None
     return (_worker(state, job, 0, got.node, got.choice.take)[0],)
-
-
-def view(classes: dict[Sig, list[int]], only: frozenset[int] | None) -> dict[Sig, list[int]]:
-    """The node classes with only the members in `only` (all of them when None)."""
-    if only is None:
-        return classes
-    out = {}
-    for s, members in classes.items():
-        kept = [i for i in members if i in only]
-        if kept:
-            out[s] = kept
-    return out
 
 
 def _gang(

@@ -29,9 +29,22 @@ from scheduler.placement.fragmentation import WorkloadMix
 from scheduler.placement.shares import UNIT, Sig, Tag, units
 from scheduler.placement.undo import UndoLog
 
-__all__ = ["UNIT", "ClusterState", "Hold", "Owner", "Sig", "Tag", "units"]
+__all__ = ["UNIT", "ClusterState", "Hold", "Owner", "Sig", "Tag", "units", "view"]
 
 _Job = tuple[tuple[m.WorkerPlacement, ...], int, int]  # placements, cpu, mem per worker
+
+
+def view(classes: dict[Sig, list[int]], only: frozenset[int] | None) -> dict[Sig, list[int]]:
+    """The node classes with only the members in `only` (all of them when None): the
+    nodes a job's node rules allow (`eligible.tiers`)."""
+    if only is None:
+        return classes
+    out = {}
+    for s, members in classes.items():
+        kept = [i for i in members if i in only]
+        if kept:
+            out[s] = kept
+    return out
 
 
 class Hold(NamedTuple):
