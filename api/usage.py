@@ -55,7 +55,7 @@ class Usage:
 
     def draining(self) -> float:
         """GPUs held by workers still stopping (counted in `allocated` too)."""
-        held = sum(s.fraction for sh in self.shares.values() for s in sh if s.draining_until)
+        held = sum(s.fraction for sh in self.shares.values() for s in sh if s.draining_until is not None)
         return round(held, 6)
 
     def by_model(self) -> dict[str, tuple[float, float]]:
@@ -113,10 +113,9 @@ def compute(session: Session) -> Usage:
                     Share(job.id, job.request.queue, p.worker, p.fraction)
                 )
     for d in draining.load(session=session):  # their GPUs are held until they are gone
-        until = d.since.timestamp() + d.grace_s
         for p in d.placements:
             for gpu in p.gpus:
                 usage.shares.setdefault((p.node, gpu), []).append(
-                    Share(d.job_id, d.queue, p.worker, p.fraction, until)
+                    Share(d.job_id, d.queue, p.worker, p.fraction, d.until)
                 )
     return usage

@@ -75,7 +75,7 @@ def _stopping(job_id: str, session: Session | None) -> list[models.Condition]:
         session.info["shoal.draining"] = found
     out = []
     for d in found.get(job_id, ()):
-        left = max(0, math.ceil(d.since.timestamp() + d.grace_s - time.time()))
+        left = max(0, math.ceil(d.until - time.time()))
         out.append(
             models.Condition(
                 type="WorkersStopping",

@@ -29,6 +29,11 @@ class Draining:
     grace_s: float
     since: datetime  # when the loop first saw it draining: its grace ends `grace_s` later
 
+    @property
+    def until(self) -> float:
+        """When its grace period ends (epoch seconds)."""
+        return self.since.timestamp() + self.grace_s
+
 
 def record(*, session: Session, stopping: Sequence[model.RunningJob], now: datetime) -> None:
     """Make the table hold exactly these stopping entries (a new one since `now`)."""

@@ -177,10 +177,8 @@ class ApiTokenRow(Base):
     revoked_at: Mapped[datetime | None]
 
 
-class InventoryRow(Base):
-    """A node as the scheduler last saw it (its GPUs are all of one model)."""
-
-    __tablename__ = "inventory"
+class _NodeColumns:
+    """What a node row holds in both tables (its GPUs are all of one model)."""
 
     name: Mapped[str] = mapped_column(String(253), primary_key=True)
     cpu_milli: Mapped[int] = mapped_column(BigInteger)
@@ -194,32 +192,27 @@ class InventoryRow(Base):
     )
     # GPUs shared as this many equal MPS replicas by the device plugin (0: not shared).
     slices: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    seen_at: Mapped[datetime]
+
+
+class InventoryRow(_NodeColumns, Base):
+    """A node as the scheduler last saw it: the free room it offers now."""
+
+    __tablename__ = "inventory"
+
     # Why no fraction may go here now (`Node.no_sharing`); empty: they may.
     no_sharing: Mapped[str] = mapped_column(Text, default="", server_default="")
     # Its labels ({key: value}) and taints ([{key, value, effect}]), for jobs' node rules.
     labels: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default="{}")
     taints: Mapped[list[Any]] = mapped_column(default=list, server_default="[]")
-    seen_at: Mapped[datetime]
 
 
-class CapacityRow(Base):
+class CapacityRow(_NodeColumns, Base):
     """A node as it would be empty: its allocatable capacity, cordoned and NotReady nodes
     included. Admission judges "can never run" against these, never against the free
     room the loop saw (`InventoryRow`), which foreign pods and cordons shrink."""
 
     __tablename__ = "node_capacity"
-
-    name: Mapped[str] = mapped_column(String(253), primary_key=True)
-    cpu_milli: Mapped[int] = mapped_column(BigInteger)
-    memory_mib: Mapped[int] = mapped_column(BigInteger)
-    gpu_count: Mapped[int] = mapped_column(Integer)
-    gpu_model: Mapped[str] = mapped_column(String(128))
-    gpu_memory_mib: Mapped[int] = mapped_column(BigInteger)
-    enforcement: Mapped[str] = mapped_column(
-        String(16), default="advisory", server_default="advisory"
-    )
-    slices: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    seen_at: Mapped[datetime]
 
 
 class DrainingRow(Base):
