@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import itertools
 import statistics
 import time
 from collections import Counter
@@ -182,17 +181,6 @@ def _spans(rep: replay.SimReport, buckets: int) -> list[tuple[float, float]]:
     return [(rep.start + b * width, rep.start + (b + 1) * width) for b in range(buckets)]
 
 
-def _mean_in(rep: replay.SimReport, series: Sequence[float], lo: float, hi: float) -> float:
-    """Time-weighted mean of a per-sample series over [lo, hi)."""
-    times = [t for t, _ in rep.utilisation]
-    area = sum(
-        (min(hi, t1) - max(lo, t0)) * v
-        for (t0, t1), v in zip(itertools.pairwise(times), series, strict=False)
-        if t1 > lo and t0 < hi
-    )
-    return area / (hi - lo) if hi > lo else 0.0
-
-
 def _utilisation_table(rep: replay.SimReport, buckets: int = 10) -> Table:
     """Share of the cluster's GPUs, CPU and memory held, and the main reason jobs
     waited, time-weighted, in `buckets` equal spans."""
@@ -202,14 +190,14 @@ def _utilisation_table(rep: replay.SimReport, buckets: int = 10) -> Table:
     gpu = [u for _, u in rep.utilisation]
     waiting = {k: [w.get(k, 0.0) for w in rep.waited_at] for k in rep.waited}
     for lo, hi in _spans(rep, buckets):
-        share = _mean_in(rep, gpu, lo, hi)
-        mean = {k: _mean_in(rep, series, lo, hi) for k, series in waiting.items()}
+        share = rep.mean_of(gpu, lo, hi)
+        mean = {k: rep.mean_of(series, lo, hi) for k, series in waiting.items()}
         top = sorted(((v, k) for k, v in mean.items() if v > 0), reverse=True)[:1]
         t.add_row(
             f"{(lo - rep.start) / 3600:.1f}",
             f"{'█' * round(share * 20):<20} {share:.0%}",
-            f"{_mean_in(rep, rep.cpu, lo, hi):.0%}",
-            f"{_mean_in(rep, rep.memory, lo, hi):.0%}",
+            f"{rep.mean_of(rep.cpu, lo, hi):.0%}",
+            f"{rep.mean_of(rep.memory, lo, hi):.0%}",
             f"{top[0][1]} ({top[0][0]:.1f} jobs)" if top else "-",
         )
     return t

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -52,13 +53,17 @@ class SimReport:
     def mean_utilisation(self) -> float:
         return self.mean_of([u for _, u in self.utilisation])
 
-    def mean_of(self, series: Sequence[float]) -> float:
-        """Time-weighted mean of a series sampled with `utilisation`."""
+    def mean_of(
+        self, series: Sequence[float], lo: float = -math.inf, hi: float = math.inf
+    ) -> float:
+        """Time-weighted mean of a series sampled with `utilisation`, over [lo, hi)."""
         total, area = 0.0, 0.0
         times = [t for t, _ in self.utilisation]
         for (t0, t1), v in zip(itertools.pairwise(times), series, strict=False):
-            area += v * (t1 - t0)
-            total += t1 - t0
+            span = min(hi, t1) - max(lo, t0)
+            if span > 0:
+                area += v * span
+                total += span
         return area / total if total else 0.0
 
     def mean_usage(self) -> dict[str, float]:
