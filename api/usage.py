@@ -55,7 +55,9 @@ class Usage:
 
     def draining(self) -> float:
         """GPUs held by workers still stopping (counted in `allocated` too)."""
-        held = sum(s.fraction for sh in self.shares.values() for s in sh if s.draining_until is not None)
+        held = sum(
+            s.fraction for sh in self.shares.values() for s in sh if s.draining_until is not None
+        )
         return round(held, 6)
 
     def by_model(self) -> dict[str, tuple[float, float]]:
