@@ -19,7 +19,12 @@ from scheduler.model import Node
 from scheduler.spec import Phase
 
 J = "/api/v1/jobs"
-DEAF = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
+# The worker says when it is deaf: SIGTERM sent before Python has run that line would
+# stop it at once (seen on a busy CI machine), and nothing would be left draining.
+DEAF = (
+    "import pathlib, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+    " pathlib.Path(sys.argv[1]).touch(); time.sleep(120)"
+)
 
 
 def _until(loop: Loop, check: object, timeout: float = 60) -> None:
@@ -48,9 +53,11 @@ def test_a_cancelled_jobs_gpu_shows_draining_until_its_worker_is_gone(
     )
     loop = Loop(app.state.database, backend, config=LoopConfig(holder="t"))
     try:
-        body = job_body(command=["python", "-c", DEAF], cpu="100m", memory="64Mi")
+        deaf = tmp_path / "deaf"
+        body = job_body(command=["python", "-c", DEAF, str(deaf)], cpu="100m", memory="64Mi")
         job_id = client.post(J, json=body, headers=VISION).json()["id"]
-        _until(loop, lambda: _phase(app, job_id) is Phase.RUNNING)
+        _until(loop, deaf.exists)
+        assert _phase(app, job_id) is Phase.RUNNING
         assert client.post(f"{J}/{job_id}/cancel", headers=VISION).status_code == 200
         _until(loop, lambda: _phase(app, job_id) is Phase.CANCELLED)
         loop.run_once()
