@@ -21,13 +21,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scheduler import admission
 from scheduler.model import Node, Queue
 from scheduler.spec import JobSpec
 from scheduler.store import cycle
+from scheduler.store.views import Session
 
 DEFAULT_TTL_S = 1.0
 

@@ -7,7 +7,6 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from api import auth
@@ -16,6 +15,7 @@ from api.errors import fail
 from scheduler import workertoken
 from scheduler.store import tokens as store_tokens
 from scheduler.store.db import Database
+from scheduler.store.views import Session
 
 _bearer = HTTPBearer(auto_error=False, description="a token from the API's token file")
 

@@ -14,7 +14,6 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
-from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
@@ -128,14 +127,14 @@ def install(app: FastAPI) -> None:
                 )
         return response(409, [ErrorItem(loc=_store_loc(exc), msg=exc.message, type="store")])
 
-    @app.exception_handler(sa_exc.OperationalError)
-    @app.exception_handler(sa_exc.InterfaceError)
-    @app.exception_handler(sa_exc.TimeoutError)
     async def _database_away(_: Request, exc: Exception) -> JSONResponse:
         # The database is unreachable (or locked, or the pool is exhausted): try again soon.
         log.warning("database unavailable: %s", str(exc).splitlines()[0][:200])
         item = ErrorItem(loc=[], msg="the database is unavailable; retry", type="unavailable")
         return response(503, [item], {"Retry-After": str(DATABASE_RETRY_AFTER_S)})
+
+    for away in errors.DATABASE_AWAY:
+        app.add_exception_handler(away, _database_away)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

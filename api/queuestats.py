@@ -15,12 +15,11 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy.orm import Session
-
 from api import usage
 from scheduler import model as m
 from scheduler.core import accounting, context
 from scheduler.loop import snapshot as snapshots
+from scheduler.store.views import Session
 
 
 @dataclass(frozen=True, slots=True)

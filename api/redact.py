@@ -13,12 +13,10 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from api import models
 from api.auth import Principal
-from scheduler.store import schema
+from scheduler.store import views as store_views
+from scheduler.store.views import Session
 
 HIDDEN = "a job in another queue"
 HIDDEN_ID = "hidden"
@@ -51,12 +49,7 @@ class Hidden:
         wanted = set(ids)
         if principal.visible_queues is None or not wanted:
             return
-        rows = session.execute(
-            select(schema.JobRow.id, schema.JobRow.name, schema.JobRow.queue).where(
-                schema.JobRow.id.in_(sorted(wanted))
-            )
-        )
-        known = {r.id: (r.name, r.queue) for r in rows}
+        known = store_views.job_labels(session=session, ids=wanted)
         for job_id in wanted:
             name, queue = known.get(job_id, ("", None))
             if queue is not None and principal.sees(queue):

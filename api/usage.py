@@ -13,11 +13,10 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from sqlalchemy.orm import Session
-
 from scheduler.model import Node
 from scheduler.spec import Phase
 from scheduler.store import cycle, draining
+from scheduler.store.views import Session
 
 
 @dataclass(frozen=True, slots=True)

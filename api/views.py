@@ -7,13 +7,12 @@ import time
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import select
-from sqlalchemy.orm import Session, object_session
 
 from api import models, usage
 from api.auth import Principal
 from scheduler.spec import STORED, JobSpec, Phase, text
 from scheduler.store import draining, schema
+from scheduler.store.views import Session, node_enforcement, session_of
 
 
 def queue(row: schema.QueueRow) -> models.QueuePublic:
@@ -48,8 +47,8 @@ def job(row: schema.JobRow, spec: JobSpec | None = None) -> models.JobPublic:
         phase=Phase(row.phase),
         priority=row.priority,
         conditions=[models.Condition.model_validate(c) for c in row.conditions]
-        + _stopping(row.id, object_session(row)),
-        placements=[_placement(p, _enforcement(object_session(row))) for p in row.placements],
+        + _stopping(row.id, session_of(row)),
+        placements=[_placement(p, _enforcement(session_of(row))) for p in row.placements],
         pending_reason=reason,
         attempt=row.attempt,
         restarts=row.restarts,
@@ -95,8 +94,7 @@ def _enforcement(session: Session | None) -> dict[str, str]:
         return {}
     found: dict[str, str] | None = session.info.get("shoal.enforcement")
     if found is None:
-        t = schema.InventoryRow
-        found = {name: how for name, how in session.execute(select(t.name, t.enforcement))}
+        found = node_enforcement(session=session)
         session.info["shoal.enforcement"] = found
     return found
 

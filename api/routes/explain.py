@@ -17,8 +17,6 @@ from typing import Any
 
 from fastapi import APIRouter, Path, Request
 from pydantic import field_validator
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from api import queuestats, redact
 from api.deps import PrincipalDep, SessionDep
@@ -27,6 +25,8 @@ from scheduler import model
 from scheduler.core import explain as core_explain
 from scheduler.spec import Phase
 from scheduler.store import jobs, schema
+from scheduler.store import views as store_views
+from scheduler.store.views import Session
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -135,10 +135,8 @@ def _awaiting(session: Session, row: schema.JobRow) -> dict[str, Any]:
     details = dict(row.pending_details or {})
     ids = sorted(redact.referenced(details))
     names = {
-        r.id: f"{r.name} ({r.id})" if r.name and r.name != r.id else r.id
-        for r in session.execute(
-            select(schema.JobRow.id, schema.JobRow.name).where(schema.JobRow.id.in_(ids))
-        )
+        i: f"{name} ({i})" if name and name != i else i
+        for i, (name, _queue) in store_views.job_labels(session=session, ids=ids).items()
     }
     waits = ", ".join(names.get(i, i) for i in ids) or "the jobs preempted for it"
     return {

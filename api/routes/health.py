@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
-from sqlalchemy.exc import SQLAlchemyError
 
 from api import errors, models
 from api.deps import DatabaseDep, ScraperDep
 from api.metrics import Metrics, render
+from scheduler.store.errors import DatabaseError
 
 PREFIX = ""
 router = APIRouter(tags=["health"])
@@ -41,7 +41,7 @@ def readyz(db: DatabaseDep, response: Response) -> models.Health:
     """Ready when the database answers a query."""
     try:
         db.ping()
-    except SQLAlchemyError:
+    except DatabaseError:
         response.status_code = 503
         return models.Health(status="database unreachable")
     return models.Health(status="ok")

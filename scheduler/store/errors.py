@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from sqlalchemy import exc as _sa_exc
+
 
 class StoreError(Exception):
     """Base of every store error; `loc` names the field the error is about, if any."""
@@ -45,3 +47,14 @@ class IdempotencyMismatch(StoreError):
 
 class Invalid(StoreError):
     """A malformed argument the store itself detects (e.g. an unreadable cursor)."""
+
+
+# The driver's errors, by names of the store's own, so the API imports no SQLAlchemy.
+# Any database failure (`/readyz`):
+DatabaseError = _sa_exc.SQLAlchemyError
+# The database is unreachable, locked or its pool exhausted: worth a retry (a 503).
+DATABASE_AWAY: tuple[type[Exception], ...] = (
+    _sa_exc.OperationalError,
+    _sa_exc.InterfaceError,
+    _sa_exc.TimeoutError,
+)
