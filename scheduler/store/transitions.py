@@ -1,0 +1,226 @@
+"""The loop's writes to one job: its placement (Pending -> Scheduled), its phase along
+the life cycle (`TRANSITIONS`), and why it waits (pending reasons).
+
+Every write checks the job's version (`expected_version`, from `LiveJob.version`) and
+raises `errors.VersionConflict` when the job moved on meanwhile; each function commits
+its own transaction and returns the job's new version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import Table, bindparam, update
+from sqlalchemy.orm import Session
+
+from scheduler import model
+from scheduler.spec import Phase
+from scheduler.store import convert, errors, schema
+from scheduler.store.live import HOLDS_GPUS
+from scheduler.store.rows import add_event, cas_update, current_row
+
+# Which phase may follow which; Pending -> Scheduled only through `record_placement`.
+TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
+    Phase.PENDING: frozenset({Phase.CANCELLED, Phase.FAILED}),
+    Phase.SCHEDULED: frozenset(
+        {
+            Phase.RUNNING,
+            Phase.PENDING,
+            Phase.PREEMPTED,
+            Phase.SUCCEEDED,
+            Phase.FAILED,
+            Phase.CANCELLED,
+        }
+    ),
+    Phase.RUNNING: frozenset(
+        {Phase.SUCCEEDED, Phase.FAILED, Phase.PREEMPTED, Phase.PENDING, Phase.CANCELLED}
+    ),
+    Phase.PREEMPTED: frozenset({Phase.PENDING, Phase.CANCELLED, Phase.FAILED}),
+    Phase.SUCCEEDED: frozenset(),
+    Phase.FAILED: frozenset(),
+    Phase.CANCELLED: frozenset(),
+}
+
+
+def _condition(phase: Phase, reason: str, message: str, at: datetime) -> dict[str, Any]:
+    return {
+        "type": phase.value,
+        "status": "True",
+        "reason": reason or phase.value,
+        "message": message,
+        "lastTransitionTime": at.isoformat(),
+    }
+
+
+def record_placement(
+    *,
+    session: Session,
+    job_id: str,
+    expected_version: int,
+    placements: Sequence[model.WorkerPlacement],
+    attempt: int,
+    now: datetime | None = None,
+) -> int:
+    """Pending -> Scheduled with every worker's placement, written BEFORE launching so a
+    crash after it cannot place the job twice. `attempt` numbers this launch (the backend
+    makes a repeat launch of one attempt a no-op)."""
+    row = current_row(session, job_id)
+    if row.phase != Phase.PENDING.value:
+        raise errors.InvalidTransition(f"job {job_id} is {row.phase}, not Pending")
+    if row.cancel_requested:
+        raise errors.InvalidTransition(f"job {job_id} is being cancelled")
+    at = now or schema.utcnow()
+    data = convert.placements_json(placements)
+    version = cas_update(
+        session,
+        job_id=job_id,
+        expected_version=expected_version,
+        values={
+            "phase": Phase.SCHEDULED.value,
+            "placements": data,
+            "attempt": attempt,
+            "scheduled_at": at,
+            "started_at": None,
+            "pending_code": None,
+            "pending_message": None,
+            "pending_details": None,
+            "conditions": [*row.conditions, _condition(Phase.SCHEDULED, "", "", at)][-20:],
+        },
+    )
+    nodes = sorted({p.node for p in placements})
+    add_event(
+        session,
+        job_id=job_id,
+        kind="Scheduled",
+        message=f"attempt {attempt} on {', '.join(nodes)}",
+        data={"attempt": attempt, "placements": data},
+        at=at,
+    )
+    session.commit()
+    return version
+
+
+def set_phase(
+    *,
+    session: Session,
+    job_id: str,
+    expected_version: int,
+    phase: Phase,
+    reason: str = "",
+    message: str = "",
+    count_restart: bool = False,
+    now: datetime | None = None,
+) -> int:
+    """Move a job along its life cycle (see `TRANSITIONS`). Leaving Scheduled/Running
+    releases its placements; Running stamps started_at, a finished phase finished_at;
+    `count_restart` adds one to `restarts` (a failed attempt that will be retried)."""
+    row = current_row(session, job_id)
+    current = Phase(row.phase)
+    if phase not in TRANSITIONS[current]:
+        raise errors.InvalidTransition(f"job {job_id} cannot go from {current} to {phase}")
+    at = now or schema.utcnow()
+    values: dict[str, Any] = {
+        "phase": phase.value,
+        "conditions": [*row.conditions, _condition(phase, reason, message, at)][-20:],
+    }
+    if phase is Phase.RUNNING:
+        values["started_at"] = at
+    if phase not in HOLDS_GPUS:
+        values["placements"] = []
+    if phase in (Phase.PENDING, Phase.PREEMPTED):
+        values.update(scheduled_at=None, started_at=None)
+    if phase.finished:
+        values["finished_at"] = at
+    if count_restart:
+        values["restarts"] = row.restarts + 1
+    version = cas_update(session, job_id=job_id, expected_version=expected_version, values=values)
+    add_event(session, job_id=job_id, kind=phase.value, reason=reason, message=message, at=at)
+    session.commit()
+    return version
+
+
+def set_pending_reason(
+    *,
+    session: Session,
+    job_id: str,
+    reason: model.PendingReason,
+    expected_version: int | None = None,
+) -> int:
+    """Why a Pending job waits. An unchanged reason writes nothing (no version bump), so
+    a loop that repeats the reason every cycle does not race users' cancels."""
+    row = current_row(session, job_id)
+    if row.phase != Phase.PENDING.value:
+        raise errors.InvalidTransition(f"job {job_id} is {row.phase}, not Pending")
+    details = {str(k): v for k, v in reason.details.items()}
+    if (row.pending_code, row.pending_message, row.pending_details) == (
+        reason.code.value,
+        reason.message,
+        details,
+    ):
+        return row.version
+    version = cas_update(
+        session,
+        job_id=job_id,
+        expected_version=row.version if expected_version is None else expected_version,
+        values={
+            "pending_code": reason.code.value,
+            "pending_message": reason.message,
+            "pending_details": details,
+        },
+    )
+    session.commit()
+    return version
+
+
+def set_pending_reasons(
+    *, session: Session, reasons: Sequence[tuple[str, int, model.PendingReason]]
+) -> list[str]:
+    """Many Pending jobs' reasons, (job id, expected version, reason) each, in one
+    transaction with no read first: a cycle changes the reasons of many waiting jobs at
+    once (the free room named in them moved), and a read, write and commit per job was
+    most of its store time. Returns the ids written. A job whose row did not match (moved
+    on, no longer Pending, or the same code and message stored already) goes through
+    `set_pending_reason` afterwards, which decides it on its own (a repeat is no write)."""
+    if not reasons:
+        return []
+    t = cast(Table, schema.JobRow.__table__)
+    stmt = (
+        update(t)
+        .where(
+            t.c.id == bindparam("b_id"),
+            t.c.version == bindparam("b_version"),
+            t.c.phase == Phase.PENDING.value,
+            t.c.pending_code.is_distinct_from(bindparam("b_code"))
+            | t.c.pending_message.is_distinct_from(bindparam("b_message")),
+        )
+        .values(
+            pending_code=bindparam("b_code"),
+            pending_message=bindparam("b_message"),
+            pending_details=bindparam("b_details"),
+            version=t.c.version + 1,
+        )
+    )
+    written, missed = [], []
+    conn = session.connection()
+    for job_id, version, r in reasons:
+        params = {
+            "b_id": job_id,
+            "b_version": version,
+            "b_code": r.code.value,
+            "b_message": r.message,
+            "b_details": {str(k): v for k, v in r.details.items()},
+        }
+        if conn.execute(stmt, params).rowcount == 1:
+            written.append(job_id)
+        else:
+            missed.append((job_id, r))
+    session.commit()
+    for job_id, reason in missed:
+        try:
+            set_pending_reason(session=session, job_id=job_id, reason=reason)
+        except (errors.VersionConflict, errors.InvalidTransition, errors.NotFound):
+            continue
+        written.append(job_id)
+    return written
