@@ -10,13 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from scheduler import admission
 from scheduler.controller import reconcile
-from scheduler.spec import Phase
-from scheduler.store import cycle, errors, jobs, queues, schema
+from scheduler.store import crstatus, cycle, errors, jobs, queues
+from scheduler.store.db import Session
 
 
 def _refused(status: dict[str, Any], action: reconcile.Action, reason: str, message: str) -> None:
@@ -81,33 +78,6 @@ def apply(session: Session, outcome: reconcile.Outcome) -> dict[str, Any]:
 
 
 def queue_usage(session: Session, name: str) -> dict[str, Any]:
-    """What a Queue's status shows of its jobs now (the `Allocated` and `Pending` printer
-    columns): GPUs held by its placed jobs, jobs waiting (Preempted ones included: they
-    wait again), jobs running. A parent counts its whole subtree, as the dashboard does."""
-    holding = (Phase.SCHEDULED.value, Phase.RUNNING.value)
-    waiting = (Phase.PENDING.value, Phase.PREEMPTED.value)
-    children: dict[str | None, list[str]] = {}
-    for child, parent in session.execute(select(schema.QueueRow.name, schema.QueueRow.parent)):
-        children.setdefault(parent, []).append(child)
-    subtree, todo = set(), [name]
-    while todo:
-        q = todo.pop()
-        if q not in subtree:
-            subtree.add(q)
-            todo.extend(children.get(q, ()))
-    rows = session.execute(
-        select(schema.JobRow.phase, schema.JobRow.placements).where(
-            schema.JobRow.queue.in_(sorted(subtree)), schema.JobRow.phase.in_(holding + waiting)
-        )
-    ).all()
-    allocated = sum(
-        len(p.get("gpus") or ()) * float(p.get("fraction", 1.0))
-        for phase, placements in rows
-        if phase in holding
-        for p in placements or ()
-    )
-    return {
-        "allocated": round(allocated, 4),
-        "pending": sum(1 for phase, _ in rows if phase in waiting),
-        "running": sum(1 for phase, _ in rows if phase == Phase.RUNNING.value),
-    }
+    """What a Queue's status shows of its jobs now (`crstatus.queue_usage`): GPUs held,
+    jobs waiting and running, over its whole subtree."""
+    return crstatus.queue_usage(session=session, name=name)

@@ -17,11 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, select
-from sqlalchemy.orm import Session
-
 from scheduler.spec import TRAININGJOB
-from scheduler.store import schema
+from scheduler.store import crstatus, schema
+from scheduler.store.db import Session
 
 FINISHED_WINDOW_S = 120.0  # > any poll interval plus the clock skew between replicas
 
@@ -45,35 +43,18 @@ class StatusFollower:
     def changed(self, session: Session, now: datetime | None = None) -> list[Changed]:
         """The jobs whose fingerprint moved since the previous call. The first call only
         takes the baseline (the watcher's list that follows reconciles everything)."""
-        j = schema.JobRow
         cutoff = (now or schema.utcnow()) - timedelta(seconds=FINISHED_WINDOW_S)
-        rows = session.execute(
-            select(
-                j.id,
-                j.origin_name,
-                j.origin_uid,
-                j.phase,
-                j.pending_code,
-                j.attempt,
-                j.restarts,
-                j.cancel_requested,
-                j.scheduled_at,
-                j.started_at,
-                j.finished_at,
-            ).where(
-                j.origin_kind == TRAININGJOB,
-                j.origin_namespace == self.namespace,
-                or_(j.phase.not_in(schema.FINISHED_PHASES), j.finished_at >= cutoff),
-            )
-        ).all()
-        now_seen = {row[0]: tuple(row[3:]) for row in rows}
+        rows = crstatus.followed_jobs(
+            session=session, kind=TRAININGJOB, namespace=self.namespace, finished_since=cutoff
+        )
+        now_seen = {row.job_id: row.fingerprint for row in rows}
         before, self._seen = self._seen, now_seen
         if before is None:
             return []
         return [
-            Changed(row[0], row[1] or "", row[2] or "")
+            Changed(row.job_id, row.name or "", row.uid or "")
             for row in rows
-            if before.get(row[0]) != now_seen[row[0]]
+            if before.get(row.job_id) != now_seen[row.job_id]
         ]
 
     def forget(self, job_id: str) -> None:

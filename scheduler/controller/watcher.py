@@ -31,7 +31,6 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import kubernetes
-from sqlalchemy.orm import Session
 
 from scheduler import model
 from scheduler.controller import apply as applying
@@ -40,6 +39,7 @@ from scheduler.core import context
 from scheduler.loop import snapshot as snapshots
 from scheduler.spec import TRAININGJOB
 from scheduler.store import errors, jobs, queues
+from scheduler.store.db import Session
 
 log = logging.getLogger("shoal.controller")
 SessionFactory = Callable[[], AbstractContextManager[Session]]

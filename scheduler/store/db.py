@@ -21,6 +21,20 @@ from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
+# `Session` is re-exported: modules outside the store type their sessions with it and
+# never import SQLAlchemy themselves (importlinter contracts).
+__all__ = [
+    "PG_MIGRATION_LOCK",
+    "POOL_OVERFLOW",
+    "POOL_SIZE",
+    "SQLITE_BUSY_TIMEOUT_MS",
+    "Database",
+    "Session",
+    "make_engine",
+    "migrate",
+    "open_database",
+]
+
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 
 
