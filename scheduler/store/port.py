@@ -1,0 +1,216 @@
+"""The store as the scheduler loop needs it, and nothing more: `LiveStore` lists every
+read and write the loop makes (one session's worth), and `SqlLiveStore` is that port on
+SQL, delegating to the store's functions. A loop written against `LiveStore` can be run
+on another store (an in-memory one for the simulator, a fake in a test) unchanged.
+
+The loop does not use it yet; the methods mirror the functions it calls today, with
+the session held by the store instead of passed to each call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from scheduler import model
+from scheduler.spec import Phase
+from scheduler.store import cluster, draining, events, lease, live, retention, rows, schema
+from scheduler.store import transitions as moves
+from scheduler.store.db import Session
+from scheduler.store.live import LiveCache, LiveJob, Unreadable
+
+__all__ = ["LiveStore", "SqlLiveStore"]
+
+
+class LiveStore(Protocol):
+    """What one cycle of the scheduler loop reads and writes. Writes that name an
+    `expected_version` raise `errors.VersionConflict` when the job moved on meanwhile."""
+
+    # Reads.
+    def live_jobs(
+        self, *, unreadable: list[Unreadable] | None = None, cache: LiveCache | None = None
+    ) -> list[LiveJob]: ...
+    def load_queues(self) -> tuple[model.Queue, ...]: ...
+    def load_inventory(self) -> tuple[model.Node, ...]: ...
+    def get_job(self, *, job_id: str) -> schema.JobRow: ...
+    def list_events(self, *, job_id: str) -> list[schema.JobEventRow]: ...
+
+    # The cluster as the backend reports it.
+    def save_inventory(
+        self, *, nodes: Sequence[model.Node], now: datetime | None = None
+    ) -> None: ...
+    def save_capacity(
+        self, *, nodes: Sequence[model.Node], now: datetime | None = None
+    ) -> None: ...
+    def record_draining(self, *, stopping: Sequence[model.RunningJob], now: datetime) -> None: ...
+
+    # A job's life cycle.
+    def record_placement(
+        self,
+        *,
+        job_id: str,
+        expected_version: int,
+        placements: Sequence[model.WorkerPlacement],
+        attempt: int,
+        now: datetime | None = None,
+    ) -> int: ...
+    def set_phase(
+        self,
+        *,
+        job_id: str,
+        expected_version: int,
+        phase: Phase,
+        reason: str = "",
+        message: str = "",
+        count_restart: bool = False,
+        now: datetime | None = None,
+    ) -> int: ...
+    def set_pending_reason(
+        self, *, job_id: str, reason: model.PendingReason, expected_version: int | None = None
+    ) -> int: ...
+    def set_pending_reasons(
+        self, *, reasons: Sequence[tuple[str, int, model.PendingReason]]
+    ) -> list[str]: ...
+    def append_event(
+        self,
+        *,
+        job_id: str,
+        kind: str,
+        reason: str = "",
+        message: str = "",
+        data: Mapping[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> None: ...
+
+    # The single-scheduler lease.
+    def acquire_lease(self, *, holder: str, ttl_s: float) -> bool: ...
+    def release_lease(self, *, holder: str) -> None: ...
+
+    # Retention.
+    def purge_finished(self, *, finished_before: datetime) -> list[str]: ...
+    def deleted_among(self, *, job_ids: Collection[str]) -> set[str]: ...
+
+
+class SqlLiveStore:
+    """`LiveStore` on the SQL store, for one session: each call is the store function of
+    the same name (each commits its own transaction)."""
+
+    __slots__ = ("session",)
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def live_jobs(
+        self, *, unreadable: list[Unreadable] | None = None, cache: LiveCache | None = None
+    ) -> list[LiveJob]:
+        return live.live_jobs(session=self.session, unreadable=unreadable, cache=cache)
+
+    def load_queues(self) -> tuple[model.Queue, ...]:
+        return cluster.load_queues(session=self.session)
+
+    def load_inventory(self) -> tuple[model.Node, ...]:
+        return cluster.load_inventory(session=self.session)
+
+    def get_job(self, *, job_id: str) -> schema.JobRow:
+        return rows.get_job(session=self.session, job_id=job_id)
+
+    def list_events(self, *, job_id: str) -> list[schema.JobEventRow]:
+        return events.list_events(session=self.session, job_id=job_id)
+
+    def save_inventory(self, *, nodes: Sequence[model.Node], now: datetime | None = None) -> None:
+        cluster.save_inventory(session=self.session, nodes=nodes, now=now)
+
+    def save_capacity(self, *, nodes: Sequence[model.Node], now: datetime | None = None) -> None:
+        cluster.save_capacity(session=self.session, nodes=nodes, now=now)
+
+    def record_draining(self, *, stopping: Sequence[model.RunningJob], now: datetime) -> None:
+        draining.record(session=self.session, stopping=stopping, now=now)
+
+    def record_placement(
+        self,
+        *,
+        job_id: str,
+        expected_version: int,
+        placements: Sequence[model.WorkerPlacement],
+        attempt: int,
+        now: datetime | None = None,
+    ) -> int:
+        return moves.record_placement(
+            session=self.session,
+            job_id=job_id,
+            expected_version=expected_version,
+            placements=placements,
+            attempt=attempt,
+            now=now,
+        )
+
+    def set_phase(
+        self,
+        *,
+        job_id: str,
+        expected_version: int,
+        phase: Phase,
+        reason: str = "",
+        message: str = "",
+        count_restart: bool = False,
+        now: datetime | None = None,
+    ) -> int:
+        return moves.set_phase(
+            session=self.session,
+            job_id=job_id,
+            expected_version=expected_version,
+            phase=phase,
+            reason=reason,
+            message=message,
+            count_restart=count_restart,
+            now=now,
+        )
+
+    def set_pending_reason(
+        self, *, job_id: str, reason: model.PendingReason, expected_version: int | None = None
+    ) -> int:
+        return moves.set_pending_reason(
+            session=self.session, job_id=job_id, reason=reason, expected_version=expected_version
+        )
+
+    def set_pending_reasons(
+        self, *, reasons: Sequence[tuple[str, int, model.PendingReason]]
+    ) -> list[str]:
+        return moves.set_pending_reasons(session=self.session, reasons=reasons)
+
+    def append_event(
+        self,
+        *,
+        job_id: str,
+        kind: str,
+        reason: str = "",
+        message: str = "",
+        data: Mapping[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> None:
+        events.append_event(
+            session=self.session,
+            job_id=job_id,
+            kind=kind,
+            reason=reason,
+            message=message,
+            data=data,
+            now=now,
+        )
+
+    def acquire_lease(self, *, holder: str, ttl_s: float) -> bool:
+        return lease.acquire_lease(session=self.session, holder=holder, ttl_s=ttl_s)
+
+    def release_lease(self, *, holder: str) -> None:
+        lease.release_lease(session=self.session, holder=holder)
+
+    def purge_finished(self, *, finished_before: datetime) -> list[str]:
+        return retention.purge_finished(session=self.session, finished_before=finished_before)
+
+    def deleted_among(self, *, job_ids: Collection[str]) -> set[str]:
+        return retention.deleted_among(session=self.session, job_ids=job_ids)
+
+
+# Checked by `mypy scheduler` (which does not read the tests): SqlLiveStore is a LiveStore.
+_CONFORMS: Callable[[Session], LiveStore] = SqlLiveStore

@@ -1,0 +1,49 @@
+"""`SqlLiveStore` is a `LiveStore`: mypy checks the assignment below against the protocol,
+and one job goes through it from submission to Running on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from storebuild import job, node, placement, queue
+
+from scheduler import store
+from scheduler.model import PendingReason, ReasonCode
+from scheduler.spec import Phase
+from scheduler.store.db import Database
+from scheduler.store.port import LiveStore, SqlLiveStore
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_a_job_goes_through_the_port(database: Database) -> None:
+    with database.session() as s:
+        store.create_queue(session=s, spec=queue("vision"))
+        jid = store.submit_job(session=s, spec=job(), submitter="al", now=T0)[0].id
+        port: LiveStore = SqlLiveStore(s)  # mypy: the class satisfies the protocol
+        port.save_inventory(nodes=[node("n1")], now=T0)
+        assert [n.name for n in port.load_inventory()] == ["n1"]
+        assert [q.name for q in port.load_queues()] == ["vision"]
+        [live] = port.live_jobs()
+        assert (live.id, live.phase, live.version) == (jid, Phase.PENDING, 1)
+        waiting = PendingReason(ReasonCode.NO_NODE, "no room", {})
+        assert port.set_pending_reasons(reasons=[(jid, live.version, waiting)]) == [jid]
+        [live] = port.live_jobs()
+        v = port.record_placement(
+            job_id=jid, expected_version=live.version, placements=[placement()], attempt=1
+        )
+        v = port.set_phase(
+            job_id=jid, expected_version=v, phase=Phase.RUNNING, now=T0 + timedelta(seconds=1)
+        )
+        [live] = port.live_jobs()
+        assert (live.phase, live.version, live.attempt) == (Phase.RUNNING, v, 1)
+        port.append_event(job_id=jid, kind="Launched", message="by test")
+        kinds = [e.kind for e in port.list_events(job_id=jid)]
+        assert kinds == ["Submitted", "Scheduled", "Running", "Launched"]
+        assert port.get_job(job_id=jid).phase == Phase.RUNNING.value
+        assert port.acquire_lease(holder="a", ttl_s=30) and not port.acquire_lease(
+            holder="b", ttl_s=30
+        )
+        port.release_lease(holder="a")
+        assert port.acquire_lease(holder="b", ttl_s=30)
+        assert port.deleted_among(job_ids=[jid, "gone"]) == {"gone"}
