@@ -3,6 +3,8 @@
 Nothing connects at import time: the factory opens the store (running migrations) unless
 `settings.database` hands one in, loads the tokens, and mounts every module in
 `api.routes`. `uvicorn --factory api.app:app_from_env` serves it from SHOAL_* variables.
+What the routes use is one frozen `api.services.Services`, made here; `shoal serve` hands
+in its backend's and loop's parts as a `Wiring`.
 """
 
 from __future__ import annotations
@@ -19,19 +21,32 @@ from api.dashboard.history import History
 from api.limits import BodySizeLimit
 from api.metrics import LatencyMiddleware, Metrics
 from api.overload import LoadShedder
+from api.services import Services, Wiring
 from api.settings import Settings
 from scheduler.store.db import open_database
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, wiring: Wiring | None = None) -> FastAPI:
     database = settings.database or open_database(settings.database_url)
     owns_database = settings.database is None
+    wired = wiring or Wiring()
+    services = Services(
+        database=database,
+        history=History(database),
+        tokens=TokenTable.load(path=settings.tokens_file, inline=settings.tokens_yaml),
+        worker_key=settings.worker_key,
+        # Fair shares are computed with the policy the loop runs (given by `shoal serve`).
+        metrics=Metrics(database, config=lambda: wired.core_config),
+        # Admission reads queues and nodes from a snapshot (api.admission_cache).
+        admission=AdmissionSnapshot(settings.admission_ttl_s),
+        wiring=wired,
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        app.state.history.start()  # the dashboard's charts (api.dashboard.history)
+        services.history.start()  # the dashboard's charts (api.dashboard.history)
         yield
-        app.state.history.stop()
+        services.history.stop()
         if owns_database:
             database.close()
 
@@ -43,14 +58,9 @@ def create_app(settings: Settings) -> FastAPI:
         docs_url=None,  # served from the package by api.apidocs: no CDN
         redoc_url=None,
     )
+    app.state.services = services
+    # Only for tests' set-up (they seed the store through it); routes read `services`.
     app.state.database = database
-    app.state.history = History(database)
-    app.state.tokens = TokenTable.load(path=settings.tokens_file, inline=settings.tokens_yaml)
-    app.state.worker_key = settings.worker_key
-    # Fair shares are computed with the policy the loop runs (set by `shoal serve`).
-    app.state.metrics = Metrics(database, config=lambda: getattr(app.state, "core_config", None))
-    # Admission reads queues and nodes from a snapshot (api.admission_cache).
-    app.state.admission = AdmissionSnapshot(settings.admission_ttl_s)
     errors.install(app)
     apidocs.install(app)
     for prefix, router in routes.discover():
@@ -58,9 +68,9 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(router, prefix=prefix, responses=common)
     # Each add wraps the ones before: the shedder is outermost, so an overloaded server
     # refuses before it parses anything; then the size limit, before anything reads the body.
-    app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)
+    app.add_middleware(LatencyMiddleware, metrics=services.metrics)
     queues = f"{routes.API_PREFIX}/queues"
-    app.add_middleware(InvalidateOnQueueWrite, snapshot=app.state.admission, prefix=queues)
+    app.add_middleware(InvalidateOnQueueWrite, snapshot=services.admission, prefix=queues)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(
         LoadShedder,
@@ -68,7 +78,7 @@ def create_app(settings: Settings) -> FastAPI:
         max_queued=settings.max_queued,
         max_wait_s=settings.max_wait_s,
         retry_after_s=settings.retry_after_s,
-        registry=app.state.metrics.registry,
+        registry=services.metrics.registry,
     )
     return app
 

@@ -1,4 +1,5 @@
-"""FastAPI dependencies: a store session per request and the authenticated caller."""
+"""FastAPI dependencies: the app's services (`api.services`), a store session per request
+and the authenticated caller."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from api import auth
 from api.admission_cache import AdmissionSnapshot
 from api.errors import fail
+from api.services import Services, services_of
 from scheduler import workertoken
 from scheduler.store import tokens as store_tokens
 from scheduler.store.db import Database
@@ -22,14 +24,16 @@ _bearer = HTTPBearer(auto_error=False, description="a token from the API's token
 
 # Dependencies that only read app state are `async def`: FastAPI runs a plain `def` one
 # on the thread pool, a hop per dependency per request (measured in docs/benchmarks.md).
-async def get_database(request: Request) -> Database:
-    db: Database = request.app.state.database
-    return db
+async def get_services(request: Request) -> Services:
+    return services_of(request.app)
 
 
-async def get_admission(request: Request) -> AdmissionSnapshot:
-    snapshot: AdmissionSnapshot = request.app.state.admission
-    return snapshot
+async def get_database(services: Annotated[Services, Depends(get_services)]) -> Database:
+    return services.database
+
+
+async def get_admission(services: Annotated[Services, Depends(get_services)]) -> AdmissionSnapshot:
+    return services.admission
 
 
 def get_session(db: Annotated[Database, Depends(get_database)]) -> Iterator[Session]:
@@ -38,9 +42,7 @@ def get_session(db: Annotated[Database, Depends(get_database)]) -> Iterator[Sess
 
 
 def get_principal(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    db: Annotated[Database, Depends(get_database)],
+    services: Services, credentials: HTTPAuthorizationCredentials | None
 ) -> auth.Principal:
     unauthorized = {"WWW-Authenticate": "Bearer"}
     if credentials is None or credentials.scheme.lower() != "bearer":
@@ -51,14 +53,12 @@ def get_principal(
         )
         err.headers = unauthorized
         raise err
-    worker_key: str | None = getattr(request.app.state, "worker_key", None)
-    job = workertoken.verify(worker_key or "", credentials.credentials)
+    job = workertoken.verify(services.worker_key or "", credentials.credentials)
     if job is not None:
         return auth.Principal(f"worker:{job}", auth.Role.WORKER, frozenset(), job=job)
-    tokens: auth.TokenTable = request.app.state.tokens
-    principal = tokens.lookup(credentials.credentials)
+    principal = services.tokens.lookup(credentials.credentials)
     if principal is None:
-        principal = _stored(db, credentials.credentials)
+        principal = _stored(services.database, credentials.credentials)
     if principal is None:
         err = fail(
             401,
@@ -70,7 +70,7 @@ def get_principal(
         )
         err.headers = unauthorized
         raise err
-    why = auth.refusal(principal, getattr(request.app.state, "team_tokens_refused", None))
+    why = auth.refusal(principal, services.wiring.team_tokens_refused)
     if why is not None:
         raise fail(403, why, loc=["header", "Authorization"])
     return principal
@@ -88,15 +88,14 @@ def _stored(db: Database, token: str) -> auth.Principal | None:
 
 
 async def principal_of_request(
-    request: Request,
+    services: Annotated[Services, Depends(get_services)],
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    db: Annotated[Database, Depends(get_database)],
 ) -> auth.Principal:
     """`get_principal` on the event loop, except for a stored token (a database read),
     which goes to the thread pool: a token-file or worker token costs no thread hop."""
     if credentials is not None and credentials.credentials.startswith(store_tokens.PREFIX):
-        return await run_in_threadpool(get_principal, request, credentials, db)
-    return get_principal(request, credentials, db)
+        return await run_in_threadpool(get_principal, services, credentials)
+    return get_principal(services, credentials)
 
 
 WORKER_ONLY = (
@@ -143,3 +142,4 @@ AnyRoleDep = Annotated[auth.Principal, Depends(principal_of_request)]
 ScraperDep = Annotated[auth.Principal, Depends(require_scraper)]
 AdminDep = Annotated[auth.Principal, Depends(require_admin)]
 AdmissionDep = Annotated[AdmissionSnapshot, Depends(get_admission)]
+ServicesDep = Annotated[Services, Depends(get_services)]

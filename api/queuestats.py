@@ -44,7 +44,7 @@ def snapshot(
     session: Session, config: m.Config | None = None, now: float | None = None
 ) -> m.Snapshot:
     """The store as the loop would hand it to the core now: the loop's own builder
-    (`scheduler.loop.snapshot`), with the policy the loop runs (`app.state.core_config`;
+    (`scheduler.loop.snapshot`), with the policy the loop runs (`Wiring.core_config`;
     the default `Config` where none was set) and the wall clock the loop reads."""
     return snapshots.from_store(
         session, config=config or m.Config(), now=time.time() if now is None else now

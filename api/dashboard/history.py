@@ -18,7 +18,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from api import usage
 from api.dashboard.charts import Series
@@ -108,15 +107,6 @@ class History:
         # starting the app reads nothing of the store.
         while not self._stop.wait(self.interval_s):
             self.sample()
-
-
-def of(state: Any, database: Database) -> History:
-    """The app's history (`api.app` makes and starts it); made here, unstarted, for an
-    app built without one."""
-    found = getattr(state, "history", None)
-    if not isinstance(found, History):
-        found = state.history = History(database)
-    return found
 
 
 POINTS = 240  # drawn per line at most: the page polls every 2 s

@@ -15,6 +15,7 @@ from api.dashboard.routes import (
     _not_found,
     _page,
     _principal,
+    _services,
     _to_login,
     templates,
 )
@@ -47,7 +48,7 @@ def job_page(request: Request, job_id: str) -> Response:
             ],
         )
         try:
-            explanation = explain_route.explain_job(request, session, principal, job_id)
+            explanation = explain_route.explain_job(_services(request), session, principal, job_id)
         except Exception:  # the page still shows the job when its account cannot be made
             log.exception("explain failed for job %s", job_id)
             explanation = None
@@ -58,7 +59,7 @@ def job_page(request: Request, job_id: str) -> Response:
         job=job,
         events=list(reversed(events))[:200],
         explain=explanation,
-        has_logs=getattr(request.app.state, "log_source", None) is not None,
+        has_logs=_services(request).wiring.log_source is not None,
     )
 
 
@@ -73,7 +74,7 @@ def job_logs(request: Request, job_id: str) -> Response:
             jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
         except errors.NotFound:
             return _not_found(request, principal, f"job {job_id}")
-    source = getattr(request.app.state, "log_source", None)
+    source = _services(request).wiring.log_source
     files = source.log_files(job_id) if source is not None else []
     latest = max((a for a, _, _ in files), default=None)
     tails = []

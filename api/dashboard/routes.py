@@ -27,7 +27,7 @@ from api import deps, queuestats, redact, usage, views
 from api.auth import Principal, Role
 from api.dashboard import charts, csrf, history
 from api.errors import ApiError
-from scheduler import model
+from api.services import Services, services_of
 from scheduler.spec import Phase
 from scheduler.store import cycle, jobs, queues
 from scheduler.store.db import Database
@@ -57,9 +57,12 @@ templates.env.globals.update(
 templates.env.filters["clock"] = lambda t: time.strftime("%H:%M", time.localtime(t))
 
 
+def _services(request: Request) -> Services:
+    return services_of(request.app)
+
+
 def _database(request: Request) -> Database:
-    db: Database = request.app.state.database
-    return db
+    return _services(request).database
 
 
 def _colours(request: Request) -> Callable[[str | None], str]:
@@ -70,7 +73,7 @@ def _colours(request: Request) -> Callable[[str | None], str]:
 
 
 def history_of(request: Request) -> history.History:
-    return history.of(request.app.state, _database(request))
+    return _services(request).history
 
 
 def _principal(request: Request) -> Principal | None:
@@ -79,7 +82,7 @@ def _principal(request: Request) -> Principal | None:
         return None
     creds = HTTPAuthorizationCredentials(scheme="Bearer", credentials=token)
     try:
-        principal = deps.get_principal(request, creds, _database(request))
+        principal = deps.get_principal(_services(request), creds)
     except (HTTPException, ApiError):
         return None
     return None if principal.role in (Role.WORKER, Role.METRICS) else principal
@@ -152,7 +155,7 @@ async def login(request: Request) -> Response:
     else:
         creds = HTTPAuthorizationCredentials(scheme="Bearer", credentials=token)
         try:
-            principal = deps.get_principal(request, creds, _database(request))
+            principal = deps.get_principal(_services(request), creds)
         except ApiError as exc:
             # A token this server turns away on purpose (team tokens where workers share
             # its OS user: api.auth.refusal) says why; any other is unknown to it.
@@ -189,14 +192,9 @@ async def logout(request: Request) -> Response:
 
 
 def _excluded(request: Request) -> dict[str, str]:
-    """Nodes the backend does not offer, with why (the Kubernetes backend knows them)."""
-    backend = getattr(request.app.state, "backend", None)
-    for obj in (backend, getattr(backend, "backend", None)):
-        fn = getattr(obj, "excluded_nodes", None)
-        if callable(fn):
-            found: dict[str, str] = fn()
-            return found
-    return {}
+    """Nodes the backend does not offer, with why (where `shoal serve` wired them in)."""
+    excluded = _services(request).wiring.excluded_nodes
+    return excluded() if excluded is not None else {}
 
 
 @router.get("/cluster", response_model=None)
@@ -228,7 +226,7 @@ def queues_page(request: Request) -> Response:
     principal = _principal(request)
     if principal is None:
         return _to_login(request)
-    config: model.Config | None = getattr(request.app.state, "core_config", None)
+    config = _services(request).wiring.core_config
     with _database(request).session() as session:
         stats = queuestats.compute(queuestats.snapshot(session, config))
         capacity = float(sum(n.gpu_count for n in cycle.load_inventory(session=session)))
@@ -258,7 +256,7 @@ def jobs_page(request: Request, queue: str = "", phase: str = "") -> Response:
             cursor=None,
         )
         rows = redact.jobs(session, principal, [views.job(r) for r in page.items])
-        config = getattr(request.app.state, "core_config", None)
+        config = _services(request).wiring.core_config
         stats = queuestats.compute(queuestats.snapshot(session, config))
     names = [s.name for s in queuestats.visible(stats, principal.visible_queues)]
     return _page(

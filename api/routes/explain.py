@@ -1,6 +1,6 @@
 """`GET /api/v1/jobs/{id}/explain`: the core's full account of one job's fate, computed on
 a snapshot built from the store the way the loop builds it (inventory, queues, live jobs,
-the wall clock now) with the policy the loop runs (`app.state.core_config`, set by
+the wall clock now) with the policy the loop runs (`Wiring.core_config`, given by
 `shoal serve` from its policy file and flags; the default `Config` otherwise). Keys are
 camelCase, as everywhere else in the API.
 
@@ -15,11 +15,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path
 from pydantic import field_validator
 
 from api import queuestats, redact
-from api.deps import PrincipalDep, SessionDep
+from api.deps import PrincipalDep, ServicesDep, SessionDep
 from api.models import PendingReasonPublic, _Model, camel_keys
 from scheduler import model
 from scheduler.core import explain as core_explain
@@ -75,14 +75,14 @@ class ExplanationPublic(_Model):
     response_model_by_alias=True,
 )
 def explain_job(
-    request: Request,
+    services: ServicesDep,
     session: SessionDep,
     principal: PrincipalDep,
     job_id: str = Path(min_length=1, max_length=32),
 ) -> ExplanationPublic:
     """Fair-share arithmetic, place in the order, decision and the best candidate nodes."""
     row = jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
-    config: model.Config = getattr(request.app.state, "core_config", None) or model.Config()
+    config = services.wiring.core_config or model.Config()
     snap = queuestats.snapshot(session, config)
     found = dataclasses.asdict(core_explain.explain(snap, job_id))
     _countdown(found["reason"], snap.now)

@@ -3,12 +3,12 @@ metrics."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from api import errors, models
-from api.deps import DatabaseDep, ScraperDep
-from api.metrics import Metrics, render
+from api.deps import DatabaseDep, ScraperDep, ServicesDep
+from api.metrics import render
 from scheduler.store.errors import DatabaseError
 
 PREFIX = ""
@@ -20,11 +20,11 @@ router = APIRouter(tags=["health"])
     response_model=models.Health,
     responses={503: {"model": models.Health, "description": "the scheduler loop is wedged"}},
 )
-def healthz(request: Request, response: Response) -> models.Health:
+def healthz(services: ServicesDep, response: Response) -> models.Health:
     """Alive: the process serves requests and, where it runs one (`shoal serve`), its
     scheduler loop still cycles (its thread is alive and no cycle has run past the stall
     limit). A database outage is not a liveness failure (`/readyz` reports that)."""
-    check = getattr(request.app.state, "loop_health", None)
+    check = services.wiring.loop_health
     problem = check() if check is not None else None
     if problem:
         response.status_code = 503
@@ -56,8 +56,7 @@ def readyz(db: DatabaseDep, response: Response) -> models.Health:
         403: errors.COMMON_RESPONSES[403],  # a worker token
     },
 )
-def metrics(request: Request, principal: ScraperDep) -> Response:
+def metrics(services: ServicesDep, principal: ScraperDep) -> Response:
     """Prometheus metrics. An admin or `metrics` (scrape) token reads every series; a
     member or viewer only its own queues' series and the GPU inventory (docs/api.md)."""
-    m: Metrics = request.app.state.metrics
-    return Response(render(m, principal), media_type=CONTENT_TYPE_LATEST)
+    return Response(render(services.metrics, principal), media_type=CONTENT_TYPE_LATEST)

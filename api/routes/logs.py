@@ -1,7 +1,7 @@
 """Worker output and progress: GET /jobs/{id}/logs, POST /jobs/{id}/progress.
 
-Logs come from whatever the serving process put in `app.state.log_source` (an object
-with `log_files(job_id) -> [(attempt, worker, path)]`; `shoal serve` gives the local
+Logs come from whatever the serving process wired in (`api.services.Wiring.log_source`,
+an object with `log_files(job_id) -> [(attempt, worker, path)]`; `shoal serve` gives its
 backend). Without one the endpoint answers 501. Reads are by byte offset per worker, so
 `shoal logs -f` polls for what is new. Progress is what the worker launcher posts
 (heartbeat, step, loss); worker 0's progress is kept as a `Progress` event, at most one
@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path as FilePath
-from typing import Any, Protocol
+from typing import Any
 
-from fastapi import APIRouter, Path, Query, Request, Response, status
+from fastapi import APIRouter, Path, Query, Response, status
 from pydantic import Field, field_validator
 
 from api import models
 from api.auth import Role
-from api.deps import AnyRoleDep, PrincipalDep, SessionDep
+from api.deps import AnyRoleDep, PrincipalDep, ServicesDep, SessionDep
 from api.errors import ErrorBody, fail
 from scheduler.spec import Phase
 from scheduler.spec.text import UserInput
@@ -42,10 +41,6 @@ PROGRESS_MAX_BYTES = 4096
 PROGRESS_MAX_KEY = 64
 # Jobs whose last report time is remembered (the throttle); the oldest are forgotten.
 PROGRESS_REMEMBER = 10_000
-
-
-class LogSource(Protocol):
-    def log_files(self, job_id: str) -> list[tuple[int, int, FilePath]]: ...
 
 
 class LogChunk(models._Model):
@@ -96,7 +91,7 @@ class ProgressReport(models._Model, UserInput):
     responses={501: {"model": ErrorBody, "description": "this backend keeps no logs here"}},
 )
 def job_logs(
-    request: Request,
+    services: ServicesDep,
     session: SessionDep,
     principal: PrincipalDep,
     job_id: str = JobId,
@@ -112,7 +107,7 @@ def job_logs(
     """Each worker's output of one attempt from the given byte offsets (256 KiB at most)."""
     starts = _offsets(offsets)
     jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
-    source: LogSource | None = getattr(request.app.state, "log_source", None)
+    source = services.wiring.log_source
     if source is None:
         raise fail(501, "this backend keeps no worker logs here; read them on the cluster")
     files = source.log_files(job_id)
@@ -168,7 +163,7 @@ def _forget_oldest(memory: dict[Any, Any]) -> None:
 @router.post("/{job_id}/progress", status_code=status.HTTP_204_NO_CONTENT)
 def report_progress(
     body: ProgressReport,
-    request: Request,
+    services: ServicesDep,
     session: SessionDep,
     principal: AnyRoleDep,
     job_id: str = JobId,
@@ -189,12 +184,7 @@ def report_progress(
             )
     else:
         jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
-    last: dict[str, float] | None = getattr(request.app.state, "progress_seen", None)
-    if last is None:
-        last = request.app.state.progress_seen = {}
-    finals: dict[tuple[str, int], None] | None = getattr(request.app.state, "progress_final", None)
-    if finals is None:
-        finals = request.app.state.progress_final = {}
+    last, finals = services.progress.seen, services.progress.final
     now = time.monotonic()
     # A final report skips the throttle once per attempt; repeats of it do not.
     final = body.final and (job_id, body.attempt) not in finals

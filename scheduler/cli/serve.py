@@ -31,17 +31,18 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import uvicorn
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.app import create_app
+from api.services import LogSource, Wiring, services_of
 from api.settings import Settings
 from scheduler import model
 from scheduler.backends import base
-from scheduler.backends.local import host, users
+from scheduler.backends.local import LocalBackend, host, users
 from scheduler.cli import listen
 from scheduler.cli import settings as serve_settings
 from scheduler.cli.statedir import claim_state as claim_state  # re-exported (tests)
@@ -281,23 +282,24 @@ def serve(
         database=database,
         worker_key=worker_key,
     )
-    app = _app(settings, loop, backend, pol.core)
-    app.state.team_tokens_refused = team_refusal(backend, shared_user_ok=shared_user_ok)
+    stop = threading.Event()  # the loop's thread: made before the app, whose /healthz checks it
+    thread = threading.Thread(target=loop.run_forever, args=(stop,), name="loop", daemon=True)
+    app = _app(settings, loop, thread, backend, pol.core, pol.interval_s, shared_user_ok)
     print(f"Shoal serving on {url}  (state {state}, database {db_url})", flush=True)
     if admin is not None:
         print(f"admin token: {admin}  (also in {state / 'admin-token'})", flush=True)
     try:
-        _run(app, loop, sock, interval_s=pol.interval_s)
+        _run(app, loop, sock, thread, stop)
     finally:
         backend.close()
         database.close()
         print("Shoal stopped", flush=True)
 
 
-def team_refusal(backend: object, *, shared_user_ok: bool) -> str | None:
+def team_refusal(worker_users: users.WorkerUsers | None, *, shared_user_ok: bool) -> str | None:
     """Why team tokens are refused here (the API's 403), or None. Only the local backend
-    runs workers as OS users of this host; `shared_user_ok`: one trusted team, accepted."""
-    worker_users: users.WorkerUsers | None = getattr(backend, "users", None)
+    runs workers as OS users of this host (its `users`; None for any other backend);
+    `shared_user_ok`: one trusted team, accepted."""
     if worker_users is None:
         return None
     why = worker_users.shared_reason()
@@ -310,6 +312,20 @@ def team_refusal(backend: object, *, shared_user_ok: bool) -> str | None:
         return None
     log.warning("%s", why)
     return why
+
+
+@runtime_checkable
+class ExcludedNodes(Protocol):
+    def excluded_nodes(self) -> dict[str, str]: ...
+
+
+def _excluded_nodes(backend: object) -> Callable[[], dict[str, str]] | None:
+    """The backend's nodes it does not offer, with why (the dashboard), where it has them.
+    A wrapper that poses as the backend (`.backend`) is looked through, here only."""
+    for obj in (backend, getattr(backend, "backend", None)):
+        if isinstance(obj, ExcludedNodes):
+            return obj.excluded_nodes
+    return None
 
 
 def _claim(state: Path, url: str, backend_kind: str) -> bool:
@@ -340,24 +356,36 @@ def _tokens(
 
 
 def _app(
-    settings: Settings, loop: Loop, backend: base.ClusterBackend, core: model.Config
+    settings: Settings,
+    loop: Loop,
+    thread: threading.Thread,
+    backend: base.ClusterBackend,
+    core: model.Config,
+    interval_s: float,
+    shared_user_ok: bool,
 ) -> FastAPI:
-    app = create_app(settings)
-    app.state.log_source = backend
-    app.state.core_config = core  # explain accounts with the policy the loop runs
-    app.state.backend = backend  # the dashboard shows its excluded nodes, where it has them
-    app.state.metrics.follow_leader(lambda: loop.leading)
-    loop.observers.append(app.state.metrics.observe_cycle)
+    """The API on the loop's store, wired to `backend` and to the loop on `thread`."""
+    stall_s = float(os.environ.get("SHOAL_LOOP_STALL_SECONDS") or max(120.0, 20 * interval_s))
+    local_users = backend.users if isinstance(backend, LocalBackend) else None
+    wiring = Wiring(
+        log_source=backend if isinstance(backend, LogSource) else None,
+        core_config=core,  # explain accounts with the policy the loop runs
+        excluded_nodes=_excluded_nodes(backend),
+        loop_health=loop_health(loop, thread, stall_s),
+        team_tokens_refused=team_refusal(local_users, shared_user_ok=shared_user_ok),
+    )
+    app = create_app(settings, wiring)
+    metrics = services_of(app).metrics
+    metrics.follow_leader(lambda: loop.leading)
+    loop.observers.append(metrics.observe_cycle)
     app.add_middleware(WakeOnWrite, loop=loop)
     return app
 
 
-def _run(app: FastAPI, loop: Loop, sock: socket.socket, *, interval_s: float) -> None:
-    """Serve `app` with the loop cycling on a thread of its own, until uvicorn stops."""
-    stop = threading.Event()
-    thread = threading.Thread(target=loop.run_forever, args=(stop,), name="loop", daemon=True)
-    stall_s = float(os.environ.get("SHOAL_LOOP_STALL_SECONDS") or max(120.0, 20 * interval_s))
-    app.state.loop_health = loop_health(loop, thread, stall_s)
+def _run(
+    app: FastAPI, loop: Loop, sock: socket.socket, thread: threading.Thread, stop: threading.Event
+) -> None:
+    """Serve `app` with the loop cycling on `thread` (stopped by `stop`), until uvicorn stops."""
     thread.start()
     if threading.current_thread() is threading.main_thread():
         # uvicorn re-raises SIGTERM once it has stopped; with the default handler that

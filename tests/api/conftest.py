@@ -1,10 +1,14 @@
 """API fixtures: an app on a fresh SQLite file (or PostgreSQL via `pg_app`), three tokens
-per role, two queues and a small inventory (2 nodes x 8 H100-80GB, 1 node x 4 A100-40GB)."""
+per role, two queues and a small inventory (2 nodes x 8 H100-80GB, 1 node x 4 A100-40GB).
+
+What `shoal serve` wires in (logs, policy, loop health) is the `wiring` fixture's: none,
+unless a test module overrides it or a test parametrizes it (`api.services.Wiring`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi import FastAPI
@@ -12,6 +16,7 @@ from fastapi.testclient import TestClient
 from support import pg
 
 from api.app import create_app
+from api.services import Wiring
 from api.settings import Settings
 from scheduler import store
 from scheduler.model import Node
@@ -35,8 +40,10 @@ NODES = (
 MAX_BODY = 64 * 1024
 
 
-def build_app(url: str) -> FastAPI:
-    app = create_app(Settings(database_url=url, tokens_yaml=TOKENS, max_body_bytes=MAX_BODY))
+def build_app(url: str, wiring: Wiring | None = None, **settings: Any) -> FastAPI:
+    """`settings`: over the fixtures' (e.g. `worker_key`, `tokens_yaml`)."""
+    base: dict[str, Any] = {"tokens_yaml": TOKENS, "max_body_bytes": MAX_BODY}
+    app = create_app(Settings(database_url=url, **(base | settings)), wiring)
     with app.state.database.session() as s:
         store.create_queue(session=s, spec=QueueSpec(name="vision", guaranteed=8, limit=16))
         store.create_queue(session=s, spec=QueueSpec(name="nlp", guaranteed=4))
@@ -45,8 +52,13 @@ def build_app(url: str) -> FastAPI:
 
 
 @pytest.fixture
-def app(tmp_path: Path) -> Iterator[FastAPI]:
-    app = build_app(f"sqlite:///{tmp_path / 'api.db'}")
+def wiring() -> Wiring:
+    return Wiring()
+
+
+@pytest.fixture
+def app(tmp_path: Path, wiring: Wiring) -> Iterator[FastAPI]:
+    app = build_app(f"sqlite:///{tmp_path / 'api.db'}", wiring)
     yield app
     app.state.database.close()
 

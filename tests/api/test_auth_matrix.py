@@ -12,6 +12,8 @@ import pytest
 from conftest import ADMIN, NLP, VIEWER, VISION, job_body
 from fastapi.testclient import TestClient
 
+from api.services import services_of
+
 NONE: dict[str, str] = {}
 BAD = {"Authorization": "Bearer not-a-token"}
 ROLES = {"admin": ADMIN, "member": VISION, "other": NLP, "viewer": VIEWER, "none": NONE, "bad": BAD}
@@ -78,6 +80,6 @@ def test_other_team_learns_nothing_from_lists(client: TestClient) -> None:
 
 
 def test_tokens_are_kept_hashed(client: TestClient) -> None:
-    tokens = client.app.state.tokens  # type: ignore[attr-defined]
+    tokens = services_of(client.app).tokens  # type: ignore[arg-type]
     assert "admin-token" not in repr(vars(tokens))
     assert tokens.lookup("admin-token").user == "root"

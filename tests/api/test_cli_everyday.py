@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner, Result
 
+from api.services import Wiring
 from scheduler import store
 from scheduler.cli import client as cli_client
 from scheduler.cli.main import app as cli
@@ -53,6 +54,14 @@ class OneLog:
         return [(1, 0, self.path)]
 
 
+@pytest.fixture
+def wiring(request: pytest.FixtureRequest, tmp_path: Path) -> Wiring:
+    """A test parametrized with "one-log" reads its job's output from worker-0.log."""
+    one = getattr(request, "param", None) == "one-log"
+    return Wiring(log_source=OneLog(tmp_path / "worker-0.log")) if one else Wiring()
+
+
+@pytest.mark.parametrize("wiring", ["one-log"], indirect=True)
 def test_logs_are_not_wrapped_when_piped(
     app: FastAPI, client: TestClient, shoal: Shoal, tmp_path: Path
 ) -> None:
@@ -60,7 +69,6 @@ def test_logs_are_not_wrapped_when_piped(
     long = "x" * 300 + " " + "[bold]y[/bold] :smile: " + "z" * 300
     log = tmp_path / "worker-0.log"
     log.write_text(f"{long}\nsecond\rline\n")
-    app.state.log_source = OneLog(log)
     jid = client.post("/api/v1/jobs", json=job_body(name="wide"), headers=ADMIN).json()["id"]
     result = shoal("logs", jid)
     assert result.exit_code == 0, result.output
@@ -219,6 +227,7 @@ def test_tokens_create_takes_the_user_as_the_docs_write_it(shoal: Shoal) -> None
     assert shoal("tokens", "create", "--user", "dan", "-q", "vision").exit_code == 0
 
 
+@pytest.mark.parametrize("wiring", ["one-log"], indirect=True)
 def test_logs_over_one_call_are_printed_whole(
     app: FastAPI, client: TestClient, shoal: Shoal, tmp_path: Path
 ) -> None:
@@ -228,7 +237,6 @@ def test_logs_over_one_call_are_printed_whole(
     across, tail = "b" * 100, "c" * 300_000
     log = tmp_path / "worker-0.log"
     log.write_text(f"{first}\n{across}\n{tail}\nno newline at the end")
-    app.state.log_source = OneLog(log)
     jid = client.post("/api/v1/jobs", json=job_body(name="big"), headers=ADMIN).json()["id"]
     result = shoal("logs", jid)
     assert result.exit_code == 0, result.output

@@ -12,6 +12,7 @@ from conftest import ADMIN, VISION, job_body
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from api.services import Wiring
 from scheduler import store
 from scheduler.cli import jobs
 from scheduler.cli.client import Api
@@ -23,10 +24,10 @@ class NoLogs:
         return []
 
 
+@pytest.mark.parametrize("wiring", [Wiring(log_source=NoLogs())])
 def test_follow_shows_phase_and_reason_while_pending(
     app: FastAPI, client: TestClient, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    app.state.log_source = NoLogs()
     jid = client.post("/api/v1/jobs", json=job_body(name="wait", gpu=8), headers=VISION).json()[
         "id"
     ]

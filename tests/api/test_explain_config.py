@@ -3,10 +3,12 @@ while reclaim waits for a victim's minimum runtime, says which job and when."""
 
 from __future__ import annotations
 
+import pytest
 from conftest import ADMIN, NLP, VISION, job_body
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from api.services import Wiring
 from scheduler import model, store
 from scheduler.model import WorkerPlacement
 
@@ -47,10 +49,12 @@ def test_reclaim_waiting_for_min_runtime_names_the_victim_and_the_time(
     assert any(v in admin["message"] for v in victims), admin
 
 
+@pytest.mark.parametrize(
+    "wiring", [Wiring(core_config=model.Config(policy=model.Policy.BINPACK, min_runtime_s=0))]
+)
 def test_explain_uses_the_configured_policy(app: FastAPI, client: TestClient) -> None:
     _fill_with_nlp(app, client)
     jid = client.post(J, json=job_body(name="back", gpu=8), headers=VISION).json()["id"]
-    app.state.core_config = model.Config(policy=model.Policy.BINPACK, min_runtime_s=0)
     body = client.get(f"{J}/{jid}/explain", headers=ADMIN).json()
     assert body["policy"] == "binpack"
     # With no minimum runtime the borrower is a victim at once: the job is preempting.

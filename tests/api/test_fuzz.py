@@ -24,6 +24,7 @@ from conftest import ADMIN, VIEWER, VISION, build_app, job_body
 from hypothesis import HealthCheck, settings
 from schemathesis import checks
 
+from api.services import Wiring
 from scheduler import store, workertoken
 from scheduler.spec import JobSpec
 
@@ -39,7 +40,9 @@ WORKER_KEY = "fuzz-worker-key"
 
 # Built at collection time (parametrize needs the schema then); a throw-away SQLite file.
 _DIR = tempfile.mkdtemp(prefix="shoal-fuzz-")
-APP = build_app(f"sqlite:///{Path(_DIR) / 'fuzz.db'}")
+# It reads the seed jobs' logs from _DIR (without a log source, /logs is a 501).
+_WIRING = Wiring(log_source=fuzz_seeding.SeedLogs(Path(_DIR)))
+APP = build_app(f"sqlite:///{Path(_DIR) / 'fuzz.db'}", _WIRING, worker_key=WORKER_KEY)
 # Live seed jobs (Running, with logs): LIVE_PER_QUEUE per queue, each on a GPU of its own.
 LIVE_PER_QUEUE = 3
 SEED_JOBS: list[str] = []
@@ -51,8 +54,6 @@ with APP.state.database.session() as _s:
             fuzz_seeding.make_live(_s, _id, _node, _i)
             SEED_JOBS.append(_id)
 
-APP.state.log_source = fuzz_seeding.SeedLogs(Path(_DIR))  # without one, /logs is a 501
-APP.state.worker_key = WORKER_KEY
 WORKER = {"Authorization": f"Bearer {workertoken.mint(WORKER_KEY, SEED_JOBS[0])}"}
 MEMBER = {"calls": 0, "created": 0}  # what the member's run reached
 # What the admin's and the member's runs reached of a live job: operation -> calls.

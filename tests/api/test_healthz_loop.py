@@ -10,6 +10,9 @@ from collections.abc import Callable, Sequence
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from api.app import create_app
+from api.services import Wiring
+from api.settings import Settings
 from scheduler.backends.local import cluster
 from scheduler.backends.sim import SimBackend
 from scheduler.cli.serve import loop_health
@@ -47,10 +50,12 @@ def test_healthz_fails_while_the_loop_is_wedged_and_recovers(app: FastAPI) -> No
     loop = Loop(app.state.database, backend, config=LoopConfig(holder="h", interval_s=0.05))
     stop = threading.Event()
     thread = threading.Thread(target=loop.run_forever, args=(stop,), daemon=True)
-    app.state.loop_health = loop_health(loop, thread, stall_s=1.0)
+    # The app as `shoal serve` makes it: on the loop's store, wired to the loop's thread.
+    wiring = Wiring(loop_health=loop_health(loop, thread, stall_s=1.0))
+    served = create_app(Settings(database=app.state.database), wiring)
     thread.start()
     try:
-        with TestClient(app) as c:
+        with TestClient(served) as c:
             assert eventually_true(lambda: c.get("/healthz").status_code == 200)
             backend.wedged.set()
             assert eventually_true(lambda: c.get("/healthz").status_code == 503)

@@ -12,6 +12,8 @@ from conftest import ADMIN, VIEWER, VISION, job_body
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from api.services import Wiring
+
 J = "/api/v1/jobs"
 
 
@@ -29,8 +31,12 @@ class Files:
 
 
 @pytest.fixture
-def job(app: FastAPI, client: TestClient, tmp_path: Path) -> Iterator[str]:
-    app.state.log_source = Files(tmp_path)
+def wiring(tmp_path: Path) -> Wiring:
+    return Wiring(log_source=Files(tmp_path))
+
+
+@pytest.fixture
+def job(app: FastAPI, client: TestClient) -> Iterator[str]:
     r = client.post(J, json=job_body(), headers=VISION)
     assert r.status_code == 201, r.text
     yield r.json()["id"]

@@ -20,6 +20,7 @@ from fastapi import FastAPI
 from sqlalchemy.orm import Session
 
 from api.app import create_app
+from api.services import services_of
 from api.settings import Settings
 from scheduler import store
 from scheduler.spec import QueueSpec
@@ -93,7 +94,7 @@ def _submit_in_thread(url: str, name: str, out: dict[str, httpx.Response]) -> th
 
 
 def _sample(app: FastAPI, name: str, labels: dict[str, str] | None = None) -> float:
-    value = app.state.metrics.registry.get_sample_value(name, labels or {})
+    value = services_of(app).metrics.registry.get_sample_value(name, labels or {})
     return 0.0 if value is None else float(value)
 
 

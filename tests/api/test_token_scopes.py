@@ -13,7 +13,6 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 
-from api.auth import TokenTable
 from scheduler import workertoken
 from scheduler.store import schema
 
@@ -24,10 +23,8 @@ METRICS = {"Authorization": "Bearer metrics-token"}
 
 @pytest.fixture
 def sapp(tmp_path: Path) -> Iterator[FastAPI]:
-    app = build_app(f"sqlite:///{tmp_path / 's.db'}")
-    app.state.worker_key = KEY
     extra = "metrics-token: {user: prom, role: metrics}\n"
-    app.state.tokens = TokenTable.load(path=None, inline=TOKENS + extra)
+    app = build_app(f"sqlite:///{tmp_path / 's.db'}", worker_key=KEY, tokens_yaml=TOKENS + extra)
     yield app
     app.state.database.close()
 

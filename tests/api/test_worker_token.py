@@ -23,8 +23,7 @@ J = "/api/v1/jobs"
 
 @pytest.fixture
 def wapp(tmp_path: Path) -> Iterator[FastAPI]:
-    app = build_app(f"sqlite:///{tmp_path / 'w.db'}")
-    app.state.worker_key = KEY
+    app = build_app(f"sqlite:///{tmp_path / 'w.db'}", worker_key=KEY)
     yield app
     app.state.database.close()
 

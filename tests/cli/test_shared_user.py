@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from api.services import Wiring
 from api.settings import Settings
 from scheduler import workertoken
 from scheduler.backends.local.users import RunAs, WorkerUsers, resolve
@@ -27,11 +28,6 @@ metrics-t: {user: prom, role: metrics}
 NOBODY = RunAs("nobody", 65534, 65534, "/nonexistent")
 
 
-class _Backend:
-    def __init__(self, users: WorkerUsers) -> None:
-        self.users = users
-
-
 def test_the_reason_says_what_the_admin_must_do() -> None:
     plain = WorkerUsers(can_switch=True)
     assert "set workerUser" in (plain.shared_reason() or "")
@@ -40,9 +36,9 @@ def test_the_reason_says_what_the_admin_must_do() -> None:
     assert not_root.for_queue("team-a") is None  # it cannot switch: its own user
     isolated = WorkerUsers(default=NOBODY, queues={"b": NOBODY}, can_switch=True)
     assert isolated.shared_reason() is None and isolated.for_queue("a") == NOBODY
-    assert team_refusal(_Backend(plain), shared_user_ok=False) == plain.shared_reason()
-    assert team_refusal(_Backend(plain), shared_user_ok=True) is None
-    assert team_refusal(object(), shared_user_ok=False) is None  # not the local backend
+    assert team_refusal(plain, shared_user_ok=False) == plain.shared_reason()
+    assert team_refusal(plain, shared_user_ok=True) is None
+    assert team_refusal(None, shared_user_ok=False) is None  # not the local backend
 
 
 def test_cluster_file_users_and_the_flag_over_them(tmp_path: Path) -> None:
@@ -62,10 +58,9 @@ def _client(tmp_path: Path, refused: str | None) -> TestClient:
     app = create_app(
         Settings(
             database_url=f"sqlite:///{tmp_path / 'api.db'}", tokens_yaml=TOKENS, worker_key="k"
-        )
+        ),
+        Wiring(team_tokens_refused=refused),
     )
-    if refused is not None:
-        app.state.team_tokens_refused = refused
     return TestClient(app)
 
 

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.dashboard import charts, history
+from api.services import services_of
 from api.settings import Settings
 from scheduler import store
 from scheduler.model import Node
@@ -127,7 +128,7 @@ def test_queues_page_colours_apart_bars_to_scale_and_history(client: TestClient)
 
 
 def test_history_is_drawn_once_there_are_two_samples(client: TestClient) -> None:
-    app_history = client.app.state.history  # type: ignore[attr-defined]
+    app_history = services_of(client.app).history  # type: ignore[arg-type]
     app_history.sample()
     app_history.clock = lambda: 10**10  # later: a fresh sample on the next page
     html = client.get("/ui/cluster").text

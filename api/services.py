@@ -1,0 +1,74 @@
+"""What the API's routes use, made once by `api.app.create_app`: one frozen `Services`
+(stored as `app.state.services`, read through `api.deps.get_services`).
+
+`Wiring` is what the serving process hands in (`shoal serve`: the backend's logs and
+excluded nodes, the loop's policy and health, why team tokens are refused); an app built
+without it (tests, `uvicorn api.app:app_from_env`) has none of them, and says so where a
+route needs one (501 for logs, no loop to check in /healthz, the default policy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path as FilePath
+from typing import Protocol, runtime_checkable
+
+from fastapi import FastAPI
+
+from api.admission_cache import AdmissionSnapshot
+from api.auth import TokenTable
+from api.dashboard.history import History
+from api.metrics import Metrics
+from scheduler import model
+from scheduler.store.db import Database
+
+
+@runtime_checkable
+class LogSource(Protocol):
+    """Where workers' output is (the local backend): (attempt, worker, file) of a job."""
+
+    def log_files(self, job_id: str) -> list[tuple[int, int, FilePath]]: ...
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """What the serving process gives the API; each part optional."""
+
+    log_source: LogSource | None = None
+    # The policy the loop runs: explain, queue stats and fair-share metrics use it.
+    core_config: model.Config | None = None
+    # Nodes the backend does not offer, with why (the dashboard's cluster page).
+    excluded_nodes: Callable[[], dict[str, str]] | None = None
+    # None while the scheduler loop cycles, else why not (/healthz).
+    loop_health: Callable[[], str | None] | None = None
+    # Why team tokens are refused here (workers would run as the service's user).
+    team_tokens_refused: str | None = None
+
+
+class ProgressMemory:
+    """What progress reports this process has seen: the last recorded report per job
+    (the throttle) and the final reports per (job, attempt). Mutable, in a frozen
+    `Services`: bounded by the route (`api.routes.logs`), lost on restart."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, float] = {}
+        self.final: dict[tuple[str, int], None] = {}
+
+
+@dataclass(frozen=True)
+class Services:
+    database: Database
+    history: History  # the dashboard's charts, started and stopped with the app
+    tokens: TokenTable
+    worker_key: str | None  # signs per-job worker tokens (`scheduler.workertoken`)
+    metrics: Metrics
+    admission: AdmissionSnapshot
+    wiring: Wiring = Wiring()
+    progress: ProgressMemory = field(default_factory=ProgressMemory)
+
+
+def services_of(app: FastAPI) -> Services:
+    """The app's services (for `shoal serve` and tests; routes use `api.deps`)."""
+    services: Services = app.state.services
+    return services
