@@ -1,5 +1,5 @@
-"""The one small interface every cluster backend implements, and the worker environment
-they all give a worker.
+"""The one small interface every cluster backend implements, and the optional abilities
+some have, declared as small protocols and gathered once at wiring into `Capabilities`.
 
 The scheduler loop is the only caller. It records a decision in the store first, then
 calls the backend; every call must be idempotent (a repeat after a crash is harmless):
@@ -10,18 +10,15 @@ local processes), `sim` (virtual time, no processes).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol, runtime_checkable
+from pathlib import Path
+from typing import Protocol
 
 from scheduler import model
 from scheduler.model import JobRequest, Node, RunningJob, WorkerPlacement
-from scheduler.spec import Framework, JobSpec, Origin
-
-MASTER_PORT = 29500
-
+from scheduler.spec import JobSpec, Origin
 
 # How a GPU fraction is held to (`advisory`: the launcher's cooperative cap; `mps`): the
 # node's, so the core's vocabulary owns it.
@@ -119,10 +116,14 @@ class ClusterBackend(Protocol):
         """The current state of every worker the backend knows of."""
         ...
 
+    def capabilities(self) -> Capabilities:
+        """Its optional abilities (the protocols below), each itself or None: declared,
+        so mypy checks that a backend, and any wrapper of one, has what it claims."""
+        ...
+
     def close(self) -> None: ...
 
 
-@runtime_checkable
 class ForeignWorkloads(Protocol):
     """Optional: a backend whose cluster has pods Shoal did not create that ask Shoal to
     schedule them (single-worker jobs with ids the store does not hold)."""
@@ -141,7 +142,6 @@ class ForeignWorkloads(Protocol):
         ...
 
 
-@runtime_checkable
 class PendingNotes(Protocol):
     """Optional, with `ForeignWorkloads`: say on a foreign pod why it waits (Kubernetes:
     `PodScheduled=False` and a `FailedScheduling` event), when its reason changes."""
@@ -149,7 +149,6 @@ class PendingNotes(Protocol):
     def note_pending(self, job_id: str, message: str) -> None: ...
 
 
-@runtime_checkable
 class CapacityReporter(Protocol):
     """Optional: a backend whose `nodes()` is free room (less what others hold, less
     nodes that are cordoned or NotReady) rather than what the nodes could hold."""
@@ -160,7 +159,6 @@ class CapacityReporter(Protocol):
         ...
 
 
-@runtime_checkable
 class JobFiles(Protocol):
     """Optional: a backend that keeps files per job (the local backend's logs), which the
     loop removes once the store no longer has the job."""
@@ -174,80 +172,53 @@ class JobFiles(Protocol):
         ...
 
 
-def mpi_slots(placement: WorkerPlacement) -> int:
-    """MPI ranks a worker runs: one per whole GPU it holds, else one."""
-    return len(placement.gpus) if placement.gpus and placement.fraction >= 1 else 1
+class LocalWorkers(Protocol):
+    """Optional: workers other replicas can neither see nor stop (processes of this host
+    under one state directory). Each launch records `instance` and `state_dir` (the
+    `Launching` and `Launched` events), so a replica that takes over on the same host
+    adopts the attempt instead of starting it twice (`scheduler.loop.lifecycle`)."""
+
+    @property
+    def instance(self) -> str: ...
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    def adopt(self, state: str, instance: str, job_id: str, attempt: int) -> bool:
+        """Take over an attempt another replica launched here; False where it cannot."""
+        ...
 
 
-def hostfile_text(hosts: Sequence[str], slots: Sequence[int]) -> str:
-    """An Open MPI hostfile: one line per distinct host, its slots summed (the local
-    backend's workers all share 127.0.0.1). Shoal writes the hostfile only: it starts
-    no `mpirun` launcher and no sshd (see docs/kubernetes.md, "MPI")."""
-    total: dict[str, int] = {}
-    for h, n in zip(hosts, slots, strict=True):
-        total[h] = total.get(h, 0) + n
-    return "".join(f"{h} slots={n}\n" for h, n in total.items())
+class FinishedRecords(Protocol):
+    """Optional: a backend that keeps records of attempts, dropped once a job is over
+    and its workers are all gone (its bookkeeping must not grow with history)."""
+
+    def forget(self, job_id: str) -> None: ...
 
 
-def worker_env(
-    spec: JobSpec,
-    placement: WorkerPlacement,
-    hosts: Sequence[str],
-    *,
-    job_id: str,
-    attempt: int,
-    gpu_ids: Sequence[str] = (),
-    enforcement: Enforcement = Enforcement.ADVISORY,
-    port: int = MASTER_PORT,
-) -> dict[str, str]:
-    """The environment of one worker, identical on every backend.
+class ExcludedNodes(Protocol):
+    """Optional: nodes or GPUs it does not offer, with why (the dashboard lists them)."""
 
-    `hosts[i]` is worker i's stable address (a pod DNS name through the headless Service
-    on Kubernetes, 127.0.0.1 locally); `port` is the rendezvous port (the local backend
-    gives each job its own, as all its workers share one host); `gpu_ids` are the GPU
-    UUIDs or indices the worker may see. Shoal's variables are set after the user's
-    `env`, so a job cannot spoof its rank.
-    """
-    n, rank = len(hosts), placement.worker
-    env = dict(spec.env)
-    env.update(
-        SHOAL_JOB_ID=job_id,
-        SHOAL_JOB_NAME=spec.name,
-        SHOAL_QUEUE=spec.queue,
-        SHOAL_ATTEMPT=str(attempt),
-        SHOAL_WORKER_INDEX=str(rank),
-        SHOAL_NUM_WORKERS=str(n),
-        SHOAL_NODE=placement.node,
-        NVIDIA_VISIBLE_DEVICES=",".join(gpu_ids) if gpu_ids else "void",
-    )
-    if placement.gpus and placement.fraction < 1:
-        env["SHOAL_GPU_FRACTION"] = f"{placement.fraction:.4f}"
-        env["SHOAL_GPU_ENFORCEMENT"] = str(enforcement)
-    if spec.framework in (Framework.PYTORCH, Framework.GENERIC):
-        master = hosts[0]
-        # torchrun starts one process per GPU of the worker (Kubeflow's nprocPerNode):
-        # PET_NPROC_PER_NODE is the worker's whole-GPU count (1 for a fraction or CPU),
-        # WORLD_SIZE counts processes (workers x nproc), RANK is the worker's (node) rank.
-        nproc = len(placement.gpus) if placement.gpus and placement.fraction >= 1 else 1
-        env.update(
-            MASTER_ADDR=master,
-            MASTER_PORT=str(port),
-            WORLD_SIZE=str(n * nproc),
-            RANK=str(rank),
-            LOCAL_RANK="0",
-            PET_MASTER_ADDR=master,
-            PET_MASTER_PORT=str(port),
-            PET_NNODES=str(n),
-            PET_NODE_RANK=str(rank),
-            PET_NPROC_PER_NODE=str(nproc),
-        )
-    elif spec.framework is Framework.TENSORFLOW:
-        cluster = {"worker": [f"{h}:{port + 1 + i}" for i, h in enumerate(hosts)]}
-        env["TF_CONFIG"] = json.dumps(
-            {"cluster": cluster, "task": {"type": "worker", "index": rank}}
-        )
-    elif spec.framework is Framework.MPI:
-        env["OMPI_MCA_orte_default_hostfile"] = "/etc/shoal/hostfile"
-        env["OMPI_MCA_orte_keep_fqdn_hostnames"] = "true"  # the hostfile's names are FQDNs
-        env["SHOAL_MPI_HOSTS"] = ",".join(hosts)
-    return env
+    def excluded_nodes(self) -> dict[str, str]: ...
+
+
+class WorkerLogs(Protocol):
+    """Optional: workers' output as files (`GET /jobs/{id}/logs`): (attempt, worker,
+    path) for each worker of the job."""
+
+    def log_files(self, job_id: str) -> list[tuple[int, int, Path]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """A backend's optional abilities, resolved once at wiring: the loop, the fence and
+    `shoal serve` read these typed fields, never probe the backend object."""
+
+    foreign: ForeignWorkloads | None = None
+    pending_notes: PendingNotes | None = None
+    capacity: CapacityReporter | None = None
+    files: JobFiles | None = None
+    local_workers: LocalWorkers | None = None
+    records: FinishedRecords | None = None
+    excluded_nodes: ExcludedNodes | None = None
+    logs: WorkerLogs | None = None

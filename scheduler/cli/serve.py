@@ -30,15 +30,16 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.app import create_app
-from api.services import LogSource, Wiring, services_of
+from api.services import Wiring, services_of
 from api.settings import Settings
 from scheduler import model
 from scheduler.backends import base
@@ -96,6 +97,17 @@ class WakeOnWrite:
         await self.app(scope, receive, send_and_wake)  # type: ignore[arg-type]
 
 
+@dataclass(frozen=True)
+class Wired:
+    """What `make_backend` wires: the backend the loop drives, how to stop it and what
+    came with it (the Kubernetes runtime's elector and leader tasks), and who leads
+    (the runtime's Lease; None: this replica, under the store's lease alone)."""
+
+    backend: base.ClusterBackend
+    close: Callable[[], None]
+    is_leader: Callable[[], bool] | None = None
+
+
 def make_backend(
     kind: str,
     state: Path,
@@ -107,7 +119,7 @@ def make_backend(
     gpus: str | None = None,
     fallback_simulated: bool = False,
     worker_user: str | None = None,
-) -> base.ClusterBackend:
+) -> Wired:
     """`gpus="auto"` (local only): this host's GPUs through NVML, not the simulated cluster.
     `worker_user` (local only) over the cluster file's `workerUser`: who runs workers."""
     if gpus not in (None, "auto"):
@@ -123,7 +135,7 @@ def make_backend(
                 users=users.resolve(cluster, worker_user),
             )
             local.run.ensure()  # a run directory someone else made stops the service now
-            return local
+            return Wired(local, local.close)
         except (host.NoGpuHost, ValueError, RuntimeError) as e:
             raise SystemExit(str(e)) from None
     if gpus is not None:
@@ -140,12 +152,13 @@ def make_backend(
         # The CR watcher (TrainingJob/Queue controller) runs in the leader only.
         tasks = [watcher.leader_task(database.session, resync_s=30)] if database else []
         try:
-            return runtime.from_settings(
+            kube = runtime.from_settings(
                 env or serve_settings.from_env(),
                 leader_tasks=tasks,
                 on_leader_change=lambda _leading: wake(),
                 on_change=wake,  # a foreign pod waits: cycle now, not after the interval
             )
+            return Wired(kube.backend, kube.close, kube.is_leader)
         except ValueError as e:
             raise SystemExit(str(e)) from None
     raise SystemExit(f"backend {kind!r} is not available in `shoal serve` (local, kubernetes)")
@@ -247,7 +260,7 @@ def serve(
         if wake:
             wake[0].wake()
 
-    backend = make_backend(
+    wired = make_backend(
         backend_kind,
         state,
         cluster,
@@ -258,6 +271,7 @@ def serve(
         fallback_simulated=fallback_simulated,
         worker_user=worker_user,
     )
+    backend = wired.backend
     loop = Loop(
         database,
         backend,
@@ -268,7 +282,7 @@ def serve(
             core=pol.core,
             worker_env=(ScopedWorkerEnv(url, worker_key) if worker_key else {"SHOAL_API_URL": url}),
             # The kubernetes runtime's Lease (when elected); other backends always lead.
-            is_leader=getattr(backend, "is_leader", None),
+            is_leader=wired.is_leader,
         ),
     )
     wake.append(loop)
@@ -291,7 +305,7 @@ def serve(
     try:
         _run(app, loop, sock, thread, stop)
     finally:
-        backend.close()
+        wired.close()
         database.close()
         print("Shoal stopped", flush=True)
 
@@ -312,20 +326,6 @@ def team_refusal(worker_users: users.WorkerUsers | None, *, shared_user_ok: bool
         return None
     log.warning("%s", why)
     return why
-
-
-@runtime_checkable
-class ExcludedNodes(Protocol):
-    def excluded_nodes(self) -> dict[str, str]: ...
-
-
-def _excluded_nodes(backend: object) -> Callable[[], dict[str, str]] | None:
-    """The backend's nodes it does not offer, with why (the dashboard), where it has them.
-    A wrapper that poses as the backend (`.backend`) is looked through, here only."""
-    for obj in (backend, getattr(backend, "backend", None)):
-        if isinstance(obj, ExcludedNodes):
-            return obj.excluded_nodes
-    return None
 
 
 def _claim(state: Path, url: str, backend_kind: str) -> bool:
@@ -367,10 +367,12 @@ def _app(
     """The API on the loop's store, wired to `backend` and to the loop on `thread`."""
     stall_s = float(os.environ.get("SHOAL_LOOP_STALL_SECONDS") or max(120.0, 20 * interval_s))
     local_users = backend.users if isinstance(backend, LocalBackend) else None
+    abilities = backend.capabilities()
+    excluded = abilities.excluded_nodes
     wiring = Wiring(
-        log_source=backend if isinstance(backend, LogSource) else None,
+        log_source=abilities.logs,
         core_config=core,  # explain accounts with the policy the loop runs
-        excluded_nodes=_excluded_nodes(backend),
+        excluded_nodes=excluded.excluded_nodes if excluded is not None else None,
         loop_health=loop_health(loop, thread, stall_s),
         team_tokens_refused=team_refusal(local_users, shared_user_ok=shared_user_ok),
     )

@@ -77,7 +77,6 @@ def apply(
     now: float,
     worker_env: WorkerEnv,
     reasons: dict[str, model.PendingReason] | None = None,
-    foreign: base.ForeignWorkloads | None = None,
     foreign_ids: Set[str] = frozenset(),
     backoff: retry.Backoff | None = None,
     on_error: OnError = _raise,
@@ -89,6 +88,8 @@ def apply(
     `scheduler.loop.backoff`); the other decisions are still carried out."""
     written = {} if reasons is None else reasons
     backoff = retry.Backoff() if backoff is None else backoff
+    abilities = backend.capabilities()
+    foreign, notes = abilities.foreign, abilities.pending_notes
     out = Applied(violations=list(result.violations))
     report_violations(result.violations, reported)
     for p in result.preempts:
@@ -113,7 +114,7 @@ def apply(
     changed: list[tuple[str, int, model.PendingReason]] = []
     for keep in result.pending:
         try:
-            _keep(keep, live, written, foreign, foreign_ids, out, changed)
+            _keep(keep, live, written, notes, foreign_ids, out, changed)
         except Exception as exc:
             on_error(keep.job_id, "recording the pending reason", exc)
     _write_reasons(session, changed, written, on_error)
@@ -212,7 +213,7 @@ def _keep(
     keep: model.KeepPending,
     live: Mapping[str, store.LiveJob],
     written: dict[str, model.PendingReason],
-    foreign: base.ForeignWorkloads | None,
+    notes: base.PendingNotes | None,
     foreign_ids: Set[str],
     out: Applied,
     changed: list[tuple[str, int, model.PendingReason]],
@@ -220,9 +221,9 @@ def _keep(
     lj = live.get(keep.job_id)
     if lj is None and keep.job_id in foreign_ids:  # a foreign pod: say why, as
         # kube-scheduler would
-        if isinstance(foreign, base.PendingNotes) and written.get(keep.job_id) != keep.reason:
+        if notes is not None and written.get(keep.job_id) != keep.reason:
             try:
-                foreign.note_pending(keep.job_id, keep.reason.message)
+                notes.note_pending(keep.job_id, keep.reason.message)
                 written[keep.job_id] = keep.reason
             except Exception as exc:
                 log.info("could not report why %s waits: %s", keep.job_id, exc)

@@ -112,12 +112,12 @@ def launch(
     """Launch one attempt; on failure make it the job's reason (see the module doc).
     True when the backend took the launch."""
     job_id, at = request.job_id, as_datetime(now)
-    instance = getattr(backend, "instance", None)
-    if not getattr(backend, "replicas_see_workers", True) and isinstance(instance, str):
+    local = backend.capabilities().local_workers
+    if local is not None:
         # Said before the first worker starts: a replica that takes over after this one
         # died partway through knows the attempt is another's (it cannot see its
         # workers) and never starts it a second time.
-        began = {"attempt": request.attempt, "backend": instance, **_state(backend)}
+        began = {"attempt": request.attempt, **_made_by(local)}
         _event(session, job_id, LAUNCHING, "Launching", f"attempt {request.attempt}", at, began)
     try:
         backend.launch(request)
@@ -156,8 +156,8 @@ def launch(
         return False
     backoff.clear(job_id)
     data: dict[str, object] = {"attempt": request.attempt}
-    if isinstance(instance, str):
-        data.update(backend=instance, **_state(backend))
+    if local is not None:
+        data.update(_made_by(local))
     _event(
         session,
         job_id,
@@ -170,11 +170,10 @@ def launch(
     return True
 
 
-def _state(backend: base.ClusterBackend) -> dict[str, str]:
-    """Where a local backend keeps its state: a replica taking over on the same host
-    reads the attempt's record there (`scheduler.backends.local.elsewhere`)."""
-    state = getattr(backend, "state_dir", None)
-    return {"state": str(state)} if state is not None else {}
+def _made_by(local: base.LocalWorkers) -> dict[str, object]:
+    """Which backend instance launches, and where it keeps its state: a replica taking
+    over on the same host reads the attempt's record there (`backends.local.elsewhere`)."""
+    return {"backend": local.instance, "state": str(local.state_dir)}
 
 
 def _event(

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
 
 from scheduler import model
 from scheduler.backends import base
@@ -26,14 +28,16 @@ class LeaseLapsed(base.BackendError):
 
 
 class Fenced:
-    """The cycle's backend: before each `launch` and `stop`, the lease taken at `taken`
-    (monotonic) is renewed once a third of `ttl_s` has passed; once a renewal finds it
-    another's, or 2/3 of it passed with no renewal, they are refused (`LeaseLapsed`,
-    transient: the launch is kept, and finished by whoever leads next)."""
+    """The cycle's backend: before each write (launch, stop, and each ability's writes:
+    a foreign bind or note, an adoption) the lease taken at `taken` (monotonic) is
+    renewed once a third of `ttl_s` has passed; once a renewal finds it another's, or
+    2/3 of it passed with no renewal, they are refused (`LeaseLapsed`, transient: the
+    launch is kept, and finished by whoever leads next)."""
 
     def __init__(
         self,
         backend: base.ClusterBackend,
+        capabilities: base.Capabilities,
         *,
         taken: float,
         ttl_s: float,
@@ -41,16 +45,20 @@ class Fenced:
     ) -> None:
         self._backend, self._renewed, self._ttl, self._renew = backend, taken, ttl_s, renew
         self._lost = False
-        # What the loop reads of a backend besides the protocol (see reconcile.facts).
-        self.replicas_see_workers = getattr(backend, "replicas_see_workers", True)
-        instance = getattr(backend, "instance", None)
-        if instance is not None:
-            self.instance = instance
-        state_dir = getattr(backend, "state_dir", None)
-        if state_dir is not None:
-            self.state_dir = state_dir
+        foreign, notes, local = (
+            capabilities.foreign,
+            capabilities.pending_notes,
+            capabilities.local_workers,
+        )
+        self._capabilities = replace(
+            capabilities,
+            foreign=FencedForeign(self, foreign) if foreign else None,
+            pending_notes=FencedNotes(self, notes) if notes else None,
+            local_workers=FencedLocal(self, local) if local else None,
+        )
 
-    def _check(self, what: str) -> None:
+    def check(self, what: str) -> None:
+        """Raise `LeaseLapsed` unless this replica still surely holds the lease."""
         now = time.monotonic()
         if not self._lost and now - self._renewed > self._ttl / 3:
             try:
@@ -63,6 +71,9 @@ class Fenced:
         if self._lost or time.monotonic() >= self._renewed + self._ttl * RENEW_FRACTION:
             raise LeaseLapsed(f"{what} not sent: this replica's scheduling lease has lapsed")
 
+    def capabilities(self) -> base.Capabilities:
+        return self._capabilities
+
     def nodes(self) -> Sequence[model.Node]:
         return self._backend.nodes()
 
@@ -70,32 +81,21 @@ class Fenced:
         return self._backend.workers()
 
     def launch(self, request: base.LaunchRequest) -> None:
-        self._check("launch")
+        self.check("launch")
         self._backend.launch(request)
 
     def stop(
         self, job_id: str, grace_period_s: float, *, reason: str = base.StopReason.STOPPED
     ) -> None:
-        self._check("stop")
+        self.check("stop")
         self._backend.stop(job_id, grace_period_s, reason=reason)
-
-    def adopt(self, state: str, instance: str, job_id: str, attempt: int) -> bool:
-        """Take over another replica's attempt (a local backend on the same host), once
-        this one is sure it leads; False where the backend cannot."""
-        adopt = getattr(self._backend, "adopt", None)
-        if adopt is None:
-            return False
-        self._check("adopt")
-        return bool(adopt(state, instance, job_id, attempt))
 
     def close(self) -> None:
         self._backend.close()
 
 
 class FencedForeign:
-    """A backend's foreign pods for the cycle, their writes behind the same lease check
-    as launches and stops: a replica whose lease may be another's binds no pod and
-    writes no pod status."""
+    """A backend's foreign pods, their binds behind the lease check."""
 
     def __init__(self, fence: Fenced, foreign: base.ForeignWorkloads) -> None:
         self._fence, self._foreign = fence, foreign
@@ -107,10 +107,35 @@ class FencedForeign:
         return self._foreign.foreign_running()
 
     def bind_foreign(self, job_id: str, placement: model.WorkerPlacement) -> None:
-        self._fence._check("bind")
+        self._fence.check("bind")
         self._foreign.bind_foreign(job_id, placement)
 
+
+class FencedNotes:
+    """A foreign pod's status writes (why it waits) behind the lease check."""
+
+    def __init__(self, fence: Fenced, notes: base.PendingNotes) -> None:
+        self._fence, self._notes = fence, notes
+
     def note_pending(self, job_id: str, message: str) -> None:
-        if isinstance(self._foreign, base.PendingNotes):
-            self._fence._check("note")
-            self._foreign.note_pending(job_id, message)
+        self._fence.check("note")
+        self._notes.note_pending(job_id, message)
+
+
+class FencedLocal:
+    """Another replica's attempt adopted only while this one surely leads."""
+
+    def __init__(self, fence: Fenced, local: base.LocalWorkers) -> None:
+        self._fence, self._local = fence, local
+
+    @property
+    def instance(self) -> str:
+        return self._local.instance
+
+    @property
+    def state_dir(self) -> Path:
+        return self._local.state_dir
+
+    def adopt(self, state: str, instance: str, job_id: str, attempt: int) -> bool:
+        self._fence.check("adopt")
+        return self._local.adopt(state, instance, job_id, attempt)

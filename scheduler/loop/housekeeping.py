@@ -31,26 +31,25 @@ def purge(database: Database, ttl_s: float | None, cycle: int, now: float) -> No
         log.info("deleted %d finished job(s) past the retention of %.0fs", len(gone), ttl_s)
 
 
-def drop_deleted_files(database: Database, backend: base.ClusterBackend, cycle: int) -> None:
+def drop_deleted_files(database: Database, files: base.JobFiles | None, cycle: int) -> None:
     """Remove the files a backend keeps per job (the local backend's logs) of jobs the
     store no longer has: `DELETE /jobs/{id}` and the TTL reach only the store."""
-    if not isinstance(backend, base.JobFiles) or cycle % EVERY:
+    if files is None or cycle % EVERY:
         return
     with database.session() as session:
-        gone = retention.deleted_among(session=session, job_ids=backend.kept_jobs())
+        gone = retention.deleted_among(session=session, job_ids=files.kept_jobs())
     for job_id in sorted(gone):
-        backend.drop_files(job_id)
+        files.drop_files(job_id)
 
 
 def forget_finished(
-    backend: base.ClusterBackend,
+    records: base.FinishedRecords | None,
     attempts: Mapping[reconcile.AttemptKey, list[base.WorkerStatus]],
     live: Mapping[str, store.LiveJob],
 ) -> None:
     """Let a backend that keeps records (local) drop those of finished jobs whose
     workers are all gone, so its bookkeeping does not grow with history."""
-    forget = getattr(backend, "forget", None)
-    if forget is None:
+    if records is None:
         return
     done: dict[str, bool] = {}
     for (job_id, _), workers in attempts.items():
@@ -60,7 +59,7 @@ def forget_finished(
         done[job_id] = done.get(job_id, True) and ended and job_id not in live
     for job_id, ok in done.items():
         if ok:
-            forget(job_id)
+            records.forget(job_id)
 
 
 def report_elsewhere(

@@ -92,9 +92,10 @@ def facts(
         # Failed attempts that count against `backoffLimit` (infrastructure ones do
         # not: they are recorded as `AttemptInterrupted`).
         failures = sum(1 for e in events if e.kind == "AttemptFailed")
-        if backend is not None and not getattr(backend, "replicas_see_workers", True):
+        local = backend.capabilities().local_workers if backend is not None else None
+        if local is not None:
             by = retry.launched_by(events, lj.attempt)
-            if by is not None and by != getattr(backend, "instance", None):
+            if by is not None and by != local.instance:
                 elsewhere = by
     return lifecycle.Facts(
         launched_at=launched_at,
@@ -150,9 +151,11 @@ def job(
 def _adopt(session: Session, backend: base.ClusterBackend, lj: store.LiveJob, by: str) -> bool:
     """Take over the attempt a replica that is gone launched on this host (its state
     directory is in the launch's event); False where it cannot be read from here."""
-    adopt = getattr(backend, "adopt", None)
+    local = backend.capabilities().local_workers
+    if local is None:
+        return False
     state = retry.launched_state(jobs.list_events(session=session, job_id=lj.id), lj.attempt)
-    if adopt is None or state is None or not adopt(state, by, lj.id, lj.attempt):
+    if state is None or not local.adopt(state, by, lj.id, lj.attempt):
         return False
     log.info("job %s: adopted attempt %d from replica %s (%s)", lj.id, lj.attempt, by, state)
     return True

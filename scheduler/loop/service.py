@@ -54,7 +54,7 @@ from scheduler.loop import apply, collector, housekeeping, isolation, reconcile
 from scheduler.loop import snapshot as snapshots
 from scheduler.loop.backoff import Backoff
 from scheduler.loop.config import CycleReport, LoopConfig
-from scheduler.loop.fence import Fenced, FencedForeign
+from scheduler.loop.fence import Fenced
 from scheduler.store import cycle as store
 from scheduler.store import draining
 from scheduler.store.db import Database
@@ -109,6 +109,7 @@ class Loop:
     ) -> None:
         self.database = database
         self.backend = backend
+        self.capabilities = backend.capabilities()  # resolved once: typed, never probed
         self.clock = clock or WallClock()
         self.config = config or LoopConfig()
         self.schedule = schedule or cycle.schedule
@@ -191,15 +192,14 @@ class Loop:
                 now=now,
                 worker_env=self.config.worker_env,
                 reasons=self._reasons,
-                foreign=FencedForeign(backend, seen.foreign) if seen.foreign else None,
                 foreign_ids={r.id for r in snapshot.pending} - by_id.keys(),
                 backoff=self.backoff,
                 on_error=lambda job_id, step, exc: self._job_error(session, job_id, step, exc, now),
                 reported=self._violations,
             )
-        housekeeping.forget_finished(self.backend, seen.attempts, by_id)
+        housekeeping.forget_finished(self.capabilities.records, seen.attempts, by_id)
         housekeeping.purge(self.database, self.config.job_retention_s, self.cycles, now)
-        housekeeping.drop_deleted_files(self.database, self.backend, self.cycles)
+        housekeeping.drop_deleted_files(self.database, self.capabilities.files, self.cycles)
         self.cycles += 1
         steps.mark("apply")
         seconds = time.perf_counter() - steps.start
@@ -223,6 +223,7 @@ class Loop:
             return None
         return Fenced(
             self.backend,
+            self.capabilities,
             taken=taken,
             ttl_s=self.config.lease_ttl_s,
             renew=lambda: store.acquire_lease(
@@ -237,12 +238,12 @@ class Loop:
             store.save_inventory(session=session, nodes=nodes, now=as_datetime(now))
             self._inventory = nodes
         # Admission's "can never run" is judged against the nodes as if empty.
-        reporter = self.backend if isinstance(self.backend, base.CapacityReporter) else None
+        reporter = self.capabilities.capacity
         capacity = tuple(reporter.capacity()) if reporter else nodes
         if capacity != self._capacity:
             store.save_capacity(session=session, nodes=capacity, now=as_datetime(now))
             self._capacity = capacity
-        foreign = self.backend if isinstance(self.backend, base.ForeignWorkloads) else None
+        foreign = self.capabilities.foreign
         f_running = tuple(foreign.foreign_running()) if foreign else ()
         f_pending = tuple(foreign.foreign_requests()) if foreign else ()
         adopted = {r.job.id for r in f_running}

@@ -356,10 +356,10 @@ class Shoal:
         from scheduler.store import jobs
 
         lines = [
-            f"nodes: {[n.name for n in self.runtime.nodes()]}",
+            f"nodes: {[n.name for n in self.runtime.backend.nodes()]}",
             f"excluded: {self.runtime.backend.excluded_nodes()}",
             f"errors: {self.runtime.backend.errors()}",
-            f"workers: {self.runtime.workers()}",
+            f"workers: {self.runtime.backend.workers()}",
         ]
         if job_id:
             with self.database.session() as session:
@@ -433,7 +433,7 @@ def start_shoal(tmp_path: Path) -> Iterator[Callable[..., Shoal]]:
         rt = from_settings(s, leader_tasks=[task])
         loop = Loop(
             database,
-            rt,
+            rt.backend,
             config=LoopConfig(
                 holder=f"serve-{s.pod_name}",
                 interval_s=pol.interval_s,

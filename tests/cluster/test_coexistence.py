@@ -54,7 +54,7 @@ def test_a_gated_pod_waits_for_its_gates_then_is_bound(
     cluster.add_node("kw-k1", gpus=4)
     queue(cluster)
     shoal = start_shoal(shoal_env)
-    eventually(lambda: [n.name for n in shoal.runtime.nodes()] == ["kw-k1"], 60)
+    eventually(lambda: [n.name for n in shoal.runtime.backend.nodes()] == ["kw-k1"], 60)
     cluster.core.create_namespaced_pod(
         "default",
         gpu_pod("gated", 1, schedulerName="shoal", schedulingGates=[{"name": GATE}]),
@@ -77,14 +77,18 @@ def test_a_nominated_pod_of_another_scheduler_holds_its_room(
 ) -> None:
     cluster.add_node("kw-k2", gpus=8)
     shoal = start_shoal(shoal_env)
-    eventually(lambda: [(n.name, n.gpu_count) for n in shoal.runtime.nodes()] == [("kw-k2", 8)])
+    eventually(
+        lambda: [(n.name, n.gpu_count) for n in shoal.runtime.backend.nodes()] == [("kw-k2", 8)]
+    )
     # kube-scheduler preempted on kw-k2 for this pod and will bind it there next.
     cluster.core.create_namespaced_pod("default", gpu_pod("incoming", 3))
     assert not read(cluster, "incoming")["spec"].get("nodeName")
     cluster.core.patch_namespaced_pod_status(
         "incoming", "default", {"status": {"nominatedNodeName": "kw-k2"}}
     )
-    eventually(lambda: [(n.name, n.gpu_count) for n in shoal.runtime.nodes()] == [("kw-k2", 5)])
+    eventually(
+        lambda: [(n.name, n.gpu_count) for n in shoal.runtime.backend.nodes()] == [("kw-k2", 5)]
+    )
     # Bound where it was nominated: counted once, on that node.
     binding = {
         "apiVersion": "v1",
@@ -97,10 +101,12 @@ def test_a_nominated_pod_of_another_scheduler_holds_its_room(
     )
     eventually(lambda: read(cluster, "incoming")["spec"].get("nodeName") == "kw-k2")
     time.sleep(1)
-    assert [(n.name, n.gpu_count) for n in shoal.runtime.nodes()] == [("kw-k2", 5)]
+    assert [(n.name, n.gpu_count) for n in shoal.runtime.backend.nodes()] == [("kw-k2", 5)]
     # Gone: its room is free again.
     cluster.core.delete_namespaced_pod("incoming", "default", grace_period_seconds=0)
-    eventually(lambda: [(n.name, n.gpu_count) for n in shoal.runtime.nodes()] == [("kw-k2", 8)])
+    eventually(
+        lambda: [(n.name, n.gpu_count) for n in shoal.runtime.backend.nodes()] == [("kw-k2", 8)]
+    )
 
 
 def test_a_worker_pod_a_webhook_gated_waits_unbound_then_is_bound(

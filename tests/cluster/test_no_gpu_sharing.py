@@ -57,7 +57,7 @@ def test_a_reservation_without_a_gpu_stops_sharing_not_whole_gpus(
     cluster.core.patch_namespaced_pod_status(res, RESERVATIONS_NS, no_gpu_status())
     why = eventually(lambda: shoal.runtime.backend.excluded_nodes().get("kw-r1"), 60)
     # The node stays offered, for whole GPUs only (before: gone from nodes() altogether).
-    assert [(n.name, n.no_sharing) for n in shoal.runtime.nodes()] == [("kw-r1", why)]
+    assert [(n.name, n.no_sharing) for n in shoal.runtime.backend.nodes()] == [("kw-r1", why)]
 
     # Whole GPUs still go to the node (before: the whole node was gone for 10 minutes).
     trainingjob(cluster, "whole", workers=1, gpu=4)

@@ -54,7 +54,7 @@ def test_a_foreign_pods_selector_affinity_and_tolerations_pick_its_node(
     )
     queue(cluster)
     shoal = start_shoal(shoal_env)
-    eventually(lambda: len(shoal.runtime.nodes()) == 3, 60)
+    eventually(lambda: len(shoal.runtime.backend.nodes()) == 3, 60)
     create = cluster.core.create_namespaced_pod
     create("default", gpu_pod("sel", 1, schedulerName="shoal",
                               nodeSelector={"nvidia.com/gpu.product": H100}))  # fmt: skip
@@ -124,7 +124,7 @@ def test_volumes_and_claims_place_or_hold_a_foreign_pod_with_the_reason(
         phase = lambda: cluster.core.read_namespaced_persistent_volume_claim("local", "default")  # noqa: E731
         eventually(lambda: phase().status.phase == "Bound", 90)  # the PV controller binds it
         shoal = start_shoal(shoal_env)
-        eventually(lambda: len(shoal.runtime.nodes()) == 2, 60)
+        eventually(lambda: len(shoal.runtime.backend.nodes()) == 2, 60)
         create = cluster.core.create_namespaced_pod
         create("default", gpu_pod("local", 1, schedulerName="shoal", **mounting("local")))
         create("default", gpu_pod("late", 1, schedulerName="shoal", **mounting("late")))

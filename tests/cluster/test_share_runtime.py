@@ -102,7 +102,7 @@ def test_a_cdi_node_without_a_worker_runtime_class_is_excluded_from_sharing(
     why = eventually(excluded, 60, what=f"{shoal.runtime.backend.excluded_nodes()}")
     assert why.startswith(f"GPU sharing is off on kw-c2: GPU reservation {res} got its GPU by CDI")
     assert "set workerRuntimeClassName" in why and "whole GPUs are still offered" in why
-    assert [(n.name, n.no_sharing) for n in shoal.runtime.nodes()] == [("kw-c2", why)]
+    assert [(n.name, n.no_sharing) for n in shoal.runtime.backend.nodes()] == [("kw-c2", why)]
 
     def reason() -> str | None:
         st = cluster.tj("half").get("status", {})

@@ -25,6 +25,8 @@ from .conftest import NS, eventually, node, pod
 from .fakeapi import FakeKube
 from .test_fractional import run_reserve
 
+pytestmark = pytest.mark.integration  # starts uvicorn and the runtime's threads
+
 Obj = dict[str, Any]
 
 
@@ -81,7 +83,7 @@ def start(
     made.append(rt)
     loop = Loop(
         database,
-        rt,
+        rt.backend,
         config=LoopConfig(
             holder=f"serve-{s.pod_name}",
             interval_s=pol.interval_s,
@@ -157,7 +159,7 @@ def test_a_pytorch_job_runs_through_the_loop_on_kubernetes(
     kube.put("nodes", node("n1", gpus=4))
     kube.put("nodes", node("n2", gpus=4))
     rt, loop = start(chart_env, database, runtimes)
-    cycle_until(loop, lambda: len(rt.nodes()) == 2)
+    cycle_until(loop, lambda: len(rt.backend.nodes()) == 2)
     job_id = submit(database)
 
     # One cycle places it: the store says Scheduled, the Service and pods exist, bound.
@@ -316,14 +318,14 @@ def test_foreign_pods_are_scheduled_by_the_loop(
             ),
         )
     rt, loop = start(chart_env, database, runtimes)
-    eventually(lambda: len(rt.backend.foreign_pods()) == 2 and rt.nodes())
+    eventually(lambda: len(rt.backend.foreign_pods()) == 2 and rt.backend.nodes())
     report = loop.run_once()
     assert report is not None and report.applied.placed == ["pod:default/notebook"]
     # The fraction waits for its GPU's UUID (the reservation pod reports it), then binds.
     eventually(lambda: kube.get("pods", "shoal-gpu-n1-g0", NS))
     run_reserve(kube, "shoal-gpu-n1-g0")
     eventually(lambda: kube.obj("pods", "notebook", "default")["spec"].get("nodeName") == "n1")
-    ran = cycle_until(loop, lambda: rt.foreign_running())
+    ran = cycle_until(loop, lambda: rt.backend.foreign_running())
     assert [(r.job.id, r.job.queue, r.placements) for r in ran] == [
         ("pod:default/notebook", "research", (WorkerPlacement(0, "n1", (0,), 0.5),))
     ]

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from scheduler import model, store
+from scheduler.backends import base
 from scheduler.backends.local import cluster
 from scheduler.backends.sim import SimBackend
 from scheduler.clock import VirtualClock
@@ -27,6 +28,9 @@ class Foreign(SimBackend):
         super().__init__(cluster.load_nodes(), VirtualClock())
         self.bound: list[str] = []
         self.noted: list[str] = []
+
+    def capabilities(self) -> base.Capabilities:
+        return base.Capabilities(foreign=self, pending_notes=self)
 
     def foreign_requests(self) -> Sequence[model.JobRequest]:
         asks = [

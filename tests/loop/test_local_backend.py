@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 from support.wait import eventually
 
-from scheduler.backends import base
+from scheduler.backends import base, workerenv
 from scheduler.backends.local import LocalBackend
 from scheduler.model import WorkerPlacement
 from scheduler.spec import JobSpec
+
+pytestmark = pytest.mark.integration  # starts local worker processes
 
 PL = (WorkerPlacement(0, "node-a", (1,), 0.5), WorkerPlacement(1, "node-a", (1,), 0.5))
 
@@ -50,7 +52,7 @@ def test_workers_get_the_pod_environment(backend: LocalBackend) -> None:
     envs = [json.loads(p.read_text()) for _, _, p in backend.log_files("job1")]
     port = backend.records.attempts["job1/1"].port
     for rank, env in enumerate(envs):
-        expected = base.worker_env(
+        expected = workerenv.worker_env(
             s,
             PL[rank],
             ["127.0.0.1"] * 2,

@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from support.wait import eventually
 
-from scheduler.backends import base
+from scheduler.backends import base, workerenv
 from scheduler.backends.local import LocalBackend
 from scheduler.model import WorkerPlacement
 from scheduler.spec import JobSpec
+
+pytestmark = pytest.mark.integration  # starts local worker processes
 
 
 def test_the_local_backend_writes_the_mpi_hostfile(tmp_path: Path) -> None:
@@ -48,4 +51,4 @@ def test_the_local_backend_writes_the_mpi_hostfile(tmp_path: Path) -> None:
 
 def test_hostfile_lines_sum_slots_per_host() -> None:
     hosts = ["a.svc", "b.svc", "a.svc"]
-    assert base.hostfile_text(hosts, [2, 1, 2]) == "a.svc slots=4\nb.svc slots=1\n"
+    assert workerenv.hostfile_text(hosts, [2, 1, 2]) == "a.svc slots=4\nb.svc slots=1\n"

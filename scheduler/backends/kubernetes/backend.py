@@ -140,6 +140,11 @@ class KubernetesBackend:
 
     # ---- ClusterBackend ----
 
+    def capabilities(self) -> base.Capabilities:
+        return base.Capabilities(
+            foreign=self, pending_notes=self, capacity=self, excluded_nodes=self
+        )
+
     def nodes(self) -> list[Node]:
         """`inventory.schedulable_nodes`, from the index's foreign totals; a node whose
         object and foreign usage are unchanged since the last call is not worked out

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scheduler.backends import base
+from scheduler.backends import base, workerenv
 from scheduler.backends.kubernetes import names
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.model import EPS, WorkerPlacement
@@ -83,7 +83,7 @@ def service(req: base.LaunchRequest, base_name: str, ns: str) -> Obj:
             "clusterIP": "None",
             "selector": {names.JOB: names.label_value(req.job_id), names.COMPONENT: names.WORKER},
             "publishNotReadyAddresses": True,  # rendezvous happens before readiness
-            "ports": [{"name": "rendezvous", "port": base.MASTER_PORT}],
+            "ports": [{"name": "rendezvous", "port": workerenv.MASTER_PORT}],
         },
     }
 
@@ -99,8 +99,9 @@ def hostfile(req: base.LaunchRequest, base_name: str, ns: str, hosts: Sequence[s
             req,
         ),
         "data": {
-            "hostfile": base.hostfile_text(
-                hosts, [base.mpi_slots(p) for p in sorted(req.placements, key=lambda p: p.worker)]
+            "hostfile": workerenv.hostfile_text(
+                hosts,
+                [workerenv.mpi_slots(p) for p in sorted(req.placements, key=lambda p: p.worker)],
             )
         },
     }
@@ -185,7 +186,7 @@ def _worker_env(
     annotation, whole GPUs' and an MPS replica's from the device plugin."""
     frac = is_fractional(p) and not replica
     how = base.Enforcement.MPS if replica else base.Enforcement.ADVISORY
-    env = base.worker_env(
+    env = workerenv.worker_env(
         req.spec, p, hosts, job_id=req.job_id, attempt=req.attempt, enforcement=how
     )
     env.update(req.extra_env)
@@ -222,9 +223,9 @@ def _worker_container(
     limits: Obj = {"memory": f"{spec.memory_mib}Mi"}
     if p.gpus and (replica or not is_fractional(p)):
         requests[GPU] = limits[GPU] = str(len(p.gpus))  # an MPS replica: one
-    ports = [{"name": "rendezvous", "containerPort": base.MASTER_PORT}]
+    ports = [{"name": "rendezvous", "containerPort": workerenv.MASTER_PORT}]
     if spec.framework is Framework.TENSORFLOW:
-        ports.append({"name": "tf", "containerPort": base.MASTER_PORT + 1 + p.worker})
+        ports.append({"name": "tf", "containerPort": workerenv.MASTER_PORT + 1 + p.worker})
     container: Obj = {
         "name": "worker",
         "image": spec.image,

@@ -17,14 +17,12 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from scheduler.backends import base
 from scheduler.backends.kubernetes.api import Kube
 from scheduler.backends.kubernetes.backend import KubernetesBackend
 from scheduler.backends.kubernetes.config import KubeConfig, api_client
 from scheduler.backends.kubernetes.leader import LeaderElector
-from scheduler.model import JobRequest, Node, RunningJob, WorkerPlacement
 
 log = logging.getLogger(__name__)
 
@@ -194,39 +192,6 @@ class KubeRuntime:
             self._lead_stop.set()
             self._lead_stop = None
 
-    # ---- the ClusterBackend the loop drives (delegated to the backend) ----
-
-    def nodes(self) -> Sequence[Node]:
-        return self.backend.nodes()
-
-    def capacity(self) -> Sequence[Node]:
-        return self.backend.capacity()
-
-    def launch(self, request: base.LaunchRequest) -> None:
-        self.backend.launch(request)
-
-    def stop(
-        self, job_id: str, grace_period_s: float, *, reason: str = base.StopReason.STOPPED
-    ) -> None:
-        self.backend.stop(job_id, grace_period_s, reason=reason)
-
-    def workers(self) -> Sequence[base.WorkerStatus]:
-        return self.backend.workers()
-
-    def foreign_requests(self) -> Sequence[JobRequest]:
-        return self.backend.foreign_requests()
-
-    def foreign_running(self) -> Sequence[RunningJob]:
-        return self.backend.foreign_running()
-
-    def bind_foreign(self, job_id: str, placement: WorkerPlacement) -> None:
-        self.backend.bind_foreign(job_id, placement)
-
-    def note_pending(self, job_id: str, message: str) -> None:
-        # The loop says why a foreign pod waits (PodScheduled=False, FailedScheduling);
-        # before this it was dropped here under `shoal serve` (issue 26).
-        self.backend.note_pending(job_id, message)
-
     def close(self) -> None:
         """Stop the leader tasks, the backend's caches, then give up the Lease."""
         self._stop.set()
@@ -274,7 +239,3 @@ def from_settings(
         on_leader_change=on_leader_change,
         on_change=on_change,
     )
-
-
-if TYPE_CHECKING:  # mypy checks that the runtime satisfies the shared interface
-    _conforms: type[base.ClusterBackend] = KubeRuntime

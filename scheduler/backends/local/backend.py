@@ -1,7 +1,7 @@
 """The `local` backend: simulated nodes from a YAML file, every worker a real process.
 
 Used by `shoal serve` on a laptop. A worker gets exactly the environment its pod would
-(`base.worker_env`, all hosts 127.0.0.1 and one free rendezvous port per attempt) plus
+(`workerenv.worker_env`, all hosts 127.0.0.1 and one free rendezvous port per attempt) plus
 the few host variables a process needs to run at all (PATH, HOME, LANG, TMPDIR). There
 are no images here: `image` is recorded but ignored, `python`/`python3` as argv[0] mean
 the service's own interpreter, and the working directory is the service's.
@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from scheduler.backends import base
+from scheduler.backends import base, workerenv
 from scheduler.backends.local import (
     cluster,
     elsewhere,
@@ -58,11 +58,6 @@ log = logging.getLogger("shoal.local")
 
 class LocalBackend:
     """`base.ClusterBackend` with local processes; thread-safe."""
-
-    # Its workers are processes of this host under this state directory: another replica
-    # (another state directory, another host) can neither see nor stop them, so it must
-    # never take them for lost and launch them again (`scheduler.loop.lifecycle`).
-    replicas_see_workers = False
 
     def __init__(
         self,
@@ -134,6 +129,13 @@ class LocalBackend:
 
     # -- the interface -------------------------------------------------------------
 
+    def capabilities(self) -> base.Capabilities:
+        # Its workers are processes of this host under this state directory: another
+        # replica can neither see nor stop them (`base.LocalWorkers`).
+        return base.Capabilities(
+            files=self, local_workers=self, records=self, excluded_nodes=self, logs=self
+        )
+
     def nodes(self) -> Sequence[Node]:
         return self._nodes
 
@@ -180,8 +182,8 @@ class LocalBackend:
         hostfile = work / "hostfile"  # MPI: the hostfile the env points at (hostfile only)
         if request.spec.framework is Framework.MPI:
             hosts = ["127.0.0.1"] * len(request.placements)
-            slots = [base.mpi_slots(p) for p in request.placements]
-            rundir.write_for_worker(hostfile, base.hostfile_text(hosts, slots))
+            slots = [workerenv.mpi_slots(p) for p in request.placements]
+            rundir.write_for_worker(hostfile, workerenv.hostfile_text(hosts, slots))
         started = self.records.launches() if resume else {}  # the ledger: read once, here
         for p, w in zip(request.placements, rec.workers, strict=True):
             shim_key = self.records.shim_key(rec.job_id, rec.attempt, w.worker)

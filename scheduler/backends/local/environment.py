@@ -1,4 +1,4 @@
-"""A local worker's environment: the pod's (`base.worker_env`, every host 127.0.0.1), the
+"""A local worker's environment: the pod's (`workerenv.worker_env`, every host 127.0.0.1), the
 loop's extras (SHOAL_API_URL, the job's worker token), the run directory's files, and on a
 real GPU host its devices. `processes.spawn` adds the few host variables a process needs.
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scheduler.backends import base
+from scheduler.backends import base, workerenv
 from scheduler.backends.local import gpus, mps, records
 from scheduler.model import Enforcement, Node, WorkerPlacement
 from scheduler.spec import Framework
@@ -32,7 +32,7 @@ def worker_environment(
     """The environment of worker `p` of the attempt `rec`."""
     hosts = ["127.0.0.1"] * len(request.placements)
     visible = host.visible(p.node, p.gpus) if host is not None else None
-    env = base.worker_env(
+    env = workerenv.worker_env(
         request.spec,
         p,
         hosts,

@@ -40,6 +40,9 @@ class SimBackend:
         self.attempts: dict[tuple[str, int], SimAttempt] = {}
         self.launch_count: dict[tuple[str, int], int] = {}
 
+    def capabilities(self) -> base.Capabilities:
+        return base.Capabilities()
+
     def nodes(self) -> Sequence[Node]:
         return self._nodes
 

@@ -1,0 +1,95 @@
+"""The environment every backend gives a worker: Shoal's identity variables and each
+framework's rendezvous (torchrun's, TF_CONFIG, an MPI hostfile), the same on every
+backend so a job runs unchanged on local processes and on pods."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from scheduler import model
+from scheduler.model import WorkerPlacement
+from scheduler.spec import Framework, JobSpec
+
+MASTER_PORT = 29500
+
+
+def mpi_slots(placement: WorkerPlacement) -> int:
+    """MPI ranks a worker runs: one per whole GPU it holds, else one."""
+    return len(placement.gpus) if placement.gpus and placement.fraction >= 1 else 1
+
+
+def hostfile_text(hosts: Sequence[str], slots: Sequence[int]) -> str:
+    """An Open MPI hostfile: one line per distinct host, its slots summed (the local
+    backend's workers all share 127.0.0.1). Shoal writes the hostfile only: it starts
+    no `mpirun` launcher and no sshd (see docs/kubernetes.md, "MPI")."""
+    total: dict[str, int] = {}
+    for h, n in zip(hosts, slots, strict=True):
+        total[h] = total.get(h, 0) + n
+    return "".join(f"{h} slots={n}\n" for h, n in total.items())
+
+
+def worker_env(
+    spec: JobSpec,
+    placement: WorkerPlacement,
+    hosts: Sequence[str],
+    *,
+    job_id: str,
+    attempt: int,
+    gpu_ids: Sequence[str] = (),
+    enforcement: model.Enforcement = model.Enforcement.ADVISORY,
+    port: int = MASTER_PORT,
+) -> dict[str, str]:
+    """The environment of one worker, identical on every backend.
+
+    `hosts[i]` is worker i's stable address (a pod DNS name through the headless Service
+    on Kubernetes, 127.0.0.1 locally); `port` is the rendezvous port (the local backend
+    gives each job its own, as all its workers share one host); `gpu_ids` are the GPU
+    UUIDs or indices the worker may see. Shoal's variables are set after the user's
+    `env`, so a job cannot spoof its rank.
+    """
+    env = dict(spec.env)
+    env.update(
+        SHOAL_JOB_ID=job_id,
+        SHOAL_JOB_NAME=spec.name,
+        SHOAL_QUEUE=spec.queue,
+        SHOAL_ATTEMPT=str(attempt),
+        SHOAL_WORKER_INDEX=str(placement.worker),
+        SHOAL_NUM_WORKERS=str(len(hosts)),
+        SHOAL_NODE=placement.node,
+        NVIDIA_VISIBLE_DEVICES=",".join(gpu_ids) if gpu_ids else "void",
+    )
+    if placement.gpus and placement.fraction < 1:
+        env["SHOAL_GPU_FRACTION"] = f"{placement.fraction:.4f}"
+        env["SHOAL_GPU_ENFORCEMENT"] = str(enforcement)
+    if spec.framework in (Framework.PYTORCH, Framework.GENERIC):
+        env.update(_torchrun(placement, hosts, port))
+    elif spec.framework is Framework.TENSORFLOW:
+        cluster = {"worker": [f"{h}:{port + 1 + i}" for i, h in enumerate(hosts)]}
+        task = {"type": "worker", "index": placement.worker}
+        env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": task})
+    elif spec.framework is Framework.MPI:
+        env["OMPI_MCA_orte_default_hostfile"] = "/etc/shoal/hostfile"
+        env["OMPI_MCA_orte_keep_fqdn_hostnames"] = "true"  # the hostfile's names are FQDNs
+        env["SHOAL_MPI_HOSTS"] = ",".join(hosts)
+    return env
+
+
+def _torchrun(placement: WorkerPlacement, hosts: Sequence[str], port: int) -> dict[str, str]:
+    """torchrun starts one process per GPU of the worker (Kubeflow's nprocPerNode):
+    PET_NPROC_PER_NODE is the worker's whole-GPU count (1 for a fraction or CPU),
+    WORLD_SIZE counts processes (workers x nproc), RANK is the worker's (node) rank."""
+    n, rank, master = len(hosts), placement.worker, hosts[0]
+    nproc = mpi_slots(placement)  # the same count: one per whole GPU, else one
+    return {
+        "MASTER_ADDR": master,
+        "MASTER_PORT": str(port),
+        "WORLD_SIZE": str(n * nproc),
+        "RANK": str(rank),
+        "LOCAL_RANK": "0",
+        "PET_MASTER_ADDR": master,
+        "PET_MASTER_PORT": str(port),
+        "PET_NNODES": str(n),
+        "PET_NODE_RANK": str(rank),
+        "PET_NPROC_PER_NODE": str(nproc),
+    }
