@@ -17,11 +17,11 @@ serve: setup
 test: setup
 	scripts/test.sh
 
-# The pure layer only (core, placement, the life cycle's decide): no process, thread,
-# server or database; tests/conftest.py marks everything else `integration`. The paths
-# are the pure ones of tests/conftest.py, so only they are collected (imported).
+# The fast tier: every test that starts nothing outside its own thread (no server,
+# process, control plane, browser or PostgreSQL): the core, the life cycle, and the
+# loop, backend, API and store logic on SQLite. tests/conftest.py says how a test is tiered.
 test-fast: setup
-	$(VENV)/pytest -x -q -m "not integration and not slow" tests/core tests/placement tests/loop/test_decide.py tests/loop/test_snapshot.py
+	$(VENV)/pytest -q -m "not integration and not slow" tests
 
 # The Helm chart: helm lint, every rendering against the Kubernetes schemas, the
 # ServiceMonitor and Grafana dashboard, deploy/shoal.yaml in sync with the chart, and the

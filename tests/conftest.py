@@ -1,10 +1,12 @@
-"""Test tiers. The pure layer (the scheduling core, placement, the job life cycle's
-`decide`, the snapshot builder) runs with no process, thread, server or database (about
-10 s of CPU); everything else
-is marked `integration` here, so `make test-fast` (`-m "not integration and not slow"`)
-runs the pure layer alone. A test elsewhere that is pure may say so by living in a pure
-module below; a test in a pure directory that starts something must be marked
-`@pytest.mark.integration` itself.
+"""Test tiers, by what a test uses. A test is `integration` when it takes a fixture that
+starts something outside the test's own thread (a server, a process, a control plane, a
+browser, a fake API server on a socket) or reaches PostgreSQL (`postgres`), the control
+plane (`cluster`) or a GPU (`gpu`); a module that starts such things inline (local
+worker processes, `shoal serve`, threads) says so with `pytestmark =
+pytest.mark.integration`. Everything else is the fast tier, `make test-fast`
+(`-m "not integration and not slow"`): the core, placement, the life cycle, and the
+loop, backend, API and store logic on SQLite files, the sim backend and in-process
+clients.
 
 Also puts tests/ on sys.path (this file's directory), so that every tier imports the
 shared helpers as `support` (`support.wait.eventually`, `support.pg`, `support.serve`,
@@ -12,24 +14,35 @@ shared helpers as `support` (`support.wait.eventually`, `support.pg`, `support.s
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-HERE = Path(__file__).resolve().parent
-PURE_DIRS = {"core", "placement"}
-PURE_MODULES = {"loop/test_decide.py", "loop/test_snapshot.py"}
-
-
-def _pure(path: Path) -> bool:
-    try:
-        rel = path.resolve().relative_to(HERE)
-    except ValueError:
-        return False
-    return rel.parts[0] in PURE_DIRS or rel.as_posix() in PURE_MODULES
+# Fixtures that start something (see above); a test taking any of them is `integration`.
+STARTS = frozenset(
+    {
+        "control_plane",  # tests/cluster: kube-apiserver, etcd, kwok
+        "chart",
+        "nodes",
+        "start_shoal",
+        "shoal_env",
+        "kube",  # tests/kube: the fake API server, on a loopback socket
+        "cluster",
+        "make_backend",
+        "runtimes",
+        "server",  # tests/e2e: `shoal serve` as a process
+        "live",  # tests/dashboard: a served app
+        "browser",
+        "page",
+        "http",  # tests/backends: `shoal serve` on this host's GPUs
+        "base_url",  # tests/api: uvicorn on a socket
+        "pg_app",
+        "tier",  # tests/gpu
+    }
+)
+MARKS = ("postgres", "cluster", "gpu", "integration")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if not _pure(item.path):
+        uses = set(getattr(item, "fixturenames", ()))
+        if uses & STARTS or any(item.get_closest_marker(m) for m in MARKS):
             item.add_marker(pytest.mark.integration)

@@ -18,6 +18,8 @@ from scheduler.cli import jobs
 from scheduler.cli.client import Api
 from scheduler.model import PendingReason, ReasonCode
 
+pytestmark = pytest.mark.integration  # starts a thread that follows a job
+
 
 class NoLogs:
     def log_files(self, job_id: str) -> list[tuple[int, int, Path]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from conftest import ADMIN, VISION, job_body
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -17,6 +18,8 @@ from scheduler.backends.local import LocalBackend
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.model import Node
 from scheduler.spec import Phase
+
+pytestmark = pytest.mark.integration  # starts local worker processes
 
 J = "/api/v1/jobs"
 # The worker says when it is deaf: SIGTERM sent before Python has run that line would

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
@@ -19,6 +20,8 @@ from scheduler.cli.serve import loop_health
 from scheduler.clock import VirtualClock
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.model import Node
+
+pytestmark = pytest.mark.integration  # starts the loop on a thread
 
 
 def eventually_true(check: Callable[[], bool], timeout: float = 60.0) -> bool:

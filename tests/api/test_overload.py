@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import uvicorn
 from conftest import ADMIN, NODES, TOKENS, VISION, job_body
 from fastapi import FastAPI
@@ -24,6 +25,8 @@ from api.services import services_of
 from api.settings import Settings
 from scheduler import store
 from scheduler.spec import QueueSpec
+
+pytestmark = pytest.mark.integration  # starts uvicorn on a thread
 
 WAIT = 60.0  # generous: a busy machine must not fail these
 

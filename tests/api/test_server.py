@@ -13,6 +13,8 @@ import uvicorn
 from conftest import ADMIN, NLP, VISION, build_app, job_body
 from support.wait import eventually
 
+pytestmark = pytest.mark.integration  # starts uvicorn on a thread
+
 
 def _free_port() -> int:
     with socket.socket() as s:

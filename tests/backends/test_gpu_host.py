@@ -21,6 +21,8 @@ from scheduler.backends.local import gpus, host, mps
 from scheduler.backends.local.backend import LocalBackend
 from scheduler.model import Enforcement, Taint
 
+pytestmark = pytest.mark.integration  # starts local worker processes
+
 FAKE_MPS = Path(__file__).resolve().parents[1] / "support" / "fake_mps"
 H200 = {"name": "NVIDIA H200", "uuid": "GPU-11111111-2222", "memoryMiB": 143771}
 A100_MIG = {

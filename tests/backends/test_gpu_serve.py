@@ -19,6 +19,8 @@ import pytest
 from support import serve
 from support.wait import eventually
 
+pytestmark = pytest.mark.integration  # starts `shoal serve` as a process
+
 TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
 UUID = "GPU-5f0e6c4a-0b7e-4c1c-9a77-2b3c4d5e6f70"

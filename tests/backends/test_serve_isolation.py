@@ -16,6 +16,8 @@ import pytest
 from support import serve
 from support.wait import eventually
 
+pytestmark = pytest.mark.integration  # starts `shoal serve` as a process
+
 TOKENS = "alice-t: {user: alice, role: member, queues: [team-a]}\n"
 ID = ["sh", "-c", "echo uid=$(id -u)"]
 

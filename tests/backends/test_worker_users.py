@@ -22,6 +22,8 @@ from scheduler.backends.local.rundir import RunDir
 from scheduler.backends.local.users import RunAs, WorkerUsers
 from scheduler.cli.statedir import prepare_state, secure
 
+pytestmark = pytest.mark.integration  # starts local worker processes
+
 SH = shutil.which("sh") or "/bin/sh"
 
 

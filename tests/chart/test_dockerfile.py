@@ -13,6 +13,8 @@ import pytest
 
 from .conftest import ROOT
 
+pytestmark = pytest.mark.integration  # starts hadolint as a process
+
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 
 

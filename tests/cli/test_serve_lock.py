@@ -11,6 +11,8 @@ import pytest
 
 from scheduler.cli.serve import claim_state
 
+pytestmark = pytest.mark.integration  # starts `shoal serve` as a process
+
 ROOT = Path(__file__).parents[2]
 
 

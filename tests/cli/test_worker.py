@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from scheduler.worker import launcher, progress
+
+pytestmark = pytest.mark.integration  # starts the worker launcher as a process
 
 
 def test_exit_code_and_progress_with_the_api_down(capfd: object) -> None:

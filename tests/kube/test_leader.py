@@ -18,6 +18,8 @@ from scheduler.backends.kubernetes import (
 from .conftest import NS, eventually
 from .fakeapi import FakeKube
 
+pytestmark = pytest.mark.integration  # starts electors on threads
+
 
 def elector(config: KubeConfig, identity: str, duration: int = 2) -> LeaderElector:
     return LeaderElector(

@@ -19,6 +19,8 @@ from scheduler.backends.kubernetes import KubeConfig, manifests, reserve
 from .conftest import NS
 from .fakeapi import FakeKube
 
+pytestmark = pytest.mark.integration  # starts the reservation program as a process
+
 UUID = "GPU-5f0e6c4a-0b7e-4c1c-9a77-2b3c4d5e6f70"
 MIG = "MIG-0a1b2c3d-4e5f-5a6b-8c7d-9e0f1a2b3c4d"
 ROOT = Path(__file__).resolve().parents[2]

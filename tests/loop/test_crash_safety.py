@@ -16,6 +16,8 @@ from scheduler import store
 from scheduler.backends.local import records
 from scheduler.spec import JobSpec, Phase, QueueSpec
 
+pytestmark = pytest.mark.integration  # starts the loop as a process, killed at each point
+
 RUNNER = Path(__file__).with_name("crash_runner.py")
 ROOT = Path(__file__).parents[2]
 

@@ -7,12 +7,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from scheduler import store
 from scheduler.backends.local import LocalBackend
 from scheduler.clock import VirtualClock, as_datetime
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, Phase, QueueSpec
 from scheduler.store import retention
+
+pytestmark = pytest.mark.integration  # starts local worker processes
 
 
 def _spec(name: str) -> JobSpec:

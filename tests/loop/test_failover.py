@@ -28,6 +28,8 @@ from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, Phase, QueueSpec
 from scheduler.store.db import Database
 
+pytestmark = pytest.mark.integration  # starts local worker processes
+
 TTL = 1.0  # seconds: the dead leader's lease runs out quickly
 
 

@@ -24,6 +24,8 @@ from scheduler.spec import JobSpec, Phase, QueueSpec
 from scheduler.store import schema
 from scheduler.store.db import Database
 
+pytestmark = pytest.mark.integration  # starts local worker processes
+
 BASE = {"image": "x", "gpu": 1, "cpu": "100m", "memory": "64Mi", "command": ["python", "-c", ""]}
 
 

@@ -6,10 +6,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from scheduler import store
 from scheduler.backends.local import LocalBackend
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, Phase, QueueSpec
+
+pytestmark = pytest.mark.integration  # starts local worker processes
 
 
 def test_a_launch_error_is_the_jobs_failure_not_the_cycles(tmp_path: Path) -> None:

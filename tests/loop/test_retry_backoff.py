@@ -6,11 +6,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from scheduler import store
 from scheduler.backends.local import LocalBackend
 from scheduler.clock import VirtualClock, as_datetime
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, Phase, QueueSpec
+
+pytestmark = pytest.mark.integration  # starts local worker processes
 
 
 def test_retries_back_off_exponentially(tmp_path: Path) -> None:

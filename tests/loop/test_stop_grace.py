@@ -21,6 +21,8 @@ from scheduler.clock import VirtualClock
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, Phase, QueueSpec
 
+pytestmark = pytest.mark.integration  # starts local worker processes
+
 # Lingers 1.5 s after SIGTERM (a checkpoint), then exits 0 and says what it was told.
 LINGER = (
     "import signal, time, os, sys\n"

@@ -265,6 +265,7 @@ def test_lease_expiry_is_the_database_clock_plus_ttl(db: Database) -> None:
         assert lo - timedelta(milliseconds=1) <= row.expires_at <= hi + timedelta(milliseconds=1)
 
 
+@pytest.mark.integration  # threads
 def test_lease_threads_only_one_wins(db: Database) -> None:
     winners: list[str] = []
     barrier = threading.Barrier(4)

@@ -17,6 +17,8 @@ from support import pg
 from scheduler.store import db as store_db
 from scheduler.store import schema
 
+pytestmark = pytest.mark.integration  # starts replicas as processes
+
 REPLICAS = 2
 TRIES = 5
 
