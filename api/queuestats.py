@@ -19,7 +19,8 @@ from api import usage
 from scheduler import model as m
 from scheduler.core import accounting, context
 from scheduler.loop import snapshot as snapshots
-from scheduler.store.views import Session
+from scheduler.store.db import Session
+from scheduler.store.port import SqlLiveStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +48,7 @@ def snapshot(
     (`scheduler.loop.snapshot`), with the policy the loop runs (`Wiring.core_config`;
     the default `Config` where none was set) and the wall clock the loop reads."""
     return snapshots.from_store(
-        session, config=config or m.Config(), now=time.time() if now is None else now
+        SqlLiveStore(session), config=config or m.Config(), now=time.time() if now is None else now
     )
 
 

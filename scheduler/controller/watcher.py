@@ -40,6 +40,7 @@ from scheduler.loop import snapshot as snapshots
 from scheduler.spec import TRAININGJOB
 from scheduler.store import errors, jobs, queues
 from scheduler.store.db import Session
+from scheduler.store.port import SqlLiveStore
 
 log = logging.getLogger("shoal.controller")
 SessionFactory = Callable[[], AbstractContextManager[Session]]
@@ -83,7 +84,7 @@ def fair_shares(session: Session) -> dict[str, float]:
     (`fairshare.compute`) on the snapshot the loop would build from the store, as the
     dashboard's `api.queuestats` computes it, so `kubectl get queues` and the dashboard
     show the number the scheduler orders queues by."""
-    snap = snapshots.from_store(session, config=model.Config(), now=time.time())
+    snap = snapshots.from_store(SqlLiveStore(session), config=model.Config(), now=time.time())
     shares = context.with_fair_shares(snap).shares
     return {name: round(s.total.share, 4) for name, s in shares.items()}
 

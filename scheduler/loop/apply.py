@@ -19,8 +19,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
-from sqlalchemy.orm import Session
-
 from scheduler import model
 from scheduler.backends import base
 from scheduler.clock import as_datetime
@@ -31,6 +29,7 @@ from scheduler.loop.workerenv import WorkerEnv, env_for
 from scheduler.spec import Phase
 from scheduler.store import cycle as store
 from scheduler.store import errors
+from scheduler.store.port import LiveStore
 
 log = logging.getLogger(__name__)
 _RACES = (errors.VersionConflict, errors.InvalidTransition, errors.NotFound)
@@ -69,7 +68,7 @@ def report_violations(
 
 
 def apply(
-    session: Session,
+    db: LiveStore,
     backend: base.ClusterBackend,
     result: model.CycleResult,
     live: Mapping[str, store.LiveJob],
@@ -94,7 +93,7 @@ def apply(
     report_violations(result.violations, reported)
     for p in result.preempts:
         try:
-            _preempt(session, backend, p, live, now, out)
+            _preempt(db, backend, p, live, now, out)
         except Exception as exc:
             on_error(p.job_id, "preemption", exc)
     for place in result.places:
@@ -108,7 +107,7 @@ def apply(
             out.placed.append(place.job_id)
             continue
         try:
-            _place(session, backend, place, live, now, worker_env, written, backoff, out)
+            _place(db, backend, place, live, now, worker_env, written, backoff, out)
         except Exception as exc:
             on_error(place.job_id, "placement", exc)
     changed: list[tuple[str, int, model.PendingReason]] = []
@@ -117,12 +116,12 @@ def apply(
             _keep(keep, live, written, notes, foreign_ids, out, changed)
         except Exception as exc:
             on_error(keep.job_id, "recording the pending reason", exc)
-    _write_reasons(session, changed, written, on_error)
+    _write_reasons(db, changed, written, on_error)
     return out
 
 
 def _write_reasons(
-    session: Session,
+    db: LiveStore,
     changed: list[tuple[str, int, model.PendingReason]],
     written: dict[str, model.PendingReason],
     on_error: OnError,
@@ -130,13 +129,13 @@ def _write_reasons(
     """The reasons that changed, in one write; if that fails, job by job, so one job's
     trouble is that job's."""
     try:
-        done = store.set_pending_reasons(session=session, reasons=changed)
+        done = db.set_pending_reasons(reasons=changed)
     except Exception:
-        session.rollback()
+        db.rollback()
         done = []
         for job_id, _, reason in changed:
             try:
-                store.set_pending_reason(session=session, job_id=job_id, reason=reason)
+                db.set_pending_reason(job_id=job_id, reason=reason)
             except _RACES:
                 continue
             except Exception as exc:
@@ -149,7 +148,7 @@ def _write_reasons(
 
 
 def _preempt(
-    session: Session,
+    db: LiveStore,
     backend: base.ClusterBackend,
     p: model.Preempt,
     live: Mapping[str, store.LiveJob],
@@ -163,7 +162,7 @@ def _preempt(
     message = p.reason + (f" (for {p.for_job})" if p.for_job else "")
     try:
         t = lifecycle.preempt(p.grace_period_s, message)
-        enact(session, backend, lj.id, lj.version, t, now=now)
+        enact(db, backend, lj.id, lj.version, t, now=now)
     except _RACES as exc:
         log.info("preempt of %s skipped: %s", lj.id, exc)
         return
@@ -171,7 +170,7 @@ def _preempt(
 
 
 def _place(
-    session: Session,
+    db: LiveStore,
     backend: base.ClusterBackend,
     place: model.Place,
     live: Mapping[str, store.LiveJob],
@@ -186,8 +185,7 @@ def _place(
         return
     attempt = lj.attempt + 1
     try:
-        version = store.record_placement(
-            session=session,
+        version = db.record_placement(
             job_id=lj.id,
             expected_version=lj.version,
             placements=place.placements,
@@ -201,7 +199,7 @@ def _place(
     faults.point("place:recorded")
     env = env_for(worker_env, lj.id)
     request = base.LaunchRequest(lj.id, lj.spec, attempt, place.placements, env, lj.origin)
-    launched = retry.launch(session, backend, request, version=version, now=now, backoff=backoff)
+    launched = retry.launch(db, backend, request, version=version, now=now, backoff=backoff)
     faults.point("place:launched")
     if launched:
         out.placed.append(lj.id)

@@ -25,14 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy.orm import Session
-
 from scheduler import model
 from scheduler.backends import base
 from scheduler.clock import as_datetime
 from scheduler.spec import Phase
-from scheduler.store import cycle as store
-from scheduler.store import errors, jobs, schema
+from scheduler.store import errors, schema
+from scheduler.store.port import LiveStore
 
 log = logging.getLogger(__name__)
 _RACES = (errors.VersionConflict, errors.InvalidTransition, errors.NotFound)
@@ -101,7 +99,7 @@ def stop_quietly(
 
 
 def launch(
-    session: Session,
+    db: LiveStore,
     backend: base.ClusterBackend,
     request: base.LaunchRequest,
     *,
@@ -118,7 +116,7 @@ def launch(
         # died partway through knows the attempt is another's (it cannot see its
         # workers) and never starts it a second time.
         began = {"attempt": request.attempt, **_made_by(local)}
-        _event(session, job_id, LAUNCHING, "Launching", f"attempt {request.attempt}", at, began)
+        _event(db, job_id, LAUNCHING, "Launching", f"attempt {request.attempt}", at, began)
     try:
         backend.launch(request)
     except Exception as exc:
@@ -126,13 +124,12 @@ def launch(
         what = f"launch of attempt {request.attempt} failed: {exc}"
         if _is_transient(exc):
             log.warning("%s; finishing it in %.0fs", what, delay)
-            _event(session, job_id, "LaunchRetry", "ClusterUnavailable", what, at)
+            _event(db, job_id, "LaunchRetry", "ClusterUnavailable", what, at)
             return False
         log.warning("job %s: %s; back to pending for %.0fs", job_id, what, delay)
         message = f"{what}; retrying in {delay:.0f}s"
         try:
-            store.set_phase(
-                session=session,
+            db.set_phase(
                 job_id=job_id,
                 expected_version=version,
                 phase=Phase.PENDING,
@@ -140,8 +137,7 @@ def launch(
                 message=message,
                 now=at,
             )
-            store.set_pending_reason(
-                session=session,
+            db.set_pending_reason(
                 job_id=job_id,
                 reason=model.PendingReason(
                     model.ReasonCode.LAUNCH_FAILED,
@@ -159,7 +155,7 @@ def launch(
     if local is not None:
         data.update(_made_by(local))
     _event(
-        session,
+        db,
         job_id,
         LAUNCHED,
         "Launched",
@@ -177,7 +173,7 @@ def _made_by(local: base.LocalWorkers) -> dict[str, object]:
 
 
 def _event(
-    session: Session,
+    db: LiveStore,
     job_id: str,
     kind: str,
     reason: str,
@@ -186,8 +182,7 @@ def _event(
     data: dict[str, object] | None = None,
 ) -> None:
     with contextlib.suppress(errors.NotFound):  # deleted meanwhile
-        store.append_event(
-            session=session,
+        db.append_event(
             job_id=job_id,
             kind=kind,
             reason=reason,
@@ -218,7 +213,7 @@ def _launch_data(events: Sequence[schema.JobEventRow], attempt: int) -> dict[str
 
 
 def launched_at(
-    session: Session,
+    db: LiveStore,
     job_id: str,
     attempt: int,
     *,
@@ -227,7 +222,7 @@ def launched_at(
     """When the launch of (job, attempt) completed, or None if it never did. `events`:
     the job's events when already read."""
     if events is None:
-        events = jobs.list_events(session=session, job_id=job_id)
+        events = db.list_events(job_id=job_id)
     for e in reversed(events):
         if e.kind == LAUNCHED and (e.data or {}).get("attempt") == attempt:
             t = e.at if e.at.tzinfo else e.at.replace(tzinfo=UTC)

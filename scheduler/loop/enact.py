@@ -11,18 +11,16 @@ the backend is touched.
 
 from __future__ import annotations
 
-from sqlalchemy.orm import Session
-
 from scheduler.backends import base
 from scheduler.clock import as_datetime
 from scheduler.loop import backoff as retry
 from scheduler.loop import faults
 from scheduler.loop.lifecycle import Transition
-from scheduler.store import cycle as store
+from scheduler.store.port import LiveStore
 
 
 def enact(
-    session: Session,
+    db: LiveStore,
     backend: base.ClusterBackend,
     job_id: str,
     version: int,
@@ -37,8 +35,7 @@ def enact(
     at = as_datetime(now)
     t = transition
     if t.event is not None:
-        store.append_event(
-            session=session,
+        db.append_event(
             job_id=job_id,
             kind=t.event.kind,
             reason=t.event.reason,
@@ -46,8 +43,7 @@ def enact(
             now=at,
         )
     for w in t.writes:
-        version = store.set_phase(
-            session=session,
+        version = db.set_phase(
             job_id=job_id,
             expected_version=version,
             phase=w.phase,

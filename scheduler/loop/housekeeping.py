@@ -7,14 +7,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from sqlalchemy.orm import Session
-
 from scheduler.backends import base
 from scheduler.clock import as_datetime
 from scheduler.loop import reconcile
 from scheduler.store import cycle as store
-from scheduler.store import errors, retention
+from scheduler.store import errors, port
 from scheduler.store.db import Database
+from scheduler.store.port import LiveStore
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +24,8 @@ def purge(database: Database, ttl_s: float | None, cycle: int, now: float) -> No
     """Apply the retention TTL (finished jobs older than `ttl_s` go, with their events)."""
     if ttl_s is None or cycle % EVERY:
         return
-    with database.session() as session:
-        gone = retention.purge_finished(session=session, finished_before=as_datetime(now - ttl_s))
+    with port.opened(database) as db:
+        gone = db.purge_finished(finished_before=as_datetime(now - ttl_s))
     if gone:
         log.info("deleted %d finished job(s) past the retention of %.0fs", len(gone), ttl_s)
 
@@ -36,8 +35,8 @@ def drop_deleted_files(database: Database, files: base.JobFiles | None, cycle: i
     store no longer has: `DELETE /jobs/{id}` and the TTL reach only the store."""
     if files is None or cycle % EVERY:
         return
-    with database.session() as session:
-        gone = retention.deleted_among(session=session, job_ids=files.kept_jobs())
+    with port.opened(database) as db:
+        gone = db.deleted_among(job_ids=files.kept_jobs())
     for job_id in sorted(gone):
         files.drop_files(job_id)
 
@@ -63,7 +62,7 @@ def forget_finished(
 
 
 def report_elsewhere(
-    session: Session, reported: Mapping[str, str], found: Mapping[str, str], now: float
+    db: LiveStore, reported: Mapping[str, str], found: Mapping[str, str], now: float
 ) -> dict[str, str]:
     """Say once per job that its workers run out of this replica's sight (`found`: job
     id -> the instance that launched them; `reported`: what was said before). Returns
@@ -79,8 +78,7 @@ def report_elsewhere(
         )
         log.error("job %s: %s", job_id, message)
         try:
-            store.append_event(
-                session=session,
+            db.append_event(
                 job_id=job_id,
                 kind="WorkersElsewhere",
                 reason="ReplicaMismatch",

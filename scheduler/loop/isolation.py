@@ -9,13 +9,11 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
-from sqlalchemy.orm import Session
-
 from scheduler import model
 from scheduler.clock import as_datetime
 from scheduler.loop.backoff import Backoff
-from scheduler.store import cycle as store
 from scheduler.store import errors
+from scheduler.store.port import LiveStore
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +23,7 @@ MAX_CULPRITS = 8
 
 
 def record(
-    session: Session,
+    db: LiveStore,
     faulty: Backoff,
     reasons: dict[str, model.PendingReason],
     job_id: str,
@@ -46,9 +44,8 @@ def record(
     text = error if len(error) <= 300 else error[:300] + "..."
     message = f"{step} failed for this job: {text}; retrying in {delay:.0f}s"
     try:
-        session.rollback()  # whatever the failed step left half-done
-        store.append_event(
-            session=session,
+        db.rollback()  # whatever the failed step left half-done
+        db.append_event(
             job_id=job_id,
             kind="JobError",
             reason=step,
@@ -59,7 +56,7 @@ def record(
             model.ReasonCode.JOB_ERROR, message, {"step": step, "retryInSeconds": round(delay)}
         )
         reasons.pop(job_id, None)
-        store.set_pending_reason(session=session, job_id=job_id, reason=reason)
+        db.set_pending_reason(job_id=job_id, reason=reason)
     except (errors.InvalidTransition, errors.NotFound):
         pass  # not Pending (its reason is the event) or deleted meanwhile
     except Exception:

@@ -14,8 +14,6 @@ import logging
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
-from sqlalchemy.orm import Session
-
 from scheduler.backends import base
 from scheduler.loop import backoff as retry
 from scheduler.loop import faults, lifecycle
@@ -24,7 +22,8 @@ from scheduler.loop.lifecycle import MISSING_GRACE_S, Outcome
 from scheduler.loop.workerenv import WorkerEnv, env_for
 from scheduler.spec import Phase
 from scheduler.store import cycle as store
-from scheduler.store import errors, jobs
+from scheduler.store import errors
+from scheduler.store.port import LiveStore
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ def by_attempt(
 
 
 def facts(
-    session: Session,
+    db: LiveStore,
     lj: store.LiveJob,
     workers: Sequence[base.WorkerStatus],
     *,
@@ -87,8 +86,8 @@ def facts(
     only for a job with a missing or failed worker (one read for both facts)."""
     launched_at, failures, elsewhere = None, 0, None
     if lifecycle.needs_history(lj, workers):
-        events = jobs.list_events(session=session, job_id=lj.id)
-        launched_at = retry.launched_at(session, lj.id, lj.attempt, events=events)
+        events = db.list_events(job_id=lj.id)
+        launched_at = retry.launched_at(db, lj.id, lj.attempt, events=events)
         # Failed attempts that count against `backoffLimit` (infrastructure ones do
         # not: they are recorded as `AttemptInterrupted`).
         failures = sum(1 for e in events if e.kind == "AttemptFailed")
@@ -107,7 +106,7 @@ def facts(
 
 
 def job(
-    session: Session,
+    db: LiveStore,
     backend: base.ClusterBackend,
     lj: store.LiveJob,
     workers: Sequence[base.WorkerStatus],
@@ -125,11 +124,9 @@ def job(
     over)."""
     backoff = retry.Backoff() if backoff is None else backoff
     try:
-        known = facts(
-            session, lj, workers, backoff=backoff, retries=retries, now=now, backend=backend
-        )
+        known = facts(db, lj, workers, backoff=backoff, retries=retries, now=now, backend=backend)
         if known.launched_elsewhere is not None and not workers:
-            if _adopt(session, backend, lj, known.launched_elsewhere):
+            if _adopt(db, backend, lj, known.launched_elsewhere):
                 done.touched += 1  # its workers are this replica's from the next cycle on
                 return
             done.elsewhere[lj.id] = known.launched_elsewhere
@@ -137,24 +134,24 @@ def job(
         if t is None:
             return
         if t.outcome is Outcome.LAUNCH:
-            _finish_launch(session, backend, lj, now, extra_env, done, backoff)
+            _finish_launch(db, backend, lj, now, extra_env, done, backoff)
             return
         if t.outcome is Outcome.REQUEUED:
             done.touched += 1
-        enact(session, backend, lj.id, lj.version, t, now=now, backoff=backoff, retries=retries)
+        enact(db, backend, lj.id, lj.version, t, now=now, backoff=backoff, retries=retries)
         done.record(t.outcome, lj.id)
     except (errors.VersionConflict, errors.InvalidTransition, errors.NotFound) as exc:
         done.touched += 1
         log.info("job %s changed meanwhile (%s); next cycle", lj.id, exc)
 
 
-def _adopt(session: Session, backend: base.ClusterBackend, lj: store.LiveJob, by: str) -> bool:
+def _adopt(db: LiveStore, backend: base.ClusterBackend, lj: store.LiveJob, by: str) -> bool:
     """Take over the attempt a replica that is gone launched on this host (its state
     directory is in the launch's event); False where it cannot be read from here."""
     local = backend.capabilities().local_workers
     if local is None:
         return False
-    state = retry.launched_state(jobs.list_events(session=session, job_id=lj.id), lj.attempt)
+    state = retry.launched_state(db.list_events(job_id=lj.id), lj.attempt)
     if state is None or not local.adopt(state, by, lj.id, lj.attempt):
         return False
     log.info("job %s: adopted attempt %d from replica %s (%s)", lj.id, lj.attempt, by, state)
@@ -162,7 +159,7 @@ def _adopt(session: Session, backend: base.ClusterBackend, lj: store.LiveJob, by
 
 
 def _finish_launch(
-    session: Session,
+    db: LiveStore,
     backend: base.ClusterBackend,
     lj: store.LiveJob,
     now: float,
@@ -175,7 +172,7 @@ def _finish_launch(
     request = base.LaunchRequest(
         lj.id, lj.spec, lj.attempt, lj.placements, env_for(extra_env, lj.id), lj.origin
     )
-    if retry.launch(session, backend, request, version=lj.version, now=now, backoff=backoff):
+    if retry.launch(db, backend, request, version=lj.version, now=now, backoff=backoff):
         done.launched.append(lj.id)
     else:
         done.touched += 1
@@ -187,14 +184,14 @@ def orphans(
     live: Mapping[str, store.LiveJob],
     attempts: Mapping[AttemptKey, Sequence[base.WorkerStatus]],
     done: Reconciled,
-    session: Session | None = None,
+    db: LiveStore | None = None,
     *,
     keep: Set[str] = frozenset(),
 ) -> list[AttemptKey]:
     """Stop every live worker whose job does not hold it; returns those still alive
     (stopping: their GPUs stay reserved in the snapshot until the processes are gone).
     A job that has ended (cancelled, past maxRuntime: not live) is looked up in the
-    store through `session`, so a stop repeated or first made here (after a crash) keeps
+    store through `db`, so a stop repeated or first made here (after a crash) keeps
     the job's own grace period and reason rather than killing at once. The workers of
     the jobs in `keep` (live, but their rows cannot be read) are left running and
     returned with the others, so their GPUs stay reserved."""
@@ -215,7 +212,7 @@ def orphans(
             and lj.attempt == attempt
         ):
             continue
-        grace, reason = _stop_terms(session, job_id, lj)
+        grace, reason = _stop_terms(db, job_id, lj)
         # Idempotent: a repeat keeps the first stop's deadline and reason.
         retry.stop_quietly(backend, job_id, grace, reason=reason)
         done.orphans_stopped.append((job_id, attempt))
@@ -224,15 +221,15 @@ def orphans(
 
 
 def _stop_terms(
-    session: Session | None, job_id: str, lj: store.LiveJob | None
+    db: LiveStore | None, job_id: str, lj: store.LiveJob | None
 ) -> tuple[float, base.StopReason]:
     """The grace period and reason of an orphan's stop, from its job when known."""
     if lj is not None:
         return float(lj.spec.termination_grace_period_seconds), base.StopReason.STOPPED
-    if session is None:
+    if db is None:
         return 0.0, base.StopReason.STOPPED
     try:
-        row = jobs.get_job(session=session, job_id=job_id)
+        row = db.get_job(job_id=job_id)
         grace = float(int(row.spec.get("terminationGracePeriodSeconds", 30)))
     except (errors.NotFound, TypeError, ValueError):
         return 0.0, base.StopReason.STOPPED

@@ -44,8 +44,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sqlalchemy.orm import Session
-
 from scheduler import model
 from scheduler.backends import base
 from scheduler.clock import Clock, WallClock, as_datetime
@@ -56,8 +54,9 @@ from scheduler.loop.backoff import Backoff
 from scheduler.loop.config import CycleReport, LoopConfig
 from scheduler.loop.fence import Fenced
 from scheduler.store import cycle as store
-from scheduler.store import draining
+from scheduler.store import port
 from scheduler.store.db import Database
+from scheduler.store.port import LiveStore
 
 __all__ = ["CycleReport", "Loop", "LoopConfig", "ScheduleFn"]
 
@@ -153,8 +152,8 @@ class Loop:
                 log.exception("scheduling cycle failed; retrying")
                 stop.wait(1.0)
             self._wake.wait(self.config.interval_s)
-        with self.database.session() as session:
-            store.release_lease(session=session, holder=self.config.holder)
+        with port.opened(self.database) as db:
+            db.release_lease(holder=self.config.holder)
 
     def run_once(self) -> CycleReport | None:
         with collector.paused():  # see scheduler.loop.collector: why
@@ -166,26 +165,26 @@ class Loop:
         if self.config.is_leader is not None and not self.config.is_leader():
             self.leading = False
             return None
-        with self.database.session() as session:
-            backend = self._lease(session)  # 1. lease
+        with port.opened(self.database) as db:
+            backend = self._lease(db)  # 1. lease
             if backend is None:
                 return None
             steps.mark("lease")
-            seen = self._observe(session, now)  # 2. observe
+            seen = self._observe(db, now)  # 2. observe
             steps.mark("observe")
-            self._reconcile(session, backend, seen, now)  # 3. reconcile
+            self._reconcile(db, backend, seen, now)  # 3. reconcile
             by_id = seen.by_id
             steps.mark("reconcile")
-            snapshot = self._snapshot(session, now, seen)  # 4. snapshot
+            snapshot = self._snapshot(db, now, seen)  # 4. snapshot
             steps.mark("snapshot")
             result = isolation.schedule(  # 5. schedule
                 self.schedule,
                 snapshot,
-                lambda job_id, exc: self._job_error(session, job_id, "scheduling", exc, now),
+                lambda job_id, exc: self._job_error(db, job_id, "scheduling", exc, now),
             )
             steps.mark("schedule")
             applied = apply.apply(  # 6. apply
-                session,
+                db,
                 backend,
                 result,
                 by_id,
@@ -194,7 +193,7 @@ class Loop:
                 reasons=self._reasons,
                 foreign_ids={r.id for r in snapshot.pending} - by_id.keys(),
                 backoff=self.backoff,
-                on_error=lambda job_id, step, exc: self._job_error(session, job_id, step, exc, now),
+                on_error=lambda job_id, step, exc: self._job_error(db, job_id, step, exc, now),
                 reported=self._violations,
             )
         housekeeping.forget_finished(self.capabilities.records, seen.attempts, by_id)
@@ -211,13 +210,11 @@ class Loop:
                 log.exception("cycle observer failed")
         return report
 
-    def _lease(self, session: Session) -> Fenced | None:
+    def _lease(self, db: LiveStore) -> Fenced | None:
         """Hold the single-scheduler lease; the cycle's backend, fenced: no launch or
         stop once the lease may be another replica's. None: another replica leads."""
         taken = time.monotonic()
-        lease = store.acquire_lease(
-            session=session, holder=self.config.holder, ttl_s=self.config.lease_ttl_s
-        )
+        lease = db.acquire_lease(holder=self.config.holder, ttl_s=self.config.lease_ttl_s)
         self.leading = lease
         if not lease:
             return None
@@ -226,22 +223,22 @@ class Loop:
             self.capabilities,
             taken=taken,
             ttl_s=self.config.lease_ttl_s,
-            renew=lambda: store.acquire_lease(
-                session=session, holder=self.config.holder, ttl_s=self.config.lease_ttl_s
+            renew=lambda: db.acquire_lease(
+                holder=self.config.holder, ttl_s=self.config.lease_ttl_s
             ),
         )
 
-    def _observe(self, session: Session, now: float) -> _Seen:
+    def _observe(self, db: LiveStore, now: float) -> _Seen:
         """Nodes and workers from the backend (foreign pods too); live jobs from the store."""
         nodes = tuple(self.backend.nodes())
         if nodes != self._inventory:
-            store.save_inventory(session=session, nodes=nodes, now=as_datetime(now))
+            db.save_inventory(nodes=nodes, now=as_datetime(now))
             self._inventory = nodes
         # Admission's "can never run" is judged against the nodes as if empty.
         reporter = self.capabilities.capacity
         capacity = tuple(reporter.capacity()) if reporter else nodes
         if capacity != self._capacity:
-            store.save_capacity(session=session, nodes=capacity, now=as_datetime(now))
+            db.save_capacity(nodes=capacity, now=as_datetime(now))
             self._capacity = capacity
         foreign = self.capabilities.foreign
         f_running = tuple(foreign.foreign_running()) if foreign else ()
@@ -252,10 +249,10 @@ class Loop:
             [w for w in self.backend.workers() if w.job_id not in adopted]
         )
         unreadable: list[store.Unreadable] = []
-        live = store.live_jobs(session=session, unreadable=unreadable, cache=self.live_cache)
+        live = db.live_jobs(unreadable=unreadable, cache=self.live_cache)
         return _Seen(nodes, foreign, f_running, f_pending, attempts, live, unreadable)
 
-    def _reconcile(self, session: Session, backend: Fenced, seen: _Seen, now: float) -> None:
+    def _reconcile(self, db: LiveStore, backend: Fenced, seen: _Seen, now: float) -> None:
         """Phases follow workers (`reconcile.job`, per job, its errors its own); then the
         loop's per-job memories shrink to the live jobs, and orphaned attempts stop."""
         done = seen.done
@@ -265,7 +262,7 @@ class Loop:
             workers = seen.attempts.get((lj.id, lj.attempt), []) if lj.attempt else []
             try:
                 reconcile.job(
-                    session,
+                    db,
                     backend,
                     lj,
                     workers,
@@ -276,36 +273,34 @@ class Loop:
                     retries=self.retries,
                 )
             except Exception as exc:
-                self._job_error(session, lj.id, "reconcile", exc, now)
+                self._job_error(db, lj.id, "reconcile", exc, now)
                 done.touched += 1
         if done.changed():
             seen.unreadable = []
-            seen.live = store.live_jobs(
-                session=session, unreadable=seen.unreadable, cache=self.live_cache
-            )
+            seen.live = db.live_jobs(unreadable=seen.unreadable, cache=self.live_cache)
         for bad in seen.unreadable:
             if not self.faulty.active(bad.id, now):
-                self._job_error(session, bad.id, "reading the stored job", bad.error, now)
+                self._job_error(db, bad.id, "reading the stored job", bad.error, now)
         by_id = seen.by_id
         keep = set(by_id) | {r.id for r in seen.foreign_pending}
         self._reasons = {k: v for k, v in self._reasons.items() if k in keep}
         self.backoff.keep_only(set(by_id) | {r.id for r in seen.foreign_pending})
         self.retries.keep_only(set(by_id))
         self.faulty.keep_only(keep | {u.id for u in seen.unreadable})
-        self.elsewhere = housekeeping.report_elsewhere(session, self.elsewhere, done.elsewhere, now)
+        self.elsewhere = housekeeping.report_elsewhere(db, self.elsewhere, done.elsewhere, now)
         # The workers of a job that cannot be read are neither stopped nor given away:
         # their GPUs stay reserved (as draining) until the job is fixed or cancelled.
         seen.draining = reconcile.orphans(
-            backend, by_id, seen.attempts, done, session, keep={u.id for u in seen.unreadable}
+            backend, by_id, seen.attempts, done, db, keep={u.id for u in seen.unreadable}
         )
 
     def _job_error(
-        self, session: Session, job_id: str, step: str, error: Exception | str, now: float
+        self, db: LiveStore, job_id: str, step: str, error: Exception | str, now: float
     ) -> None:
-        isolation.record(session, self.faulty, self._reasons, job_id, step, error, now)
+        isolation.record(db, self.faulty, self._reasons, job_id, step, error, now)
 
-    def _snapshot(self, session: Session, now: float, seen: _Seen) -> model.Snapshot:
-        queues = store.load_queues(session=session)
+    def _snapshot(self, db: LiveStore, now: float, seen: _Seen) -> model.Snapshot:
+        queues = db.load_queues()
         known = {q.name for q in queues}
         for fp in seen.foreign_pending:
             if fp.queue not in known:
@@ -321,7 +316,7 @@ class Loop:
         stopping = snapshots.draining_attempts(seen.draining, seen.attempts, seen.by_id, now)
         shown = tuple(sorted((r.job.id, r.attempt, r.placements) for r in stopping))
         if shown != self._draining_shown:  # every view of the inventory shows them
-            draining.record(session=session, stopping=stopping, now=as_datetime(now))
+            db.record_draining(stopping=stopping, now=as_datetime(now))
             self._draining_shown = shown
         return snapshots.build(
             nodes=seen.nodes,

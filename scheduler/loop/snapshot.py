@@ -17,13 +17,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 
-from sqlalchemy.orm import Session
-
 from scheduler import model
 from scheduler.backends import base
 from scheduler.placement import eligible
 from scheduler.spec import Phase
 from scheduler.store import cycle as store
+from scheduler.store.port import LiveStore
 
 
 def draining_attempts(
@@ -112,14 +111,14 @@ def build(
     )
 
 
-def from_store(session: Session, *, config: model.Config, now: float) -> model.Snapshot:
+def from_store(db: LiveStore, *, config: model.Config, now: float) -> model.Snapshot:
     """The snapshot the loop would build from the store now (the inventory it last
     recorded, no draining attempts, no backoffs): for explain, dashboard and metrics."""
     return build(
-        nodes=store.load_inventory(session=session),
-        queues=store.load_queues(session=session),
+        nodes=db.load_inventory(),
+        queues=db.load_queues(),
         # A row that cannot be read is left out (the loop makes it that job's reason).
-        live=store.live_jobs(session=session, unreadable=[]),
+        live=db.live_jobs(unreadable=[]),
         now=now,
         config=config,
     )

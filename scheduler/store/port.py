@@ -3,13 +3,14 @@ read and write the loop makes (one session's worth), and `SqlLiveStore` is that 
 SQL, delegating to the store's functions. A loop written against `LiveStore` can be run
 on another store (an in-memory one for the simulator, a fake in a test) unchanged.
 
-The loop does not use it yet; the methods mirror the functions it calls today, with
-the session held by the store instead of passed to each call.
+The methods mirror the store's functions, with the session held by the port instead
+of passed to each call; `scheduler/loop` reaches the store only through it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -17,10 +18,10 @@ from scheduler import model
 from scheduler.spec import Phase
 from scheduler.store import cluster, draining, events, lease, live, retention, rows, schema
 from scheduler.store import transitions as moves
-from scheduler.store.db import Session
+from scheduler.store.db import Database, Session
 from scheduler.store.live import LiveCache, LiveJob, Unreadable
 
-__all__ = ["LiveStore", "SqlLiveStore"]
+__all__ = ["LiveStore", "SqlLiveStore", "opened"]
 
 
 class LiveStore(Protocol):
@@ -90,6 +91,10 @@ class LiveStore(Protocol):
     # Retention.
     def purge_finished(self, *, finished_before: datetime) -> list[str]: ...
     def deleted_among(self, *, job_ids: Collection[str]) -> set[str]: ...
+
+    def rollback(self) -> None:
+        """Drop what a failed step left half-done (one job's trouble is that job's)."""
+        ...
 
 
 class SqlLiveStore:
@@ -210,6 +215,16 @@ class SqlLiveStore:
 
     def deleted_among(self, *, job_ids: Collection[str]) -> set[str]:
         return retention.deleted_among(session=self.session, job_ids=job_ids)
+
+    def rollback(self) -> None:
+        self.session.rollback()
+
+
+@contextmanager
+def opened(database: Database) -> Iterator[LiveStore]:
+    """The port on one session of `database` (committed or rolled back as it ends)."""
+    with database.session() as session:
+        yield SqlLiveStore(session)
 
 
 # Checked by `mypy scheduler` (which does not read the tests): SqlLiveStore is a LiveStore.
