@@ -27,7 +27,7 @@ from scheduler import admission
 from scheduler.model import Node, Queue
 from scheduler.spec import JobSpec
 from scheduler.store import cycle
-from scheduler.store.views import Session
+from scheduler.store.db import Session
 
 DEFAULT_TTL_S = 1.0
 

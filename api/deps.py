@@ -16,8 +16,7 @@ from api.errors import fail
 from api.services import Services, services_of
 from scheduler import workertoken
 from scheduler.store import tokens as store_tokens
-from scheduler.store.db import Database
-from scheduler.store.views import Session
+from scheduler.store.db import Database, Session
 
 _bearer = HTTPBearer(auto_error=False, description="a token from the API's token file")
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from api import models
 from api.auth import Principal
 from scheduler.store import views as store_views
-from scheduler.store.views import Session
+from scheduler.store.db import Session
 
 HIDDEN = "a job in another queue"
 HIDDEN_ID = "hidden"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from scheduler.model import Node
 from scheduler.spec import Phase
 from scheduler.store import cycle, draining
-from scheduler.store.views import Session
+from scheduler.store.db import Session
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ from api import models, usage
 from api.auth import Principal
 from scheduler.spec import STORED, JobSpec, Phase, text
 from scheduler.store import draining, schema
-from scheduler.store.views import Session, node_enforcement, session_of
+from scheduler.store.db import Session
+from scheduler.store.views import node_enforcement, session_of
 
 
 def queue(row: schema.QueueRow) -> models.QueuePublic:

@@ -26,7 +26,7 @@ from scheduler.core import explain as core_explain
 from scheduler.spec import Phase
 from scheduler.store import jobs, schema
 from scheduler.store import views as store_views
-from scheduler.store.views import Session
+from scheduler.store.db import Session
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 

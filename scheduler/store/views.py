@@ -1,8 +1,8 @@
 """Read-only queries the API's views need (what a reason's job ids are called, how each
 node enforces fractions), kept here so that `api` runs no SQL and imports no SQLAlchemy.
 
-`Session` and `session_of` are re-exported for the same reason: the API names the type
-of a request's unit of work and finds the session a loaded row belongs to.
+`session_of` for the same reason: the API finds the session a loaded row belongs to
+(the `Session` type itself it takes from `scheduler.store.db`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session as Session
-from sqlalchemy.orm import object_session
+from sqlalchemy.orm import Session, object_session
 
 from scheduler.store import schema
 
