@@ -20,197 +20,45 @@ unless `--shared-user-ok` accepts that (docs/gpu.md, "Sharing one box between te
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
-import math
 import os
 import signal
 import socket
 import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.app import create_app
 from api.services import Wiring, services_of
 from api.settings import Settings
 from scheduler import model
 from scheduler.backends import base
-from scheduler.backends.local import LocalBackend, host, users
+from scheduler.backends.local import LocalBackend
 from scheduler.cli import listen
 from scheduler.cli import settings as serve_settings
 from scheduler.cli.statedir import claim_state as claim_state  # re-exported (tests)
 from scheduler.cli.statedir import prepare_state as prepare_state  # re-exported (tests)
 from scheduler.cli.statedir import secure
+from scheduler.cli.wiring import (
+    WakeOnWrite,
+    lease_identity,
+    loop_health,
+    make_backend,
+    refuse_second_local_replica,
+    team_refusal,
+)
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.loop.workerenv import ScopedWorkerEnv
-from scheduler.store import cycle as store_cycle
-from scheduler.store.db import Database, open_database
+from scheduler.store.db import open_database
 
 log = logging.getLogger("shoal.serve")
-# Writes through the API wake the loop at most this often (the rest are merged).
-WAKE_GAP_S = 0.25
-
-
-class WakeOnWrite:
-    """ASGI middleware: a successful write through the API wakes the loop, at once unless
-    the last wake was under `min_gap_s` ago; then one wake at the end of the gap stands for
-    all the writes inside it. Every cycle reads all live jobs, so one wake per submission
-    under a burst made the loop take most of the process's CPU (docs/benchmarks.md)."""
-
-    def __init__(self, app: ASGIApp, loop: Loop, min_gap_s: float = WAKE_GAP_S) -> None:
-        self.app, self.loop, self.min_gap_s = app, loop, min_gap_s
-        self._last = -math.inf
-        self._deferred = False
-
-    def _wake(self) -> None:
-        now = time.monotonic()
-        if now - self._last >= self.min_gap_s:
-            self._last = now
-            self.loop.wake()
-        elif not self._deferred:
-            self._deferred = True
-            asyncio.get_running_loop().call_later(self._last + self.min_gap_s - now, self._later)
-
-    def _later(self) -> None:
-        self._deferred = False
-        self._last = time.monotonic()
-        self.loop.wake()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
-            await self.app(scope, receive, send)
-            return
-
-        async def send_and_wake(message: dict[str, Any]) -> None:
-            await send(message)
-            if message["type"] == "http.response.start" and message["status"] < 400:
-                self._wake()
-
-        await self.app(scope, receive, send_and_wake)  # type: ignore[arg-type]
-
-
-@dataclass(frozen=True)
-class Wired:
-    """What `make_backend` wires: the backend the loop drives, how to stop it and what
-    came with it (the Kubernetes runtime's elector and leader tasks), and who leads
-    (the runtime's Lease; None: this replica, under the store's lease alone)."""
-
-    backend: base.ClusterBackend
-    close: Callable[[], None]
-    is_leader: Callable[[], bool] | None = None
-
-
-def make_backend(
-    kind: str,
-    state: Path,
-    cluster: str | None,
-    wake: Any,
-    *,
-    env: serve_settings.ServeSettings | None = None,
-    database: Database | None = None,
-    gpus: str | None = None,
-    fallback_simulated: bool = False,
-    worker_user: str | None = None,
-) -> Wired:
-    """`gpus="auto"` (local only): this host's GPUs through NVML, not the simulated cluster.
-    `worker_user` (local only) over the cluster file's `workerUser`: who runs workers."""
-    if gpus not in (None, "auto"):
-        raise SystemExit(f"--gpus {gpus!r}: the only value is auto (this host's GPUs)")
-    if kind == "local":
-        try:
-            local = host.local_backend(
-                state,
-                cluster_file=cluster,
-                gpus_auto=gpus == "auto",
-                fallback_simulated=fallback_simulated,
-                on_change=wake,
-                users=users.resolve(cluster, worker_user),
-            )
-            local.run.ensure()  # a run directory someone else made stops the service now
-            return Wired(local, local.close)
-        except (host.NoGpuHost, ValueError, RuntimeError) as e:
-            raise SystemExit(str(e)) from None
-    if gpus is not None:
-        raise SystemExit("--gpus auto is for the local backend (Kubernetes reads its nodes)")
-    if worker_user is not None:
-        raise SystemExit(
-            "--worker-user is for the local backend (a pod's user is its securityContext's)"
-        )
-    if kind == "kubernetes":
-        # Imported here: only these pull in the `kubernetes` client.
-        from scheduler.backends.kubernetes import runtime
-        from scheduler.controller import watcher
-
-        # The CR watcher (TrainingJob/Queue controller) runs in the leader only.
-        tasks = [watcher.leader_task(database.session, resync_s=30)] if database else []
-        try:
-            kube = runtime.from_settings(
-                env or serve_settings.from_env(),
-                leader_tasks=tasks,
-                on_leader_change=lambda _leading: wake(),
-                on_change=wake,  # a foreign pod waits: cycle now, not after the interval
-            )
-            return Wired(kube.backend, kube.close, kube.is_leader)
-        except ValueError as e:
-            raise SystemExit(str(e)) from None
-    raise SystemExit(f"backend {kind!r} is not available in `shoal serve` (local, kubernetes)")
-
-
-def loop_health(loop: Loop, thread: threading.Thread, stall_s: float) -> Callable[[], str | None]:
-    """What /healthz asks: None while the loop cycles, else why it does not. A loop stuck
-    in one cycle (an API call or a lock that never returns) or a dead loop thread leaves
-    the API answering and nothing scheduled; failing liveness lets the kubelet restart it."""
-
-    def check() -> str | None:
-        if not thread.is_alive():
-            return "scheduler loop stopped: its thread has exited"
-        age = time.monotonic() - loop.heartbeat
-        if age > stall_s:
-            return f"scheduler loop stalled: one cycle has run {age:.0f}s (limit {stall_s:g}s)"
-        return None
-
-    return check
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(0)
-
-
-def lease_identity(state: Path, *, pod_name: str | None, owns_state: bool) -> str:
-    """Who holds the store's lease: the same after a restart, so it takes its lease back at once.
-
-    A pod name, else this host and the state directory, when this process holds the state
-    directory's lock (a SIGKILLed predecessor's lock is gone, so its successor has it). A
-    second process on a locked directory gets its pid: two holders must never share a name.
-    """
-    if pod_name:
-        return f"serve-{pod_name}"
-    if owns_state:
-        return f"serve-{socket.gethostname()}:{state}"
-    return f"serve-{os.getpid()}"
-
-
-def refuse_second_local_replica(database: Database, holder: str) -> None:
-    """The local backend supports one replica per database: its workers are processes of
-    one host and state directory, which another replica can neither see nor stop, so after
-    a failover it would launch them again. Refused while another scheduler leads."""
-    with database.session() as session:
-        other = store_cycle.lease_holder(session=session)
-    if other is not None and other != holder:
-        raise SystemExit(
-            f"another scheduler ({other}) leads this database. The local backend supports one "
-            "replica per database: its workers are local processes that another replica can "
-            "neither see nor stop, so a failover would run them twice. Stop the other one, "
-            "or run several replicas with --backend kubernetes"
-        )
 
 
 def serve(
@@ -308,24 +156,6 @@ def serve(
         wired.close()
         database.close()
         print("Shoal stopped", flush=True)
-
-
-def team_refusal(worker_users: users.WorkerUsers | None, *, shared_user_ok: bool) -> str | None:
-    """Why team tokens are refused here (the API's 403), or None. Only the local backend
-    runs workers as OS users of this host (its `users`; None for any other backend);
-    `shared_user_ok`: one trusted team, accepted."""
-    if worker_users is None:
-        return None
-    why = worker_users.shared_reason()
-    if why is None:
-        who = sorted({u.name for u in (worker_users.default, *worker_users.queues.values()) if u})
-        log.info("workers run as %s, apart from the state directory", ", ".join(who))
-        return None
-    if shared_user_ok:
-        log.warning("--shared-user-ok: team tokens accepted although %s", why.split(": ", 1)[1])
-        return None
-    log.warning("%s", why)
-    return why
 
 
 def _claim(state: Path, url: str, backend_kind: str) -> bool:

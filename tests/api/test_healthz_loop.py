@@ -16,7 +16,7 @@ from api.services import Wiring
 from api.settings import Settings
 from scheduler.backends.local import cluster
 from scheduler.backends.sim import SimBackend
-from scheduler.cli.serve import loop_health
+from scheduler.cli.wiring import loop_health
 from scheduler.clock import VirtualClock
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.model import Node

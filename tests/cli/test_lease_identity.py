@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scheduler.cli.serve import lease_identity
+from scheduler.cli.wiring import lease_identity
 from scheduler.store import cycle
 from scheduler.store.db import open_database
 

@@ -16,8 +16,8 @@ from api.services import Wiring
 from api.settings import Settings
 from scheduler import workertoken
 from scheduler.backends.local.users import RunAs, WorkerUsers, resolve
-from scheduler.cli.serve import team_refusal
 from scheduler.cli.statedir import prepare_state, secure
+from scheduler.cli.wiring import team_refusal
 
 TOKENS = """
 admin-t: {user: root, role: admin}

@@ -22,7 +22,7 @@ from support import pg
 
 from scheduler import model, store
 from scheduler.backends.local import LocalBackend, records
-from scheduler.cli.serve import refuse_second_local_replica
+from scheduler.cli.wiring import refuse_second_local_replica
 from scheduler.core import cycle
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, Phase, QueueSpec

@@ -6,7 +6,7 @@ given (the backend sets CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES to their
 and an MPS control daemon is started where one can run, so fractions are enforced
 (`mps`); elsewhere they stay `advisory`. On a host with no GPU, `--gpus auto` stops with
 "no GPU found: <why>", unless `fallback_simulated` (`--fallback-simulated`) asks for the
-simulated cluster instead. Called by `scheduler.cli.serve.make_backend`.
+simulated cluster instead. Called by `scheduler.cli.wiring.make_backend`.
 
 A cluster file for a real host (every key but `gpus` optional; CPU and memory default to
 the host's):
