@@ -238,14 +238,29 @@ def _free_port() -> int:
 def profiled_serve() -> None:
     """`shoal serve` (argv as given) with `Loop.run_once` profiled: the child of
     `--profile`. cProfile follows one thread; the loop's cycles run on one thread."""
-    from scheduler.backends.kubernetes.backend import KubernetesBackend
-    from scheduler.backends.kubernetes.podindex import PodIndex
     from scheduler.cli.main import main as shoal_main
-    from scheduler.loop.service import Loop
-    from scheduler.store import cycle as store
 
     out = os.environ["SHOAL_BENCH_PROFILE"]
     prof = cProfile.Profile()
+    cycles = _profile_cycles(prof)
+    marks = _mark_foreign_pods()
+    saves = _record_saves()
+
+    def dump() -> None:
+        Path(out + ".saves.json").write_text(json.dumps(saves))
+        prof.dump_stats(out)
+        Path(out + ".cycles.json").write_text(json.dumps(cycles))
+        Path(out + ".pods.json").write_text(json.dumps(marks))
+
+    atexit.register(dump)
+    sys.argv = ["shoal", *sys.argv[1:]]
+    shoal_main()
+
+
+def _profile_cycles(prof: cProfile.Profile) -> list[dict[str, Any]]:
+    """Profile every `Loop.run_once`; the list fills with each cycle's step times."""
+    from scheduler.loop.service import Loop
+
     cycles: list[dict[str, Any]] = []
     inner = Loop.run_once
 
@@ -262,13 +277,19 @@ def profiled_serve() -> None:
                            **{k: round(v, 4) for k, v in report.steps.items()}})  # fmt: skip
         return report
 
-    # When each foreign pod was first seen waiting, placed (bind_foreign) and bound.
+    Loop.run_once = run_once  # type: ignore[method-assign]
+    return cycles
+
+
+def _mark_foreign_pods() -> dict[str, dict[str, float]]:
+    """When each foreign pod was first seen waiting, placed (bind_foreign) and bound."""
+    from scheduler.backends.kubernetes.backend import KubernetesBackend
+    from scheduler.backends.kubernetes.foreign import ForeignBindings
+    from scheduler.backends.kubernetes.podindex import PodIndex
+
     marks: dict[str, dict[str, float]] = {}
-    update, bind_foreign, bind = (
-        PodIndex.update,
-        KubernetesBackend.bind_foreign,
-        KubernetesBackend.bind,
-    )
+    update, bind_foreign = PodIndex.update, KubernetesBackend.bind_foreign
+    bind = ForeignBindings.bind  # both the pool's bindings and the backend's go through it
 
     def mark(key: str, what: str) -> None:
         marks.setdefault(key, {}).setdefault(what, time.monotonic())
@@ -282,13 +303,22 @@ def profiled_serve() -> None:
         mark(job_id.removeprefix("pod:"), "placed")
         bind_foreign(self, job_id, placement)
 
-    def on_bind(self: KubernetesBackend, pod: Any, placement: Any) -> bool:
+    def on_bind(self: ForeignBindings, pod: Any, placement: Any) -> bool:
         mark(f"{pod.namespace}/{pod.name}", "start")
         done = bind(self, pod, placement)
         mark(f"{pod.namespace}/{pod.name}", "bound")
         return done
 
-    # Each inventory write: when, how long, and a few of the nodes that changed.
+    PodIndex.update = on_update  # type: ignore[method-assign]
+    KubernetesBackend.bind_foreign = on_bind_foreign  # type: ignore[method-assign]
+    ForeignBindings.bind = on_bind  # type: ignore[method-assign]
+    return marks
+
+
+def _record_saves() -> list[dict[str, Any]]:
+    """Each inventory write: when, how long, and a few of the nodes that changed."""
+    from scheduler.store import cycle as store
+
     saves: list[dict[str, Any]] = []
     save = store.save_inventory
     last: dict[str, Any] = {}
@@ -303,20 +333,8 @@ def profiled_serve() -> None:
         last.clear()
         last.update(now)
 
-    def dump() -> None:
-        Path(out + ".saves.json").write_text(json.dumps(saves))
-        prof.dump_stats(out)
-        Path(out + ".cycles.json").write_text(json.dumps(cycles))
-        Path(out + ".pods.json").write_text(json.dumps(marks))
-
     store.save_inventory = on_save
-    PodIndex.update = on_update  # type: ignore[method-assign]
-    KubernetesBackend.bind_foreign = on_bind_foreign  # type: ignore[method-assign]
-    KubernetesBackend.bind = on_bind  # type: ignore[method-assign]
-    Loop.run_once = run_once  # type: ignore[method-assign]
-    atexit.register(dump)
-    sys.argv = ["shoal", *sys.argv[1:]]
-    shoal_main()
+    return saves
 
 
 def step_seconds(metrics_text: str) -> dict[str, tuple[float, float]]:
@@ -531,30 +549,59 @@ def rest_jobs(
 ) -> dict[str, Any]:
     watch = BindWatch(cluster, JOBS_NS)
     stop_play = threading.Event()
-
-    def play_reserver() -> None:  # what `shoal reserve` would write, kwok cannot run it
-        done: set[str] = set()
-        while not stop_play.is_set():
-            with watch.lock:
-                todo = [
-                    n for n, p in watch.pods.items()
-                    if n.startswith("shoal-gpu-") and n not in done
-                    and p.get("status", {}).get("phase") == "Running"
-                ]  # fmt: skip
-            for name in todo:
-                r = cluster.http.patch(
-                    f"/api/v1/namespaces/{JOBS_NS}/pods/{name}",
-                    content=json.dumps({"metadata": {"annotations": {
-                        "shoal.dev/gpu-uuid": f"GPU-{abs(hash(name)):032x}"[:40]}}}),
-                    headers={"Content-Type": "application/merge-patch+json"},
-                )  # fmt: skip
-                if r.status_code < 300:
-                    done.add(name)
-            stop_play.wait(0.5)
-
-    player = threading.Thread(target=play_reserver, daemon=True)
+    player = threading.Thread(target=_play_reserver, args=(cluster, watch, stop_play), daemon=True)
     player.start()
     t0 = time.monotonic()
+    wanted = set(_submit_jobs(shoal, count, workers, gpu))
+    submit_s = time.monotonic() - t0
+    want = count * workers
+    deadline = time.monotonic() + timeout
+    while _bound_workers(_worker_pods(watch, wanted)) < want and time.monotonic() < deadline:
+        time.sleep(0.5)
+    elapsed = time.monotonic() - t0
+    stop_play.set()
+    watch.stop.set()
+    by_job = _worker_pods(watch, wanted)
+    partial = sum(
+        1 for ps in by_job.values() if 0 < sum(1 for p in ps if p["spec"].get("nodeName")) < workers
+    )
+    got = _bound_workers(_worker_pods(watch, wanted))
+    return {
+        "jobs": count,
+        "workers_per_job": workers,
+        "gpu_per_worker": gpu,
+        "workers_bound": got,
+        "partial_gangs": partial,
+        "submit_s": round(submit_s, 1),
+        "last_bind_s": round(elapsed, 1),
+        "pods_bound_per_s": round(got / elapsed, 1),
+    }
+
+
+def _play_reserver(cluster: Cluster, watch: BindWatch, stop_play: threading.Event) -> None:
+    """What `shoal reserve` would write (its GPU's UUID): kwok cannot run it."""
+    done: set[str] = set()
+    while not stop_play.is_set():
+        with watch.lock:
+            todo = [
+                n for n, p in watch.pods.items()
+                if n.startswith("shoal-gpu-") and n not in done
+                and p.get("status", {}).get("phase") == "Running"
+            ]  # fmt: skip
+        for name in todo:
+            r = cluster.http.patch(
+                f"/api/v1/namespaces/{JOBS_NS}/pods/{name}",
+                content=json.dumps({"metadata": {"annotations": {
+                    "shoal.dev/gpu-uuid": f"GPU-{abs(hash(name)):032x}"[:40]}}}),
+                headers={"Content-Type": "application/merge-patch+json"},
+            )  # fmt: skip
+            if r.status_code < 300:
+                done.add(name)
+        stop_play.wait(0.5)
+
+
+def _submit_jobs(shoal: ShoalProc, count: int, workers: int, gpu: float) -> list[str]:
+    """Submit `count` jobs through the REST API; their ids."""
     ids: list[str] = []
     for i in range(count):
         body = {
@@ -572,44 +619,23 @@ def rest_jobs(
         if r.status_code >= 300:
             raise RuntimeError(f"submit: {r.status_code} {r.text[:300]}")
         ids.append(r.json()["id"])
-    submit_s = time.monotonic() - t0
-    wanted = set(ids)
-    want = count * workers
-    deadline = time.monotonic() + timeout
+    return ids
 
-    def worker_pods() -> dict[str, list[dict[str, Any]]]:
-        by_job: dict[str, list[dict[str, Any]]] = {}
-        with watch.lock:
-            for p in watch.pods.values():
-                ann = p["metadata"].get("annotations") or {}
-                job = ann.get("shoal.dev/job-id")
-                if job in wanted and not p["metadata"]["name"].startswith("shoal-gpu-"):
-                    by_job.setdefault(job, []).append(p)
-        return by_job
 
-    def bound_workers() -> int:
-        return sum(1 for ps in worker_pods().values() for p in ps if p["spec"].get("nodeName"))
+def _worker_pods(watch: BindWatch, wanted: set[str]) -> dict[str, list[dict[str, Any]]]:
+    """job id -> its worker pods (not reservation pods), as the watch last saw them."""
+    by_job: dict[str, list[dict[str, Any]]] = {}
+    with watch.lock:
+        for p in watch.pods.values():
+            ann = p["metadata"].get("annotations") or {}
+            job = ann.get("shoal.dev/job-id")
+            if job in wanted and not p["metadata"]["name"].startswith("shoal-gpu-"):
+                by_job.setdefault(job, []).append(p)
+    return by_job
 
-    while bound_workers() < want and time.monotonic() < deadline:
-        time.sleep(0.5)
-    elapsed = time.monotonic() - t0
-    stop_play.set()
-    watch.stop.set()
-    by_job = worker_pods()
-    partial = sum(
-        1 for ps in by_job.values() if 0 < sum(1 for p in ps if p["spec"].get("nodeName")) < workers
-    )
-    got = bound_workers()
-    return {
-        "jobs": count,
-        "workers_per_job": workers,
-        "gpu_per_worker": gpu,
-        "workers_bound": got,
-        "partial_gangs": partial,
-        "submit_s": round(submit_s, 1),
-        "last_bind_s": round(elapsed, 1),
-        "pods_bound_per_s": round(got / elapsed, 1),
-    }
+
+def _bound_workers(by_job: dict[str, list[dict[str, Any]]]) -> int:
+    return sum(1 for ps in by_job.values() for p in ps if p["spec"].get("nodeName"))
 
 
 def run_shoal(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:

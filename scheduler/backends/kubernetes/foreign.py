@@ -1,0 +1,208 @@
+"""Foreign pods: pods Shoal did not create that name it as their scheduler.
+
+Lists the pending ones as requests, binds (adopts) them where the loop placed them,
+notes why one waits, and reports the adopted ones and those in flight as running.
+Whole-GPU bindings run on a pool, one call per pod, none under the backend's lock. A pod
+is "in flight" from the loop's decision until the cache shows it bound (or gone):
+meanwhile it is not pending and counts as running where it was placed, so no cycle
+places it twice or gives its GPU to another pod.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from scheduler.backends import base
+from scheduler.backends.kubernetes import events, manifests, names, podindex, podrules, shares
+from scheduler.backends.kubernetes.api import STRATEGIC_PATCH, Kube
+from scheduler.backends.kubernetes.config import KubeConfig
+from scheduler.backends.kubernetes.podbinder import PodBinder
+from scheduler.backends.kubernetes.status import ForeignPod
+from scheduler.model import RunningJob, WorkerPlacement
+from scheduler.placement import eligible
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+
+class ForeignBindings:
+    def __init__(
+        self,
+        kube: Kube,
+        config: KubeConfig,
+        *,
+        index: podindex.PodIndex,
+        volumes: podrules.VolumeRules,
+        reservations: shares.Reservations,
+        recorder: events.Recorder,
+        binder: PodBinder,
+        lock: threading.RLock,
+        closed: threading.Event,
+        mps_replicas: Callable[[str], int],
+        on_change: Callable[[], None],
+    ) -> None:
+        self.kube, self.config, self.index, self.volumes = kube, config, index, volumes
+        self.reservations, self.events, self.binder = reservations, recorder, binder
+        self.lock, self.closed = lock, closed  # the backend's
+        self.mps_replicas, self.on_change = mps_replicas, on_change
+        self.pool = (
+            ThreadPoolExecutor(config.bind_workers, thread_name_prefix="shoal-bind")
+            if config.bind_workers > 0
+            else None
+        )
+        # Their "Scheduled" Events go out on threads of their own: a bind never queues
+        # behind a best-effort write (4: at ~0.3 s a call on a loaded API server, one
+        # thread manages ~3 Events/s against 100 binds/s).
+        self.eventer = (
+            ThreadPoolExecutor(4, thread_name_prefix="shoal-events") if self.pool else None
+        )
+        self.flight: dict[str, tuple[ForeignPod, WorkerPlacement]] = {}
+        self.failed: dict[str, Exception] = {}  # job id -> its binding's failure
+        self.flight_lock = threading.Lock()
+
+    def close(self) -> None:
+        for pool in (self.pool, self.eventer):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+
+    def pending(self) -> list[ForeignPod]:
+        """See `KubernetesBackend.foreign_pods`."""
+        allowed = self.config.foreign_namespaces  # where RBAC lets Shoal patch and bind
+        with self.flight_lock:
+            flying = set(self.flight)
+        return [
+            replace(f, rules=eligible.also(f.rules, self.volumes.rules(f.namespace, f.claims)))
+            if f.claims
+            else f
+            for key, f in self.index.foreign_pending()
+            if (allowed is None or f.namespace in allowed)
+            and key not in flying
+            and f.uid not in self.binder.bound
+        ]
+
+    def bind(self, pod: ForeignPod, placement: WorkerPlacement) -> bool:
+        """See `KubernetesBackend.bind`."""
+        ann = {
+            names.JOB_ID: pod.job_id,
+            names.NODE: placement.node,
+            names.GPUS: names.gpus_text(placement.gpus),
+        }
+        if not manifests.is_fractional(placement):
+            # One call: the Binding carries the annotations onto the pod (the API server
+            # merges them), so the pod is never annotated and unbound, or the reverse.
+            if pod.uid in self.binder.bound:
+                return True
+            bound = self.kube.bind(pod.namespace, pod.name, placement.node, pod.uid, ann)
+            self.binder.bound.add(pod.uid)
+            if bound:
+                ref = {"metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}}
+                why = f"Successfully assigned {pod.namespace}/{pod.name} to {placement.node}"
+                if self.eventer is None:
+                    self.events.emit(ref, "Scheduled", why)
+                elif not self.closed.is_set():
+                    self.eventer.submit(self.events.emit, ref, "Scheduled", why)
+            return True
+        if self.mps_replicas(placement.node):
+            # Its container asks no `nvidia.com/gpu` (resources cannot change on a pod),
+            # so it could not get the replica the placement counts on.
+            raise base.BackendError(
+                f"node {placement.node} shares GPUs as MPS replicas: a foreign pod gets a "
+                "fraction there only by requesting nvidia.com/gpu: 1 itself"
+            )
+        patch: Obj = {"metadata": {"annotations": ann}}
+        with self.lock:
+            if manifests.is_fractional(placement):
+                ann[names.GPU_FRACTION] = f"{placement.fraction:.4f}"
+                ann[names.ENFORCEMENT] = str(base.Enforcement.ADVISORY)
+                res = self.reservations.ensure(
+                    placement.node, placement.gpus[0], f"{pod.namespace}/{pod.name}"
+                )
+                patch["metadata"]["labels"] = {names.RESERVATION: res["metadata"]["name"]}
+            updated = self.kube.patch("pods", pod.name, patch, pod.namespace)
+            return self.binder.bind_if_ready(updated)
+
+    def running(self, gpu_counts: dict[str, int]) -> list[RunningJob]:
+        """See `KubernetesBackend.foreign_running`."""
+        users = self.index.reservation_users()
+        held = self.reservations.holds(users, self.index.share_of, gpu_counts)
+        with self.flight_lock:
+            unsettled = {key: fp.uid for key, (fp, _) in self.flight.items()}
+            running, settled = self.index.adopted(unsettled)
+            for key in settled:
+                del self.flight[key]
+            flying = [
+                RunningJob(fp.to_job_request(), (p,))
+                for key, (fp, p) in self.flight.items()
+                if key not in settled
+            ]
+        return sorted([*running, *flying, *held], key=lambda r: r.job.id)
+
+    def note_pending(self, job_id: str, message: str) -> None:
+        """See `KubernetesBackend.note_pending`."""
+        key = self.index.key_of_job(job_id)
+        pod = self.index.pending(key) if key is not None else None
+        allowed = self.config.foreign_namespaces
+        if pod is not None and (allowed is None or pod.namespace in allowed):
+            cond = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+                "lastTransitionTime": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+            self.kube.patch(
+                "pods/status",
+                pod.name,
+                {"status": {"conditions": [cond]}},
+                pod.namespace,
+                content_type=STRATEGIC_PATCH,
+            )
+            obj = {
+                "kind": "Pod",
+                "apiVersion": "v1",
+                "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            }
+            self.events.emit(obj, "FailedScheduling", message, events.WARNING, key=message)
+
+    def bind_foreign(self, job_id: str, placement: WorkerPlacement) -> None:
+        """See `KubernetesBackend.bind_foreign`."""
+        with self.flight_lock:
+            failed = self.failed.pop(job_id, None)
+        if failed is not None:
+            raise failed
+        key = self.index.key_of_job(job_id)
+        pod = self.index.pending(key) if key is not None else None
+        allowed = self.config.foreign_namespaces
+        if key is None or pod is None or pod.uid in self.binder.bound:
+            return
+        if allowed is not None and pod.namespace not in allowed:
+            return
+        if self.pool is None or manifests.is_fractional(placement):
+            self.bind(pod, placement)
+            return
+        with self.flight_lock:
+            if key in self.flight:
+                return
+            self.flight[key] = (pod, placement)
+        self.pool.submit(self._bind_in_pool, key, pod, placement)
+
+    def _bind_in_pool(self, key: str, pod: ForeignPod, placement: WorkerPlacement) -> None:
+        try:
+            self.bind(pod, placement)
+        except Exception as e:  # the pod waits again; the loop backs off its job
+            log.warning("binding %s to %s failed: %s", key, placement.node, e)
+            with self.flight_lock:
+                self.flight.pop(key, None)
+                self.failed[pod.job_id] = e
+            self.on_change()
+
+    def forget_failures(self, waiting: set[str]) -> None:
+        """Drop the failed bindings of jobs whose pod no longer waits."""
+        with self.flight_lock:
+            self.failed = {k: v for k, v in self.failed.items() if k in waiting}

@@ -1,0 +1,77 @@
+"""The cluster's nodes as the scheduler sees them, read from the Node cache.
+
+A node whose object and foreign usage are unchanged since the last read is not worked
+out again: the cache replaces an object on every change, never mutates it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from scheduler.backends.kubernetes import inventory, podindex, shares
+from scheduler.backends.kubernetes.reflector import Reflector
+from scheduler.model import Node
+
+Obj = dict[str, Any]
+
+
+class NodeView:
+    def __init__(
+        self, node_cache: Reflector, index: podindex.PodIndex, reservations: shares.Reservations
+    ) -> None:
+        self.node_cache, self.index, self.reservations = node_cache, index, reservations
+        # node name -> (Node object, foreign usage, what nodes() made of them)
+        self._node_memo: dict[str, tuple[Obj, tuple[int, int, int], Node | None]] = {}
+        self._capacity = inventory.Capacity()
+
+    def nodes(self) -> list[Node]:
+        """`inventory.schedulable_nodes`, from the index's foreign totals; a node whose
+        object and foreign usage are unchanged since the last call is not worked out
+        again (the cache replaces an object on every change, never mutates it)."""
+        used = self.index.usage()
+        memo: dict[str, tuple[Obj, tuple[int, int, int], Node | None]] = {}
+        for n in self.node_cache.items():
+            name = n["metadata"]["name"]
+            u = used.get(name, (0, 0, 0))
+            hit = self._node_memo.get(name)
+            if hit is not None and hit[0] is n and hit[1] == u:
+                memo[name] = hit
+                continue
+            ok = inventory.unschedulable_reason(n) is None
+            memo[name] = (n, u, inventory.to_node(n, u) if ok else None)
+        self._node_memo = memo
+        # A reservation found no GPU there: no fractions, whole GPUs still (issue 24).
+        no_gpu = self.reservations.excluded()
+        out = [m[2] for m in memo.values() if m[2] is not None]
+        out = [replace(n, no_sharing=no_gpu[n.name]) if n.name in no_gpu else n for n in out]
+        return sorted(out, key=lambda n: n.name)
+
+    def capacity(self) -> list[Node]:
+        """Every node as if empty, cordoned and NotReady ones too (`inventory.Capacity`)."""
+        return self._capacity(self.node_cache.items())
+
+    def mps_replicas(self, node: str) -> int:
+        """N when `node`'s device plugin shares each GPU as N MPS replicas, else 0."""
+        hit = self._node_memo.get(node)  # the node as the last `nodes()` (the cycle's) saw it
+        if hit is None:
+            obj = next((n for n in self.node_cache.items() if n["metadata"]["name"] == node), None)
+            return inventory.mps_replicas(obj) if obj is not None else 0
+        return inventory.mps_replicas(hit[0])
+
+    def excluded_nodes(self) -> dict[str, str]:
+        """node -> why Shoal does not offer it (cordoned, a taint, NotReady, shared
+        devices it cannot count), or why it offers no fractions there (a reservation's
+        GPU did not reach its container; its whole GPUs are still offered)."""
+        out = {}
+        no_gpu = self.reservations.excluded()
+        for n in self.node_cache.items():
+            name = n["metadata"]["name"]
+            reason = inventory.unschedulable_reason(n) or no_gpu.get(name)
+            if reason:
+                out[name] = reason
+        return out
+
+    def gpu_counts(self) -> dict[str, int]:
+        """node -> its GPUs, as the last `nodes()` saw them (offered nodes only)."""
+        return {n: m[2].gpu_count for n, m in self._node_memo.items() if m[2] is not None}

@@ -1,0 +1,126 @@
+"""The backend's background upkeep: one reconcile pass over the pod cache.
+
+It binds fractional workers once their GPU's UUID is known, finishes launches a crash
+interrupted, reports failures as Events, releases unused GPU reservations and deletes
+finished jobs' objects after `finished_ttl_s`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from scheduler.backends.kubernetes import events, inventory, names, podindex, shares, status
+from scheduler.backends.kubernetes.api import ApiError, Kube
+from scheduler.backends.kubernetes.config import KubeConfig
+from scheduler.backends.kubernetes.foreign import ForeignBindings
+from scheduler.backends.kubernetes.objects import delete_job_objects
+from scheduler.backends.kubernetes.podbinder import PodBinder
+from scheduler.backends.kubernetes.reflector import Reflector
+from scheduler.backends.kubernetes.workerpods import WorkerPods
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+
+class Upkeep:
+    def __init__(
+        self,
+        kube: Kube,
+        config: KubeConfig,
+        *,
+        pod_cache: Reflector,
+        index: podindex.PodIndex,
+        reservations: shares.Reservations,
+        recorder: events.Recorder,
+        binder: PodBinder,
+        workers: WorkerPods,
+        foreign: ForeignBindings,
+        lock: threading.RLock,
+    ) -> None:
+        self.kube, self.config, self.pod_cache, self.index = kube, config, pod_cache, index
+        self.reservations, self.events, self.binder = reservations, recorder, binder
+        self.workers, self.foreign = workers, foreign
+        self.lock = lock  # the backend's: launch/stop/reconcile never interleave
+        self.reported: set[str] = set()  # pod uids whose failure has an Event
+        self.finished_since: dict[str, float] = {}
+        self.refused: dict[str, str] = {}  # pod uid -> why its binding was refused
+
+    def reconcile(self) -> None:
+        """One pass (the caller checks that this replica leads)."""
+        with self.lock:
+            pods = self.pod_cache.items()
+            for pod in pods:
+                if not status.is_worker(pod) or pod["metadata"].get("deletionTimestamp"):
+                    continue
+                uid = pod["metadata"].get("uid", "")
+                if not pod["spec"].get("nodeName") and uid not in self.binder.bound:
+                    self._bind_unbound(pod, uid)
+                elif (pod.get("status") or {}).get("phase") == "Failed":
+                    self._report_failure(pod)
+            self.reservations.sweep(pods)
+            self._report_reservation_problems(pods)
+            self._expire_finished(pods)
+            self.binder.bound &= {p["metadata"].get("uid", "") for p in pods}
+            uids = {p["metadata"].get("uid", "") for p in pods}
+            self.refused = {k: v for k, v in self.refused.items() if k in uids}
+            self.workers.stopped &= {names.annotations_of(p).get(names.JOB_ID, "") for p in pods}
+            self.foreign.forget_failures({f.job_id for _, f in self.index.foreign_pending()})
+
+    def _bind_unbound(self, pod: Obj, uid: str) -> None:
+        """A fraction's UUID came, or a crash interrupted a launch. The cache may lag
+        behind our own binding: read the pod again first. One pod's refused binding is
+        that pod's (its worker fails, retryable), not the end of the pass for the rest."""
+        try:
+            live = self.kube.get("pods", pod["metadata"]["name"], pod["metadata"]["namespace"])
+            if live and not live["metadata"].get("deletionTimestamp"):
+                self.binder.bind_if_ready(live)
+        except ApiError as e:
+            if e.transient:
+                raise
+            log.warning("binding %s refused: %s", pod["metadata"]["name"], e)
+            self.refused[uid] = f"binding refused: {e}"
+
+    def _report_failure(self, pod: Obj) -> None:
+        uid = pod["metadata"].get("uid", pod["metadata"]["name"])
+        if uid in self.reported:
+            return
+        self.reported.add(uid)
+        w = status.worker_status(pod)
+        self.events.emit(
+            pod,
+            "WorkerFailed",
+            f"worker {w.worker} of job {w.job_id} failed (exit code {w.exit_code}): {w.message}",
+            events.WARNING,
+        )
+
+    def _report_reservation_problems(self, pods: list[Obj]) -> None:
+        broken = self.reservations.problems(pods)
+        for pod in pods:
+            name, uid = pod["metadata"]["name"], pod["metadata"].get("uid", "")
+            if name in broken and f"res:{uid}" not in self.reported:
+                self.reported.add(f"res:{uid}")
+                self.events.emit(pod, "ReservationFailed", broken[name], events.WARNING)
+
+    def _expire_finished(self, pods: list[Obj]) -> None:
+        ttl = self.config.finished_ttl_s
+        if ttl is None:
+            return
+        by_job: dict[str, list[Obj]] = {}
+        for p in pods:
+            if status.is_worker(p) and names.is_managed(p):
+                by_job.setdefault(names.annotations_of(p)[names.JOB_ID], []).append(p)
+        now = time.monotonic()
+        for job, group in by_job.items():
+            if any((p.get("status") or {}).get("phase") not in inventory.TERMINAL for p in group):
+                self.finished_since.pop(job, None)
+                continue
+            since = self.finished_since.setdefault(job, now)
+            if now - since >= ttl:
+                log.info("deleting finished job %s's objects (ttl %.0fs)", job, ttl)
+                for p in group:
+                    self.kube.delete("pods", p["metadata"]["name"], p["metadata"]["namespace"])
+                delete_job_objects(self.kube, self.config.namespace, job)
+                self.finished_since.pop(job, None)

@@ -1,0 +1,148 @@
+"""Launching and stopping a job's worker pods (and their Service, hostfile, reservations).
+
+`WorkerPods` holds the jobs `stop` has deleted, so that the loop's repeated stop of a
+draining attempt costs no API call while the pod cache shows nothing left to delete.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from scheduler.backends import base
+from scheduler.backends.kubernetes import (
+    events,
+    inventory,
+    manifests,
+    names,
+    podindex,
+    shares,
+)
+from scheduler.backends.kubernetes.api import Kube
+from scheduler.backends.kubernetes.config import KubeConfig
+from scheduler.backends.kubernetes.objects import (
+    delete_job_objects,
+    ensure,
+    graceful,
+    patch_quietly,
+)
+from scheduler.backends.kubernetes.podbinder import PodBinder
+from scheduler.backends.kubernetes.reflector import Reflector
+from scheduler.spec import Framework
+
+Obj = dict[str, Any]
+
+
+class WorkerPods:
+    def __init__(
+        self,
+        kube: Kube,
+        config: KubeConfig,
+        *,
+        pod_cache: Reflector,
+        index: podindex.PodIndex,
+        reservations: shares.Reservations,
+        recorder: events.Recorder,
+        binder: PodBinder,
+        lock: threading.RLock,
+        mps_replicas: Callable[[str], int],
+    ) -> None:
+        self.kube, self.config = kube, config
+        self.pod_cache, self.index = pod_cache, index
+        self.reservations, self.events, self.binder = reservations, recorder, binder
+        self.lock = lock  # the backend's: launch/stop/reconcile never interleave
+        self.mps_replicas = mps_replicas
+        self.stopped: set[str] = set()  # jobs stop() has deleted (see stop)
+
+    def launch(self, request: base.LaunchRequest) -> None:
+        ns, req = self.config.namespace, request
+        stem = names.job_base(req.job_id, req.spec.name)
+        hosts = [
+            f"{names.pod_name(stem, req.attempt, p.worker)}.{stem}.{ns}.svc"
+            for p in sorted(req.placements, key=lambda p: p.worker)
+        ]
+        with self.lock:
+            self.stopped.discard(req.job_id)
+            ensure(self.kube, "services", manifests.service(req, stem, ns), req.job_id)
+            if req.spec.framework is Framework.MPI:
+                body = manifests.hostfile(req, stem, ns, hosts)
+                ensure(self.kube, "configmaps", body, req.job_id)
+            replica = {p.worker: self.mps_replicas(p.node) > 0 for p in req.placements}
+            for p in req.placements:
+                if manifests.is_fractional(p) and not replica[p.worker]:
+                    share = f"{ns}/{names.pod_name(stem, req.attempt, p.worker)}"
+                    self.reservations.ensure(p.node, p.gpus[0], share)
+            pods = [
+                ensure(
+                    self.kube,
+                    "pods",
+                    manifests.worker_pod(
+                        req, p, stem, ns, hosts, self.config, replica=replica[p.worker]
+                    ),
+                    req.job_id,
+                )
+                for p in req.placements
+            ]
+            for pod in pods:
+                self.binder.bind_if_ready(pod)
+            if pods:
+                where = ", ".join(sorted({p.node for p in req.placements}))
+                self.events.emit(
+                    pods[0],
+                    "Launched",
+                    f"attempt {req.attempt} of job {req.job_id}: {len(pods)} worker(s) on {where}",
+                )
+
+    def stop(self, job_id: str, grace_period_s: float, *, reason: str = "Stopped") -> None:
+        """See `KubernetesBackend.stop`."""
+        with self.lock:
+            if job_id in self.stopped and not self._alive_in_cache(job_id):
+                return
+            self.stopped.add(job_id)
+            pods = self._job_pods(job_id)
+            used = {names.labels_of(p).get(names.RESERVATION) for p in pods} - {None}
+            for pod in pods:
+                meta = pod["metadata"]
+                if meta.get("deletionTimestamp"):
+                    continue
+                marks = {names.STOP_REASON: str(reason)}
+                if reason == base.StopReason.PREEMPTED:
+                    marks[names.PREEMPTED] = "1"
+                patch_quietly(self.kube, pod, marks)
+                self.events.emit(
+                    pod,
+                    reason,
+                    f"stopping worker (grace {grace_period_s:.0f}s)",
+                    events.WARNING if reason == "Preempted" else events.NORMAL,
+                )
+                self.kube.delete(
+                    "pods", meta["name"], meta["namespace"], grace_period_s=graceful(grace_period_s)
+                )
+            delete_job_objects(self.kube, self.config.namespace, job_id)
+            for name in sorted(str(u) for u in used):
+                self.reservations.release_if_unused(name)
+
+    def _alive_in_cache(self, job_id: str) -> bool:
+        """Does the cache show a pod of `job_id` not yet deleted and not finished?"""
+        for p in self.pod_cache.items():
+            ann = names.annotations_of(p)
+            if (
+                ann.get(names.JOB_ID) == job_id
+                and not p["metadata"].get("deletionTimestamp")
+                and (p.get("status") or {}).get("phase") not in inventory.TERMINAL
+            ):
+                return True
+        return False
+
+    def _job_pods(self, job_id: str) -> list[Obj]:
+        key = self.index.key_of_job(job_id)
+        cached = self.pod_cache.get(key) if key is not None else None
+        if cached is not None:  # an adopted foreign pod: read it fresh
+            meta = cached["metadata"]
+            pod = self.kube.get("pods", meta["name"], meta.get("namespace", ""))
+            return [pod] if pod else []
+        pods, _ = self.kube.list(
+            "pods", self.config.namespace, labels=f"{names.JOB}={names.label_value(job_id)}"
+        )
+        return [p for p in pods if names.annotations_of(p).get(names.JOB_ID) == job_id]
