@@ -20,15 +20,35 @@ from typing import Any, TypeVar
 import kubernetes
 import urllib3
 
-from scheduler.backends.base import BackendError
+from scheduler.backends.kubernetes.apierrors import (
+    TRANSIENT,
+    ApiError,
+    NotLeader,
+    TokenBucket,
+    Unavailable,
+    retry_after_s,
+)
+from scheduler.backends.kubernetes.apierrors import api_error as _error
 from scheduler.backends.kubernetes.config import KubeConfig
+
+# The errors and the token bucket moved to apierrors; they stay importable from here.
+__all__ = [
+    "MERGE_PATCH",
+    "STRATEGIC_PATCH",
+    "TRANSIENT",
+    "ApiError",
+    "Kube",
+    "NotLeader",
+    "TokenBucket",
+    "Unavailable",
+    "retry_after_s",
+]
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 T = TypeVar("T")
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"  # lists merge by key (conditions)
-TRANSIENT = {429, 500, 502, 503, 504}
 
 # resource -> (API class, method suffix, namespaced)
 _RESOURCES: dict[str, tuple[str, str, bool]] = {
@@ -45,77 +65,7 @@ _RESOURCES: dict[str, tuple[str, str, bool]] = {
 }
 
 
-class ApiError(BackendError):
-    """The API server answered with an error that retrying will not fix (a refused
-    write: 403 RBAC or quota, 409, 422 invalid or a webhook's denial)."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(f"{status} {reason}: {message}")
-        self.status, self.reason = status, reason
-        self.transient = status in TRANSIENT
-
-
-class Unavailable(ApiError):
-    """The API server could not be reached, or kept failing, for `retry_deadline_s`."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(status, reason, message)
-        self.transient = True
-
-
-class NotLeader(Unavailable):
-    """A write refused before it was sent: this replica's leadership ends (or ended)
-    before it could land. Retryable: the next leader will do it."""
-
-
 _WRITES = frozenset({"create", "replace", "patch", "delete", "bind"})
-
-
-def _error(e: kubernetes.client.ApiException) -> ApiError:
-    try:
-        body = json.loads(e.body or "{}")
-    except ValueError:
-        body = {}
-    return ApiError(int(e.status or 0), str(body.get("reason", e.reason)), body.get("message", ""))
-
-
-class TokenBucket:
-    """A client-side rate limit, as client-go's: `rate` calls a second on average, up to
-    `burst` at once. `take()` waits for a token; thread-safe."""
-
-    def __init__(
-        self,
-        rate: float,
-        burst: int,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], object] = time.sleep,
-    ) -> None:
-        self.rate, self.burst = rate, max(1, burst)
-        self.clock, self.sleep = clock, sleep
-        self._tokens, self._at = float(self.burst), clock()
-        self._lock = threading.Lock()
-
-    def take(self) -> float:
-        """Take one token, waiting if none is left; returns the seconds waited."""
-        with self._lock:
-            now = self.clock()
-            self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
-            self._at = now
-            self._tokens -= 1
-            wait = -self._tokens / self.rate if self._tokens < 0 else 0.0
-        if wait > 0:
-            self.sleep(wait)
-        return wait
-
-
-def retry_after_s(e: kubernetes.client.ApiException) -> float | None:
-    """The server's Retry-After (seconds) on a 429/503, if it sent one."""
-    headers = getattr(e, "headers", None) or {}
-    raw = headers.get("Retry-After") if hasattr(headers, "get") else None
-    try:
-        return max(0.0, float(raw)) if raw is not None else None
-    except (TypeError, ValueError):
-        return None
 
 
 class Kube:

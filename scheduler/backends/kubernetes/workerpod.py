@@ -1,0 +1,204 @@
+"""A job's worker pod, as a plain JSON dict (pure; validated by the tests against the
+official schemas): its container, environment, volumes, labels and where it may run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from scheduler.backends import base, workerenv
+from scheduler.backends.kubernetes import names
+from scheduler.backends.kubernetes.config import KubeConfig
+from scheduler.backends.kubernetes.objectmeta import is_fractional, job_labels, object_meta
+from scheduler.model import WorkerPlacement
+from scheduler.spec import Framework
+
+Obj = dict[str, Any]
+PREEMPT_FILE = "/etc/shoal/podinfo/preempted"
+STOP_FILE = "/etc/shoal/podinfo/stop-reason"
+GPU = "nvidia.com/gpu"
+
+
+def worker_pod(
+    req: base.LaunchRequest,
+    p: WorkerPlacement,
+    base_name: str,
+    ns: str,
+    hosts: Sequence[str],
+    config: KubeConfig,
+    *,
+    replica: bool = False,
+) -> Obj:
+    """One worker. Whole GPUs: `nvidia.com/gpu: N` (the device plugin then picks and
+    exposes them). A fraction: no GPU request; NVIDIA_VISIBLE_DEVICES comes from the
+    pod's `shoal.dev/gpu-device` annotation (the reservation's UUID, or its CDI name),
+    which Shoal sets before it binds the worker (the kubelet resolves it when the
+    container starts; the NVIDIA runtime, `config.runtime_class`, reads it). A
+    fraction on a node that shares GPUs by MPS (`replica`): `nvidia.com/gpu: 1`, one
+    replica, which the device plugin picks, exposes and enforces."""
+    spec = req.spec
+    name = names.pod_name(base_name, req.attempt, p.worker)
+    container = _worker_container(req, p, hosts, config, replica)
+    volumes = _worker_volumes(req, base_name, container)
+    if p.gpus and (shm := shm_mib(req, config)):
+        container["volumeMounts"].append({"name": "dshm", "mountPath": "/dev/shm"})
+        volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm}Mi"}})
+    pod_spec: Obj = {
+        "schedulerName": config.scheduler_name,
+        "restartPolicy": "Never",  # Shoal retries with a new attempt (backoffLimit)
+        "hostname": name,
+        "subdomain": base_name,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": spec.termination_grace_period_seconds,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": volumes,
+    }
+    _add_placement_fields(pod_spec, req, config)
+    labels, ann = _worker_marks(req, p, base_name, replica)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": object_meta(name, ns, labels, req, ann),
+        "spec": pod_spec,
+    }
+
+
+def _add_placement_fields(pod_spec: Obj, req: base.LaunchRequest, config: KubeConfig) -> None:
+    """Where it may run, as placement judged it (the kubelet checks the same fields),
+    its priority, runtime class and service account."""
+    spec = req.spec
+    own = [
+        t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in spec.tolerations or []
+    ]
+    if tolerations := [dict(t) for t in config.tolerations] + own:
+        pod_spec["tolerations"] = tolerations
+    if spec.node_selector:
+        pod_spec["nodeSelector"] = dict(spec.node_selector)
+    if spec.affinity is not None:
+        pod_spec["affinity"] = spec.affinity.model_dump(
+            mode="json", by_alias=True, exclude_none=True
+        )
+    if priority_class := spec.priority_class_name or config.priority_class:
+        pod_spec["priorityClassName"] = priority_class
+    if config.runtime_class:  # the NVIDIA runtime, where it is not the default
+        pod_spec["runtimeClassName"] = config.runtime_class
+    if config.service_account:
+        pod_spec["serviceAccountName"] = config.service_account
+    else:  # the namespace's default account: its token is of no use to a worker
+        pod_spec["automountServiceAccountToken"] = False
+
+
+def shm_mib(req: base.LaunchRequest, config: KubeConfig) -> int:
+    """The size of a GPU worker's /dev/shm (MiB; 0: none): `config.shm_mib`, or half the
+    worker's memory (a memory-backed emptyDir counts against the memory limit)."""
+    if config.shm_mib is not None:
+        return max(0, config.shm_mib)
+    return req.spec.memory_mib // 2
+
+
+def _worker_env(
+    req: base.LaunchRequest, p: WorkerPlacement, hosts: Sequence[str], replica: bool
+) -> list[Obj]:
+    """The container's environment; a reserved fraction's GPU comes from the pod's
+    annotation, whole GPUs' and an MPS replica's from the device plugin."""
+    frac = is_fractional(p) and not replica
+    how = base.Enforcement.MPS if replica else base.Enforcement.ADVISORY
+    env = workerenv.worker_env(
+        req.spec, p, hosts, job_id=req.job_id, attempt=req.attempt, enforcement=how
+    )
+    env.update(req.extra_env)
+    env["SHOAL_PREEMPT_FILE"] = PREEMPT_FILE
+    env["SHOAL_STOP_FILE"] = STOP_FILE
+    if p.gpus and not frac:
+        env.pop("NVIDIA_VISIBLE_DEVICES")  # the device plugin sets it
+    env_list: list[Obj] = [
+        {"name": k, "value": v}
+        for k, v in sorted(env.items())
+        if not (frac and k == "NVIDIA_VISIBLE_DEVICES")
+    ]
+    if frac:
+        env_list.append(
+            {
+                "name": "NVIDIA_VISIBLE_DEVICES",
+                "valueFrom": {
+                    "fieldRef": {"fieldPath": f"metadata.annotations['{names.GPU_DEVICE}']"}
+                },
+            }
+        )
+    return env_list
+
+
+def _worker_container(
+    req: base.LaunchRequest,
+    p: WorkerPlacement,
+    hosts: Sequence[str],
+    config: KubeConfig,
+    replica: bool,
+) -> Obj:
+    spec = req.spec
+    requests: Obj = {"cpu": f"{spec.cpu_milli}m", "memory": f"{spec.memory_mib}Mi"}
+    limits: Obj = {"memory": f"{spec.memory_mib}Mi"}
+    if p.gpus and (replica or not is_fractional(p)):
+        requests[GPU] = limits[GPU] = str(len(p.gpus))  # an MPS replica: one
+    ports = [{"name": "rendezvous", "containerPort": workerenv.MASTER_PORT}]
+    if spec.framework is Framework.TENSORFLOW:
+        ports.append({"name": "tf", "containerPort": workerenv.MASTER_PORT + 1 + p.worker})
+    container: Obj = {
+        "name": "worker",
+        "image": spec.image,
+        "env": _worker_env(req, p, hosts, replica),
+        "ports": ports,
+        "resources": {"requests": requests, "limits": limits},
+        "securityContext": dict(config.security_context),
+        "volumeMounts": [{"name": "podinfo", "mountPath": "/etc/shoal/podinfo"}],
+    }
+    if spec.command:
+        container["command"] = list(spec.command)
+    if spec.args:
+        container["args"] = list(spec.args)
+    return container
+
+
+def _worker_volumes(req: base.LaunchRequest, base_name: str, container: Obj) -> list[Obj]:
+    """The downward-API files the launcher watches (preempted, stop reason), and an MPI
+    job's hostfile (mounted into `container` too)."""
+    preempted = {"fieldPath": f"metadata.annotations['{names.PREEMPTED}']"}
+    stop_reason = {"fieldPath": f"metadata.annotations['{names.STOP_REASON}']"}
+    items = [
+        {"path": "preempted", "fieldRef": preempted},
+        {"path": "stop-reason", "fieldRef": stop_reason},
+    ]
+    volumes: list[Obj] = [{"name": "podinfo", "downwardAPI": {"items": items}}]
+    if req.spec.framework is Framework.MPI:
+        container["volumeMounts"].append(
+            {"name": "hostfile", "mountPath": "/etc/shoal/hostfile", "subPath": "hostfile"}
+        )
+        volumes.append(
+            {"name": "hostfile", "configMap": {"name": names.hostfile_name(base_name, req.attempt)}}
+        )
+    return volumes
+
+
+def _worker_marks(
+    req: base.LaunchRequest, p: WorkerPlacement, base_name: str, replica: bool
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The worker's labels and annotations: where it is bound, and a fraction's share."""
+    labels = job_labels(req, base_name, names.WORKER)
+    labels[names.WORKER_INDEX] = str(p.worker)
+    ann = {
+        names.NODE: p.node,
+        names.GPUS: names.gpus_text(p.gpus),
+        names.WORKERS: str(len(req.placements)),
+    }
+    if not is_fractional(p):
+        return labels, ann
+    ann[names.GPU_FRACTION] = f"{p.fraction:.4f}"
+    if replica:  # one MPS replica of the device plugin: enforced, no reservation
+        ann[names.ENFORCEMENT] = str(base.Enforcement.MPS)
+        ann[names.GPU_REPLICA] = "1"
+    else:
+        ann[names.ENFORCEMENT] = str(base.Enforcement.ADVISORY)
+        labels[names.RESERVATION] = names.reservation_name(p.node, p.gpus[0])
+    return labels, ann
