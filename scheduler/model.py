@@ -177,6 +177,12 @@ class WorkerPlacement:
     gpus: tuple[int, ...] = ()
     fraction: float = 1.0  # share of each listed GPU; < 1 only with a single GPU
 
+    @property
+    def gpus_held(self) -> float:
+        """GPUs this worker holds: its share of each GPU listed. The one count of "GPUs
+        held" that quota, fair share, preemption, reasons and every view add up."""
+        return len(self.gpus) * self.fraction
+
 
 @dataclass(frozen=True, slots=True)
 class RunningJob:

@@ -67,7 +67,7 @@ def capacity(nodes: Iterable[m.Node]) -> Amounts:
 
 def placed_gpus(placements: Iterable[m.WorkerPlacement]) -> float:
     """GPUs a set of worker placements holds (fraction times GPUs listed)."""
-    return sum(len(p.gpus) * p.fraction for p in placements)
+    return sum(p.gpus_held for p in placements)
 
 
 def running_usage(job: m.RunningJob, nodes: Mapping[str, m.Node]) -> Amounts:
@@ -75,9 +75,8 @@ def running_usage(job: m.RunningJob, nodes: Mapping[str, m.Node]) -> Amounts:
     use: Amounts = defaultdict(float)
     for p in job.placements:
         node = nodes.get(p.node)
-        gpus = len(p.gpus) * p.fraction
-        use[m.TOTAL] += gpus
-        use[node.gpu_model if node is not None else ""] += gpus
+        use[m.TOTAL] += p.gpus_held
+        use[node.gpu_model if node is not None else ""] += p.gpus_held
     return dict(use)
 
 

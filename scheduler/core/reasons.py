@@ -95,7 +95,7 @@ def waiting_for_min_runtime(
 ) -> m.PendingReason:
     """Room exists once victims that are still within their minimum runtime may go."""
     at = max(r.started_at + min_runtime_s for r in young)
-    gpus = sum(g for v in victims for g in (len(p.gpus) * p.fraction for p in v.placements))
+    gpus = sum(p.gpus_held for v in victims for p in v.placements)
     names = ", ".join(f"{v.job.label} in queue {v.job.queue}" for v in victims)
     why = (
         f"queue {job.queue} is below its guarantee"

@@ -69,10 +69,9 @@ class Session:
         """GPUs placements hold, in total and per model of their nodes."""
         use: dict[str, float] = {}
         for p in placements:
-            gpus = len(p.gpus) * p.fraction
             node = self.nodes.get(p.node)
             for key in (m.TOTAL, node.gpu_model if node is not None else ""):
-                use[key] = use.get(key, 0.0) + gpus
+                use[key] = use.get(key, 0.0) + p.gpus_held
         return use
 
     # -- changes -----------------------------------------------------------------------

@@ -238,9 +238,7 @@ class _Run:
         held: dict[str, float] = defaultdict(float)
         for a in self.backend.attempts.values():
             if a.ends() > t:
-                held[a.request.spec.queue] += sum(
-                    p.fraction * len(p.gpus) for p in a.request.placements
-                )
+                held[a.request.spec.queue] += sum(p.gpus_held for p in a.request.placements)
         total = self.total_gpus
         self.rep.utilisation.append((t, sum(held.values()) / total if total else 0.0))
         self.rep.usage.append(dict(held))

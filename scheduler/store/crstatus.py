@@ -12,7 +12,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from scheduler.spec import Phase
-from scheduler.store import schema
+from scheduler.store import convert, schema
 
 _HOLDING = (Phase.SCHEDULED.value, Phase.RUNNING.value)
 _WAITING = (Phase.PENDING.value, Phase.PREEMPTED.value)
@@ -38,10 +38,10 @@ def queue_usage(*, session: Session, name: str) -> dict[str, Any]:
         )
     ).all()
     allocated = sum(
-        len(p.get("gpus") or ()) * float(p.get("fraction", 1.0))
+        p.gpus_held
         for phase, placements in rows
         if phase in _HOLDING
-        for p in placements or ()
+        for p in convert.placements(placements or ())
     )
     return {
         "allocated": round(allocated, 4),

@@ -313,7 +313,7 @@ def adopted(pods: list[Obj]) -> list[RunningJob]:
         request = JobRequest(
             id=names.annotations_of(pod)[names.JOB_ID],
             queue=names.labels_of(pod).get(names.QUEUE, ""),
-            gpu=p.fraction if p.gpus and p.fraction < 1 else float(len(p.gpus)),
+            gpu=p.gpus_held,
             cpu_milli=cpu,
             memory_mib=mem,
         )
