@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from scheduler import model, store
 from scheduler.loop.service import CycleReport
 
-EPS = 1e-6
+EPS = model.EPS  # the core's tolerance: one EPS for every comparison of GPU amounts
 
 # One decision, as the test of fast against every-tick compares them:
 # (virtual time, "place" | "preempt" | "succeeded" | "failed", job name, placements).
