@@ -14,6 +14,7 @@ import typer
 
 from scheduler.cli import admin, cluster, jobs, submit
 from scheduler.cli import explain as explaining
+from scheduler.cli import serveoptions as opts
 from scheduler.cli.client import Api
 
 app = typer.Typer(
@@ -34,59 +35,18 @@ Token = admin.Token
 def serve(
     host: str = "127.0.0.1",
     port: int = 8080,
-    state_dir: Annotated[str, typer.Option(envvar="SHOAL_STATE_DIR")] = "var/shoal",
-    database_url: Annotated[
-        str | None,
-        typer.Option(envvar="SHOAL_DATABASE_URL", help="default: SQLite in the state dir"),
-    ] = None,
-    cluster_file: Annotated[
-        str | None, typer.Option("--cluster", help="nodes YAML (default: 2 nodes x 4 GPUs)")
-    ] = None,
-    backend: Annotated[
-        str, typer.Option(envvar="SHOAL_BACKEND", help="local or kubernetes")
-    ] = "local",
+    state_dir: opts.StateDir = "var/shoal",
+    database_url: opts.DatabaseUrl = None,
+    cluster_file: opts.ClusterFile = None,
+    backend: opts.Backend = "local",
     policy: str = "fgd",
-    interval: Annotated[
-        float, typer.Option(help="seconds between cycles when nothing happens")
-    ] = 1.0,
-    min_runtime: Annotated[
-        float, typer.Option(help="seconds a job runs before it may be preempted")
-    ] = 60.0,
-    job_retention: Annotated[
-        float,
-        typer.Option(
-            envvar="SHOAL_JOB_RETENTION",
-            help="seconds a finished job is kept before it is deleted (0: forever)",
-        ),
-    ] = 7 * 24 * 3600.0,
-    gpus: Annotated[
-        str | None,
-        typer.Option(
-            envvar="SHOAL_GPUS",
-            help="auto: run workers on this host's GPUs (found through NVML) instead of "
-            "the simulated cluster; stops with 'no GPU found' where there is none",
-        ),
-    ] = None,
-    fallback_simulated: Annotated[
-        bool,
-        typer.Option(help="with --gpus auto on a host with no GPU: run the simulated cluster"),
-    ] = False,
-    worker_user: Annotated[
-        str | None,
-        typer.Option(
-            envvar="SHOAL_WORKER_USER",
-            help="local backend, run as root: the OS user workers run as (over the cluster "
-            "file's workerUser; queueUsers there give a queue its own)",
-        ),
-    ] = None,
-    shared_user_ok: Annotated[
-        bool,
-        typer.Option(
-            envvar="SHOAL_SHARED_USER_OK",
-            help="accept team tokens although workers run as this server's own user "
-            "(one trusted team only: its workers can read the state directory)",
-        ),
-    ] = False,
+    interval: opts.Interval = 1.0,
+    min_runtime: opts.MinRuntime = 60.0,
+    job_retention: opts.JobRetention = 7 * 24 * 3600.0,
+    gpus: opts.Gpus = None,
+    fallback_simulated: opts.FallbackSimulated = False,
+    worker_user: opts.WorkerUser = None,
+    shared_user_ok: opts.SharedUserOk = False,
 ) -> None:
     """Run the API and the scheduler on the embedded default (SQLite, local workers)."""
     from scheduler.cli import serve as serving

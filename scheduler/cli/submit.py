@@ -47,47 +47,61 @@ def toleration(value: str) -> dict[str, str]:
     return t
 
 
+# The flags' typer declarations, so that `submit`'s signature is names and defaults.
+JobFile = Annotated[Path | None, typer.Option("-f", "--file", help="job YAML")]
+GpuMemory = Annotated[str | None, typer.Option("--gpu-memory")]
+GpuTypes = Annotated[
+    list[str] | None,
+    typer.Option("--gpu-type", help="an allowed GPU model (repeat it)", show_default=False),
+]
+Preemptible = Annotated[
+    bool | None,
+    typer.Option(
+        "--preemptible/--no-preemptible",
+        help="may be preempted (default: when over its queue's guarantee)",
+        show_default=False,
+    ),
+]
+Grace = Annotated[
+    int | None,
+    typer.Option(help="seconds between SIGTERM and SIGKILL when stopped (default 30)"),
+]
+MaxRuntime = Annotated[int | None, typer.Option("--max-runtime")]
+BackoffLimit = Annotated[int | None, typer.Option("--backoff-limit")]
+Env = Annotated[list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE")]
+NodeSelector = Annotated[
+    list[str] | None,
+    typer.Option("--node-selector", help="a node label KEY=VALUE (repeat it)"),
+]
+Tolerations = Annotated[
+    list[str] | None,
+    typer.Option("--toleration", help="KEY[=VALUE][:Effect] of a taint (repeat it)"),
+]
+Follow = Annotated[bool, typer.Option("--follow", help="follow the logs until it ends")]
+
+
 def submit(
     ctx: typer.Context,
-    file: Annotated[Path | None, typer.Option("-f", "--file", help="job YAML")] = None,
+    file: JobFile = None,
     name: str | None = None,
     queue: str | None = None,
     workers: int | None = None,
     gpu: float | None = None,
-    gpu_memory: Annotated[str | None, typer.Option("--gpu-memory")] = None,
-    gpu_type: Annotated[
-        list[str] | None,
-        typer.Option("--gpu-type", help="an allowed GPU model (repeat it)", show_default=False),
-    ] = None,
+    gpu_memory: GpuMemory = None,
+    gpu_type: GpuTypes = None,
     image: str | None = None,
     framework: str | None = None,
     cpu: str | None = None,
     memory: str | None = None,
     priority: int | None = None,
-    preemptible: Annotated[
-        bool | None,
-        typer.Option(
-            "--preemptible/--no-preemptible",
-            help="may be preempted (default: when over its queue's guarantee)",
-            show_default=False,
-        ),
-    ] = None,
-    grace: Annotated[
-        int | None,
-        typer.Option(help="seconds between SIGTERM and SIGKILL when stopped (default 30)"),
-    ] = None,
-    max_runtime: Annotated[int | None, typer.Option("--max-runtime")] = None,
-    backoff_limit: Annotated[int | None, typer.Option("--backoff-limit")] = None,
-    env: Annotated[list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE")] = None,
-    node_selector: Annotated[
-        list[str] | None,
-        typer.Option("--node-selector", help="a node label KEY=VALUE (repeat it)"),
-    ] = None,
-    tolerations: Annotated[
-        list[str] | None,
-        typer.Option("--toleration", help="KEY[=VALUE][:Effect] of a taint (repeat it)"),
-    ] = None,
-    follow: Annotated[bool, typer.Option("--follow", help="follow the logs until it ends")] = False,
+    preemptible: Preemptible = None,
+    grace: Grace = None,
+    max_runtime: MaxRuntime = None,
+    backoff_limit: BackoffLimit = None,
+    env: Env = None,
+    node_selector: NodeSelector = None,
+    tolerations: Tolerations = None,
+    follow: Follow = False,
     url: Url = None,
     token: Token = None,
 ) -> None:

@@ -121,11 +121,13 @@ def _plan(
                 break
             q = run.job.queue
             gpus = accounting.placed_gpus(run.placements)
-            if reclaim and q != job.queue and not run.stopping:
-                # Reclaim only while the victim's queue still holds more than its guarantee.
-                holds = books[q] - taken_from.get(q, 0.0)
-                if holds <= accounting.guaranteed(ctx.tree.queues[q], m.TOTAL) + m.EPS:
-                    continue
+            if (
+                reclaim
+                and q != job.queue
+                and not run.stopping
+                and _down_to_guarantee(ctx, q, books[q] - taken_from.get(q, 0.0))
+            ):
+                continue
             chosen.append(run)
             ctx.session.release(run)
             taken_from[q] = taken_from.get(q, 0.0) + gpus
@@ -149,18 +151,33 @@ def _plan(
     if found is None:
         return None
     if len(chosen) <= MAX_SHRINK:
-        # Keep the cheapest victims: try dropping the most valuable ones first.
-        for run in reversed(chosen[:]):
-            rest = [c for c in chosen if c is not run]
-            again = _fits(ctx, job, rest) if rest else None
-            if again is not None:
-                chosen, found = rest, again
+        chosen, found = _shrink(ctx, job, chosen, found)
     return Plan(
         job,
         tuple(r for r in chosen if not r.stopping),
         tuple(r for r in chosen if r.stopping),
         found,
     )
+
+
+def _down_to_guarantee(ctx: context.Context, queue: str, holds: float) -> bool:
+    """Reclaim only while the victim's queue still holds more than its guarantee."""
+    return holds <= accounting.guaranteed(ctx.tree.queues[queue], m.TOTAL) + m.EPS
+
+
+def _shrink(
+    ctx: context.Context,
+    job: m.JobRequest,
+    chosen: list[m.RunningJob],
+    found: tuple[m.WorkerPlacement, ...],
+) -> tuple[list[m.RunningJob], tuple[m.WorkerPlacement, ...]]:
+    """Keep the cheapest victims: try dropping the most valuable ones first."""
+    for run in reversed(chosen[:]):
+        rest = [c for c in chosen if c is not run]
+        again = _fits(ctx, job, rest) if rest else None
+        if again is not None:
+            chosen, found = rest, again
+    return chosen, found
 
 
 def _commit(ctx: context.Context, plan: Plan) -> None:

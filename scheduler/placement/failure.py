@@ -73,12 +73,7 @@ def _explain(
     }
     enforcing = [(s, n, k) for s, n, k in allowed if not fit.unenforced(d, n, s)]
     if allowed and not enforcing:
-        return m.PendingReason(
-            R.NO_NODE,
-            f"asks for {_ask(job)} enforced (enforcement: required); no node of an allowed "
-            "type enforces GPU fractions (they are advisory where MPS does not run)",
-            {**base, "enforcement": "required"},
-        )
+        return _not_enforced(job, base)
     allowed = enforcing
     if not allowed:
         return _runs_nowhere([n for _, n in nodes], job, d, base)
@@ -88,15 +83,7 @@ def _explain(
         return _no_gpus(job, allowed, free_total, base)
     full = [s for s, _, _ in gpu_ok if s.cpu >= d.cpu_milli and s.mem >= d.memory_mib]
     if not full:
-        cpu = max(s.cpu for s, _, _ in gpu_ok)
-        mem = max(s.mem for s, _, _ in gpu_ok)
-        where = "on a node where its GPUs fit" if job.gpu or job.gpu_memory_mib else ""
-        return m.PendingReason(
-            R.NO_NODE,
-            f"needs {d.cpu_milli}m CPU and {_gib(d.memory_mib)} memory per worker {where}; "
-            f"the most free such node has {cpu}m CPU and {_gib(mem)} memory".replace("  ", " "),
-            {**base, "most_free_cpu_milli": cpu, "most_free_memory_mib": mem},
-        )
+        return _no_cpu_or_memory(job, d, [s for s, _, _ in gpu_ok], base)
     caps = [(fit.capacity(d, s, workers, distinct=job.distinct_gpus), k) for s, _, k in allowed]
     room = sum(c * k for c, k in caps)
     if job.distinct_gpus and room < workers:
@@ -116,6 +103,30 @@ def _explain(
             "largest_node_workers": largest,
             "free_gpus_total": free_total,
         },
+    )
+
+
+def _not_enforced(job: m.JobRequest, base: Mapping[str, object]) -> m.PendingReason:
+    return m.PendingReason(
+        R.NO_NODE,
+        f"asks for {_ask(job)} enforced (enforcement: required); no node of an allowed "
+        "type enforces GPU fractions (they are advisory where MPS does not run)",
+        {**base, "enforcement": "required"},
+    )
+
+
+def _no_cpu_or_memory(
+    job: m.JobRequest, d: fit.Demand, gpu_ok: list[Sig], base: Mapping[str, object]
+) -> m.PendingReason:
+    """Its GPUs fit somewhere, but no such node has the CPU and memory of a worker."""
+    cpu = max(s.cpu for s in gpu_ok)
+    mem = max(s.mem for s in gpu_ok)
+    where = "on a node where its GPUs fit" if job.gpu or job.gpu_memory_mib else ""
+    return m.PendingReason(
+        R.NO_NODE,
+        f"needs {d.cpu_milli}m CPU and {_gib(d.memory_mib)} memory per worker {where}; "
+        f"the most free such node has {cpu}m CPU and {_gib(mem)} memory".replace("  ", " "),
+        {**base, "most_free_cpu_milli": cpu, "most_free_memory_mib": mem},
     )
 
 
