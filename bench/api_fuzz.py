@@ -140,6 +140,35 @@ def _memoize_fixed_dictionaries() -> None:
     st.fixed_dictionaries = fixed_dictionaries
 
 
+class _Tally:
+    """The answers one role's run got: status counts (in all, per operation), the first
+    server errors, and the seconds spent waiting for answers."""
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        self.url, self.headers = url, headers
+        self.statuses: Counter[int] = Counter()
+        self.by_op: dict[str, Counter[int]] = {}
+        self.errors: list[str] = []
+        self.http_s = 0.0
+        # One connection pool for the whole run: without `session`, each call made its
+        # own (a TCP connect per request).
+        self.client = requests.Session()
+
+    def total(self) -> int:
+        return sum(self.statuses.values())
+
+    def send(self, case: Any) -> None:
+        t = time.monotonic()
+        r = case.call(base_url=self.url, headers=self.headers, session=self.client)
+        self.http_s += time.monotonic() - t
+        self.statuses[r.status_code] += 1
+        self.by_op.setdefault(f"{case.method} {case.path}", Counter())[r.status_code] += 1
+        if r.status_code >= 500 and r.status_code != 503 and len(self.errors) < 20:
+            self.errors.append(
+                f"{r.status_code} {case.method} {case.formatted_path}: {r.text[:300]}"
+            )
+
+
 def _fuzz(
     url: str, role: str, target: int, seed_jobs: list[str], max_seconds: float = math.inf
 ) -> dict[str, Any]:
@@ -152,50 +181,11 @@ def _fuzz(
 
     ops = [r.ok() for r in schema.get_all_operations() if isinstance(r, Ok)]
     token = os.environ["SHOAL_FUZZ_WORKER_TOKEN"] if role == "worker" else TOKENS[role][0]
-    headers = {"Authorization": f"Bearer {token}"}
-    statuses: Counter[int] = Counter()
-    by_op: dict[str, Counter[int]] = {}
-    errors: list[str] = []
+    tally = _Tally(url, {"Authorization": f"Bearer {token}"})
     t0 = time.monotonic()
     deadline = t0 + max_seconds
-    http_s = 0.0
-    # One connection pool for the whole run: without `session`, each call made its own
-    # (a TCP connect per request).
-    client = requests.Session()
-
-    def send(case: Any) -> None:
-        nonlocal http_s
-        t = time.monotonic()
-        r = case.call(base_url=url, headers=headers, session=client)
-        http_s += time.monotonic() - t
-        statuses[r.status_code] += 1
-        by_op.setdefault(f"{case.method} {case.path}", Counter())[r.status_code] += 1
-        if r.status_code >= 500 and r.status_code != 503 and len(errors) < 20:
-            errors.append(f"{r.status_code} {case.method} {case.formatted_path}: {r.text[:300]}")
-
-    # Operations with few distinct inputs (no parameters) run out early; their shortfall
-    # goes to the operations after them, and passes repeat until the role has had
-    # `target` requests in all.
-    for round_ in range(5):
-        for i, op in enumerate(ops):
-            before = sum(statuses.values())
-            per_op = math.ceil((target - before) / (len(ops) - i))
-            # Hypothesis stops early on an operation whose inputs are few; repeat with fresh
-            # seeds until it has had its share of the requests.
-            for attempt in range(60):
-                left = per_op - (sum(statuses.values()) - before)
-                if left <= 0 or time.monotonic() > deadline:
-                    break
-                run = settings(
-                    max_examples=min(left, CHUNK),
-                    deadline=None,
-                    database=None,
-                    suppress_health_check=list(HealthCheck),
-                )(given(case=op.as_strategy(hooks=schema.hooks))(send))
-                hypothesis.seed(round_ * 60 + attempt)(run)()
-        if sum(statuses.values()) >= target or time.monotonic() > deadline:
-            break
-    total = sum(statuses.values())
+    _run_rounds(schema, ops, tally, target, deadline)
+    total, statuses = tally.total(), tally.statuses
     return {
         "role": role,
         "requests": total,
@@ -205,11 +195,40 @@ def _fuzz(
         "503": statuses.get(503, 0),
         "stopped_by_max_seconds": total < target and time.monotonic() > deadline,
         "seconds": round(time.monotonic() - t0, 1),
-        "http_seconds": round(http_s, 1),  # waiting for answers; the rest is generation
-        "errors": errors,
+        "http_seconds": round(tally.http_s, 1),  # waiting for answers; the rest is generation
+        "errors": tally.errors,
         "statuses": dict(sorted(statuses.items())),
-        "by_operation": {k: dict(sorted(v.items())) for k, v in sorted(by_op.items())},
+        "by_operation": {k: dict(sorted(v.items())) for k, v in sorted(tally.by_op.items())},
     }
+
+
+def _run_rounds(schema: Any, ops: list[Any], tally: _Tally, target: int, deadline: float) -> None:
+    """Operations with few distinct inputs (no parameters) run out early; their shortfall
+    goes to the operations after them, and passes repeat until the role has had `target`
+    requests in all."""
+
+    def send(case: Any) -> None:  # a plain function, as Hypothesis's `given` expects
+        tally.send(case)
+
+    for round_ in range(5):
+        for i, op in enumerate(ops):
+            before = tally.total()
+            per_op = math.ceil((target - before) / (len(ops) - i))
+            # Hypothesis stops early on an operation whose inputs are few; repeat with fresh
+            # seeds until it has had its share of the requests.
+            for attempt in range(60):
+                left = per_op - (tally.total() - before)
+                if left <= 0 or time.monotonic() > deadline:
+                    break
+                run = settings(
+                    max_examples=min(left, CHUNK),
+                    deadline=None,
+                    database=None,
+                    suppress_health_check=list(HealthCheck),
+                )(given(case=op.as_strategy(hooks=schema.hooks))(send))
+                hypothesis.seed(round_ * 60 + attempt)(run)()
+        if tally.total() >= target or time.monotonic() > deadline:
+            break
 
 
 def _role_in_child(

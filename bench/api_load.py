@@ -49,15 +49,50 @@ def _quantile(xs: list[float], q: float) -> float:
     return statistics.quantiles(xs, n=100, method="inclusive")[round(q * 100) - 1]
 
 
+class _Outcomes:
+    """What the submissions of one open-loop run got: latencies (ms from their due time)
+    of the admitted and of the shed ones, other answers by status or error."""
+
+    def __init__(self) -> None:
+        self.ok: list[float] = []
+        self.shed: list[float] = []
+        self.other: dict[str, int] = {}
+        self.retry_after_missing = 0
+
+    def count(self, what: str) -> None:
+        self.other[what] = self.other.get(what, 0) + 1
+
+    def record(self, status: int, has_retry: bool, dt: float) -> None:
+        if status in (200, 201):
+            self.ok.append(dt)
+        elif status in (429, 503):
+            self.shed.append(dt)
+            self.retry_after_missing += not has_retry
+        else:
+            self.count(str(status))
+
+    def row(self, rate: float, n: int, wall: float, duration: float) -> dict[str, Any]:
+        return {
+            "offered": rate,
+            "sent": n,
+            "ok": len(self.ok),
+            "achieved": len(self.ok) / max(wall, duration),
+            "p50_ms": _quantile(self.ok, 0.50),
+            "p99_ms": _quantile(self.ok, 0.99),
+            "shed": len(self.shed),
+            "shed_p99_ms": _quantile(self.shed, 0.99),
+            "retry_after_missing": self.retry_after_missing,
+            "errors": self.other,
+            "wall_s": wall,
+        }
+
+
 async def _open_loop(url: str, token: str, rate: float, duration: float) -> dict[str, Any]:
     import aiohttp
 
     n = int(rate * duration)
     run = uuid.uuid4().hex[:6]
-    ok: list[float] = []
-    shed: list[float] = []
-    other: dict[str, int] = {}
-    retry_after_missing = 0
+    got = _Outcomes()
     headers = {"Authorization": f"Bearer {token}"}
     # Generous client limits: the server, not the driver, must be what queues.
     conn = aiohttp.TCPConnector(limit=2000)
@@ -69,7 +104,6 @@ async def _open_loop(url: str, token: str, rate: float, duration: float) -> dict
         t0 = loop.time() + 0.05
 
         async def one(i: int) -> None:
-            nonlocal retry_after_missing
             due = t0 + i / rate
             await asyncio.sleep(max(0.0, due - loop.time()))
             body = {
@@ -85,32 +119,13 @@ async def _open_loop(url: str, token: str, rate: float, duration: float) -> dict
                     status = r.status
                     has_retry = "Retry-After" in r.headers
             except (aiohttp.ClientError, TimeoutError) as e:
-                other[type(e).__name__] = other.get(type(e).__name__, 0) + 1
+                got.count(type(e).__name__)
                 return
-            dt = (loop.time() - due) * 1000
-            if status in (200, 201):
-                ok.append(dt)
-            elif status in (429, 503):
-                shed.append(dt)
-                retry_after_missing += not has_retry
-            else:
-                other[str(status)] = other.get(str(status), 0) + 1
+            got.record(status, has_retry, (loop.time() - due) * 1000)
 
         await asyncio.gather(*(one(i) for i in range(n)))
         wall = loop.time() - t0
-    return {
-        "offered": rate,
-        "sent": n,
-        "ok": len(ok),
-        "achieved": len(ok) / max(wall, duration),
-        "p50_ms": _quantile(ok, 0.50),
-        "p99_ms": _quantile(ok, 0.99),
-        "shed": len(shed),
-        "shed_p99_ms": _quantile(shed, 0.99),
-        "retry_after_missing": retry_after_missing,
-        "errors": other,
-        "wall_s": wall,
-    }
+    return got.row(rate, n, wall, duration)
 
 
 async def _healthz(url: str, duration: float, concurrency: int = 32) -> dict[str, Any]:

@@ -28,7 +28,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from scheduler import model as m
 from scheduler import placement
@@ -42,6 +42,11 @@ from scheduler.core import (
     ordering,
     preemption,
 )
+
+if TYPE_CHECKING:  # the loop's types, for annotations: the core part needs no store
+    from scheduler.clock import VirtualClock
+    from scheduler.loop.config import CycleReport
+    from scheduler.loop.service import Loop
 
 GPUS = 8
 QUEUES = 8
@@ -239,9 +244,17 @@ def loop(args: argparse.Namespace) -> None:
         saved.write_bytes(pickle.dumps((clock.t, backend.attempts)))
     if args.gc_threshold:
         gc.set_threshold(args.gc_threshold, *gc.get_threshold()[1:])
+    reports, cpus = _timed_cycles(lp, clock, args.cycles, args.loop_profile)
+    _write_steps(reports, cpus, args.cycles)
+
+
+def _timed_cycles(
+    lp: Loop, clock: VirtualClock, cycles: int, profile: str | None
+) -> tuple[list[CycleReport], list[float]]:
+    """`cycles` loop cycles a virtual second apart: their reports and CPU seconds."""
     reports, cpus = [], []
-    prof = cProfile.Profile() if args.loop_profile else None
-    for _ in range(args.cycles):
+    prof = cProfile.Profile() if profile else None
+    for _ in range(cycles):
         clock.advance_to(clock.now() + 1.0)
         if prof:
             prof.enable()
@@ -252,13 +265,19 @@ def loop(args: argparse.Namespace) -> None:
             prof.disable()
         assert report is not None
         reports.append(report)
-    if prof:
-        prof.dump_stats(args.loop_profile)
+    if prof and profile:
+        prof.dump_stats(profile)
+    return reports, cpus
+
+
+def _write_steps(reports: list[CycleReport], cpus: list[float], cycles: int) -> None:
+    """The steady state, and each step's median and minimum, as a Markdown table."""
+    w = sys.stdout.write
     last = reports[-1]
     assert last.snapshot is not None
     pods = sum(len(r.placements) for r in last.snapshot.running)
     w(f"steady: {len(last.snapshot.running)} running jobs ({pods} pods), "
-      f"{len(last.snapshot.pending)} pending, {args.cycles} cycles\n\n")  # fmt: skip
+      f"{len(last.snapshot.pending)} pending, {cycles} cycles\n\n")  # fmt: skip
     w("| step | median ms | min ms |\n|---|---|---|\n")
     for step in last.steps:
         secs = [r.steps[step] for r in reports]
