@@ -1,4 +1,4 @@
-"""Carries out a reconcile `Outcome` on the store (the only I/O of the controller), and
+"""Carries out a reconcile `Decision` on the store (the only I/O of the controller), and
 turns refusals into status conditions on the CR. Before storing anything it runs the
 admission checks the REST API runs (`scheduler.admission`: unknown queue, a GPU type no
 node has, more workers than the cluster could ever hold, a queue tree that does not add
@@ -42,10 +42,10 @@ def _admission(session: Session, action: reconcile.Action) -> str | None:
     return "; ".join(".".join(str(p) for p in ("spec", *pr.loc)) + f": {pr.msg}" for pr in problems)
 
 
-def apply(session: Session, outcome: reconcile.Outcome) -> dict[str, Any]:
-    """Run `outcome.action`; returns the status patch to write (outcome's, amended)."""
-    status = dict(outcome.status)
-    action = outcome.action
+def apply(session: Session, decision: reconcile.Decision) -> dict[str, Any]:
+    """Run `decision.action`; returns the status patch to write (decision's, amended)."""
+    status = dict(decision.status)
+    action = decision.action
     refusal = _admission(session, action)
     if refusal is not None:
         _refused(status, action, "AdmissionRefused", refusal)

@@ -81,7 +81,9 @@ Action = Submit | Cancel | UpsertQueue | DeleteQueue | None
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class Decision:
+    """What to do about one CR (an action on the store, or none) and the status to show."""
+
     action: Action
     status: dict[str, Any] = field(default_factory=dict)  # merge-patch of .status
 
@@ -128,8 +130,8 @@ def queue_spec_of(cr: Mapping[str, Any]) -> QueueSpec:
     return QueueSpec.model_validate({**spec, "name": _meta(cr).get("name", "")})
 
 
-def _invalid(reasons: Sequence[str], generation: Any) -> Outcome:
-    return Outcome(
+def _invalid(reasons: Sequence[str], generation: Any) -> Decision:
+    return Decision(
         None,
         {
             "phase": INVALID,
@@ -151,7 +153,7 @@ def submitter(namespace: str) -> str:
     return f"crd:{namespace}"
 
 
-def reconcile_trainingjob(cr: Mapping[str, Any], existing: StoredJob | None) -> Outcome:
+def reconcile_trainingjob(cr: Mapping[str, Any], existing: StoredJob | None) -> Decision:
     """One TrainingJob against its stored job (None: not submitted yet).
 
     - invalid spec: no action, `Valid=False` naming each field and reason, phase Invalid;
@@ -165,8 +167,8 @@ def reconcile_trainingjob(cr: Mapping[str, Any], existing: StoredJob | None) -> 
     generation = meta.get("generation")
     if meta.get("deletionTimestamp"):
         if existing is not None and not Phase(existing.phase).finished:
-            return Outcome(Cancel(existing.id))
-        return Outcome(None)
+            return Decision(Cancel(existing.id))
+        return Decision(None)
     problems: list[str] = []
     try:
         spec: JobSpec | None = job_spec_of(cr)
@@ -185,7 +187,7 @@ def reconcile_trainingjob(cr: Mapping[str, Any], existing: StoredJob | None) -> 
     return _against(existing, spec, problems, generation)
 
 
-def _submit(meta: Mapping[str, Any], spec: JobSpec, generation: Any) -> Outcome:
+def _submit(meta: Mapping[str, Any], spec: JobSpec, generation: Any) -> Decision:
     """A valid TrainingJob not submitted yet: Submit, idempotent on the CR's uid."""
     namespace = str(meta.get("namespace", "default"))
     uid = str(meta.get("uid") or f"{namespace}/{spec.name}")
@@ -200,12 +202,12 @@ def _submit(meta: Mapping[str, Any], spec: JobSpec, generation: Any) -> Outcome:
     origin = Origin(TRAININGJOB, namespace, spec.name, str(meta.get("uid") or ""))
     # The key and submitter strings stay as stored rows have them (a CR submitted
     # before an upgrade must find its job again); nothing reads identity out of them.
-    return Outcome(Submit(spec, submitter(namespace), f"cr:{uid}", origin), status)
+    return Decision(Submit(spec, submitter(namespace), f"cr:{uid}", origin), status)
 
 
 def _against(
     existing: StoredJob, spec: JobSpec | None, problems: list[str], generation: Any
-) -> Outcome:
+) -> Decision:
     """A submitted TrainingJob: its job's status, and whether an edit was applied
     (`spec` None: the edited spec is invalid, for `problems`)."""
     status = status_for(existing)
@@ -219,7 +221,7 @@ def _against(
                 "; ".join(problems) + "; the job runs as first submitted",
             )
         )
-        return Outcome(None, status)
+        return Decision(None, status)
     changed = changed_fields(existing.spec, spec_json(spec))
     if changed:
         fields = ", ".join(f"spec.{f}" for f in changed)
@@ -234,7 +236,7 @@ def _against(
         )
     else:
         status["conditions"].append(condition("SpecApplied", True, "UpToDate"))
-    return Outcome(None, status)
+    return Decision(None, status)
 
 
 def _iso(at: datetime | None) -> str | None:
@@ -281,13 +283,13 @@ def status_for(job: StoredJob) -> dict[str, Any]:
     return status
 
 
-def reconcile_queue(cr: Mapping[str, Any], existing: QueueSpec | None) -> Outcome:
+def reconcile_queue(cr: Mapping[str, Any], existing: QueueSpec | None) -> Decision:
     """One Queue CR against the stored queue: create, update, delete, or say why not."""
     meta = _meta(cr)
     generation = meta.get("generation")
     name = str(meta.get("name", ""))
     if meta.get("deletionTimestamp"):
-        return Outcome(DeleteQueue(name) if existing is not None else None)
+        return Decision(DeleteQueue(name) if existing is not None else None)
     try:
         spec = queue_spec_of(cr)
     except pydantic.ValidationError as exc:
@@ -299,5 +301,5 @@ def reconcile_queue(cr: Mapping[str, Any], existing: QueueSpec | None) -> Outcom
         "conditions": [condition("Valid", True, "Accepted")],
     }
     if existing == spec:
-        return Outcome(None, status)
-    return Outcome(UpsertQueue(spec, create=existing is None), status)
+        return Decision(None, status)
+    return Decision(UpsertQueue(spec, create=existing is None), status)

@@ -2,7 +2,7 @@
 
 It lists and watches `trainingjobs` and `queues` (group shoal.dev) with the official
 client, hands each object to the pure `scheduler.controller.reconcile` functions, carries
-the outcome out on the store with `scheduler.controller.apply`, and merge-patches the CR's
+the decision out on the store with `scheduler.controller.apply`, and merge-patches the CR's
 status subresource. It runs in the leading replica only: `leader_task` is what the
 kubernetes runtime (`scheduler.backends.kubernetes.runtime`) starts on gaining the Lease,
 handed to it by `shoal serve`, so the backend never imports the controller or the store.

@@ -52,10 +52,10 @@ def test_example_is_valid(doc: dict[str, Any]) -> None:
     )
     if doc["kind"] == "TrainingJob":
         reconcile.job_spec_of(doc)
-        outcome = reconcile.reconcile_trainingjob(doc, None)
-        assert isinstance(outcome.action, reconcile.Submit), outcome.status
+        decision = reconcile.reconcile_trainingjob(doc, None)
+        assert isinstance(decision.action, reconcile.Submit), decision.status
     else:
         reconcile.queue_spec_of(doc)
-        outcome = reconcile.reconcile_queue(doc, None)
-        assert isinstance(outcome.action, reconcile.UpsertQueue), outcome.status
-    assert outcome.status["conditions"][0] == reconcile.condition("Valid", True, "Accepted")
+        decision = reconcile.reconcile_queue(doc, None)
+        assert isinstance(decision.action, reconcile.UpsertQueue), decision.status
+    assert decision.status["conditions"][0] == reconcile.condition("Valid", True, "Accepted")

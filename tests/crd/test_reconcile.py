@@ -53,8 +53,8 @@ def stored(cr: dict[str, Any], **kw: Any) -> FakeJob:
     return FakeJob(spec=jobs.spec_json(reconcile.job_spec_of(cr)), **kw)
 
 
-def _cond(outcome: reconcile.Outcome, type_: str) -> dict[str, Any]:
-    return next(c for c in outcome.status["conditions"] if c["type"] == type_)
+def _cond(decision: reconcile.Decision, type_: str) -> dict[str, Any]:
+    return next(c for c in decision.status["conditions"] if c["type"] == type_)
 
 
 @pytest.mark.parametrize(
@@ -75,26 +75,26 @@ def test_invalid_cr_is_not_scheduled_and_says_which_field(
 ) -> None:
     cr = tj()
     cr["spec"].update(spec)
-    outcome = reconcile.reconcile_trainingjob(cr, None)
-    assert outcome.action is None
-    assert outcome.status["phase"] == reconcile.INVALID
-    valid = _cond(outcome, "Valid")
+    decision = reconcile.reconcile_trainingjob(cr, None)
+    assert decision.action is None
+    assert decision.status["phase"] == reconcile.INVALID
+    valid = _cond(decision, "Valid")
     assert valid["status"] == "False" and valid["reason"] == "InvalidSpec"
     assert valid["message"].startswith(field_), valid["message"]
 
 
 def test_invalid_metadata_name() -> None:
-    outcome = reconcile.reconcile_trainingjob(tj(name="x" * 64), None)
-    assert outcome.action is None and "spec.name" in _cond(outcome, "Valid")["message"]
+    decision = reconcile.reconcile_trainingjob(tj(name="x" * 64), None)
+    assert decision.action is None and "spec.name" in _cond(decision, "Valid")["message"]
 
 
 def test_new_valid_cr_is_submitted_idempotently() -> None:
-    outcome = reconcile.reconcile_trainingjob(tj(), None)
-    assert isinstance(outcome.action, reconcile.Submit)
-    assert outcome.action.spec.name == "resnet"
-    assert outcome.action.idempotency_key == "cr:uid-resnet"
-    assert outcome.action.submitter == "crd:shoal-jobs"
-    assert outcome.status["phase"] == "Pending"
+    decision = reconcile.reconcile_trainingjob(tj(), None)
+    assert isinstance(decision.action, reconcile.Submit)
+    assert decision.action.spec.name == "resnet"
+    assert decision.action.idempotency_key == "cr:uid-resnet"
+    assert decision.action.submitter == "crd:shoal-jobs"
+    assert decision.status["phase"] == "Pending"
 
 
 def test_unchanged_cr_reports_the_stored_job() -> None:
@@ -106,11 +106,11 @@ def test_unchanged_cr_reports_the_stored_job() -> None:
             {"worker": 1, "node": "n1", "gpus": [0], "fraction": 0.5},
         ],
     )
-    outcome = reconcile.reconcile_trainingjob(cr, job)
-    assert outcome.action is None
-    assert outcome.status["phase"] == "Running" and outcome.status["gpus"] == "1"
-    assert _cond(outcome, "SpecApplied")["status"] == "True"
-    assert outcome.status["submittedAt"] == "2026-01-01T00:00:00Z"
+    decision = reconcile.reconcile_trainingjob(cr, job)
+    assert decision.action is None
+    assert decision.status["phase"] == "Running" and decision.status["gpus"] == "1"
+    assert _cond(decision, "SpecApplied")["status"] == "True"
+    assert decision.status["submittedAt"] == "2026-01-01T00:00:00Z"
 
 
 def test_editing_an_immutable_field_is_refused_clearly() -> None:
@@ -119,21 +119,21 @@ def test_editing_an_immutable_field_is_refused_clearly() -> None:
     edited = copy.deepcopy(cr)
     edited["spec"]["workers"] = 4
     edited["metadata"]["generation"] = 2
-    outcome = reconcile.reconcile_trainingjob(edited, job)
-    assert outcome.action is None
-    cond = _cond(outcome, "SpecApplied")
+    decision = reconcile.reconcile_trainingjob(edited, job)
+    assert decision.action is None
+    cond = _cond(decision, "SpecApplied")
     assert cond["status"] == "False" and cond["reason"] == "ImmutableField"
     assert "spec.workers cannot change" in cond["message"]
-    assert outcome.status["observedGeneration"] == 2
-    assert outcome.status["phase"] == "Running"  # still runs as submitted
+    assert decision.status["observedGeneration"] == 2
+    assert decision.status["phase"] == "Running"  # still runs as submitted
 
 
 def test_an_invalid_edit_of_a_submitted_job_keeps_it() -> None:
     cr = tj()
     edited = tj(gpu=7.5)
-    outcome = reconcile.reconcile_trainingjob(edited, stored(cr))
-    assert outcome.action is None
-    assert _cond(outcome, "SpecApplied")["reason"] == "InvalidEdit"
+    decision = reconcile.reconcile_trainingjob(edited, stored(cr))
+    assert decision.action is None
+    assert _cond(decision, "SpecApplied")["reason"] == "InvalidEdit"
 
 
 def test_deleting_cancels_unless_finished() -> None:
@@ -275,16 +275,16 @@ def test_written_conditions_are_metav1_conditions() -> None:
         reconcile.reconcile_trainingjob(tj(workers=0), None),
         reconcile.reconcile_trainingjob(cr, stored(tj(workers=4))),
     ]
-    for outcome in outcomes:
-        patch = crds.status_patch({}, copy.deepcopy(outcome.status), "2026-01-01T00:00:00Z")
+    for decision in outcomes:
+        patch = crds.status_patch({}, copy.deepcopy(decision.status), "2026-01-01T00:00:00Z")
         assert patch is not None
         assert list(tj_schema.iter_errors(patch)) == []
         for c in patch["conditions"]:
             assert {"type", "status", "reason", "message", "lastTransitionTime"} <= set(c)
-            assert c["observedGeneration"] == outcome.status["observedGeneration"]
+            assert c["observedGeneration"] == decision.status["observedGeneration"]
     first = crds.status_patch({}, copy.deepcopy(outcomes[0].status), "2026-01-01T00:00:00Z")
     assert first is not None and first["conditions"][0]["observedGeneration"] == 3
-    # Written once, it settles: the same outcome again is nothing to write.
+    # Written once, it settles: the same decision again is nothing to write.
     assert crds.status_patch(first, copy.deepcopy(outcomes[0].status), "2026-01-02") is None
     # The schema refuses what metav1.Condition refuses.
     bad = {"conditions": [{"type": "Valid", "status": "True", "message": ""}]}
