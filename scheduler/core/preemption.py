@@ -109,7 +109,7 @@ def _plan(
     # One trial for the whole search: each victim is released once, on top of those
     # before it (the state is then what `_fits(ctx, job, chosen)` would build anew).
     # The queues' books as they were before it, for the reclaim rule.
-    books = {q: ctx.ledger.of(q) for q in ctx.tree.queues} if reclaim else {}
+    books = {q: ctx.ledger.of(q) for q in ctx.tree.queues} if reclaim else None
     # A one-worker job that failed to place (within its limits, which releases only
     # loosen) can place after more releases only on a node they changed: until one of
     # those fits a worker, a trial would fail the same way and is skipped.
@@ -121,12 +121,7 @@ def _plan(
                 break
             q = run.job.queue
             gpus = accounting.placed_gpus(run.placements)
-            if (
-                reclaim
-                and q != job.queue
-                and not run.stopping
-                and _down_to_guarantee(ctx, q, books[q] - taken_from.get(q, 0.0))
-            ):
+            if books is not None and _spared(ctx, job, run, books, taken_from):
                 continue
             chosen.append(run)
             ctx.session.release(run)
@@ -160,9 +155,21 @@ def _plan(
     )
 
 
-def _down_to_guarantee(ctx: context.Context, queue: str, holds: float) -> bool:
-    """Reclaim only while the victim's queue still holds more than its guarantee."""
-    return holds <= accounting.guaranteed(ctx.tree.queues[queue], m.TOTAL) + m.EPS
+def _spared(
+    ctx: context.Context,
+    job: m.JobRequest,
+    run: m.RunningJob,
+    books: dict[str, float],
+    taken_from: dict[str, float],
+) -> bool:
+    """Reclaim only while the victim's queue still holds more than its guarantee (its
+    `books` less what the plan `taken_from` it); a victim of the job's own queue, or one
+    already stopping, is not spared."""
+    q = run.job.queue
+    if q == job.queue or run.stopping:
+        return False
+    holds = books[q] - taken_from.get(q, 0.0)
+    return holds <= accounting.guaranteed(ctx.tree.queues[q], m.TOTAL) + m.EPS
 
 
 def _shrink(
