@@ -15,7 +15,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.model import EPS, Node, Queue
+from scheduler.core import accounting
+from scheduler.model import EPS, JobRequest, Node, Queue
 from scheduler.placement import fit
 from scheduler.spec import JobSpec, QueueSpec
 
@@ -48,18 +49,20 @@ def _workers_per_node(spec: JobSpec, node: Node) -> int:
     return max(fits, 0)
 
 
-def _per_worker(spec: JobSpec, nodes: Sequence[Node]) -> float:
-    """GPUs one worker counts against a limit, as the core's `Estimator` counts it: a
-    `gpuMemory` worker is the share of the largest GPU of an allowed model that holds it
-    (the smallest such share), a whole GPU only where none does (or no node is known)."""
-    if spec.gpu_memory_mib is None:
-        return spec.gpu or 0.0
-    largest: dict[str, int] = {}
-    for n in nodes:
-        if n.gpu_count and (not spec.gpu_type or n.gpu_model in spec.gpu_type):
-            largest[n.gpu_model] = max(largest.get(n.gpu_model, 0), n.gpu_memory_mib)
-    shares = [fit.gpu_share(0.0, spec.gpu_memory_mib, mem) for mem in largest.values()]
-    return min((1.0 if s is None else s for s in shares), default=1.0)
+def _total_gpus(spec: JobSpec, nodes: Sequence[Node]) -> float:
+    """GPUs the job counts against its queue's limit: the core's own count
+    (`accounting.Estimator`: a `gpuMemory` worker is the share of the largest GPU of an
+    allowed model that holds it), so the door refuses only what the core would never
+    place. With no GPU node known it counts nothing: no evidence, no refusal."""
+    request = JobRequest(
+        id="",
+        queue=spec.queue,
+        workers=spec.workers,
+        gpu=spec.gpu or 0.0,
+        gpu_memory_mib=spec.gpu_memory_mib,
+        gpu_types=tuple(spec.gpu_type),
+    )
+    return accounting.Estimator(nodes).total(request)
 
 
 def check_job(
@@ -73,7 +76,7 @@ def check_job(
         problems.append(
             Problem(("queue",), f"queue {spec.queue!r} does not exist (known: {known})")
         )
-    total = _per_worker(spec, nodes) * spec.workers
+    total = _total_gpus(spec, nodes)
     if queue is not None and queue.limit.total is not None and total > queue.limit.total + EPS:
         problems.append(
             Problem(
