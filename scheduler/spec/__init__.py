@@ -3,31 +3,68 @@ REST API, the TrainingJob/Queue CRD controller and the CLI.
 
 Field names are the camelCase of the REST API and the CRDs; Python attributes are
 snake_case. Checks that need the store or the cluster (unknown queue, a request no node
-could hold) live in `scheduler.admission`, which takes these specs plus that context.
+could hold) live in `scheduler.feasibility`, which takes these specs plus that context.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Any
 
 from pydantic import (
-    ConfigDict,
     Field,
     ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
 from scheduler.spec import nodes
-from scheduler.spec.text import UserInput
+from scheduler.spec.common import (
+    DNS1123_LABEL,
+    DNS1123_SUBDOMAIN,
+    Name,
+    Priority,
+    dns1123,
+)
+from scheduler.spec.common import SpecModel as _Spec
+from scheduler.spec.quantities import (
+    MAX_CPU_MILLI,
+    MAX_MEMORY_MIB,
+    MEMORY,
+    parse_cpu_milli,
+    parse_memory_mib,
+)
+from scheduler.spec.queue import MAX_QUOTA_GPUS, QueueSpec, QuotaSpec
 
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+__all__ = [  # what moved to common, quantities and queue is importable from here still
+    "DNS1123_LABEL",
+    "DNS1123_SUBDOMAIN",
+    "ENV_NAME",
+    "MAX_CPU_MILLI",
+    "MAX_ENV_NAME",
+    "MAX_MEMORY_MIB",
+    "MAX_QUOTA_GPUS",
+    "MAX_RUNTIME_S",
+    "MEMORY",
+    "MIN_GPU_FRACTION",
+    "STORED",
+    "TRAININGJOB",
+    "Enforcement",
+    "Framework",
+    "JobSpec",
+    "Name",
+    "Origin",
+    "Phase",
+    "Priority",
+    "QueueSpec",
+    "QuotaSpec",
+    "parse_cpu_milli",
+    "parse_memory_mib",
+    "spec_json",
+]
+
 # What Kubernetes accepts as an environment variable name (and a process can be given).
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 MAX_ENV_NAME = 253
@@ -35,75 +72,8 @@ MAX_ENV_NAME = 253
 # when it was submitted. Checks added since (env names, NUL bytes) do not make an old job
 # unreadable: its launch fails instead, as that job's failure with the reason.
 STORED = {"stored": True}
-MEMORY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|K|M|G|T)?$")
-_MIB_PER_UNIT = {
-    None: 1 / (1024 * 1024),
-    "Ki": 1 / 1024,
-    "K": 1000 / (1024 * 1024),
-    "Mi": 1.0,
-    "M": 1e6 / (1024 * 1024),
-    "Gi": 1024.0,
-    "G": 1e9 / (1024 * 1024),
-    "Ti": 1024.0 * 1024,
-    "T": 1e12 / (1024 * 1024),
-}
-
-MAX_CPU_MILLI = 10**9  # sanity bounds: larger numbers are typos and overflow columns
-MAX_MEMORY_MIB = 1024**3
 MAX_RUNTIME_S = 366 * 24 * 3600  # a year: larger runtimes overflow deadline arithmetic
 MIN_GPU_FRACTION = 0.01  # finer shares are noise (and overflow capacity sums)
-
-# Priorities are stored in 32-bit integer columns.
-Priority = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
-
-Name = Annotated[str, Field(min_length=1, max_length=63, description="DNS-1123 label")]
-
-
-def parse_memory_mib(value: str | int) -> int:
-    """'16Gi' -> 16384; a bare number is bytes, as in Kubernetes quantities."""
-    if isinstance(value, int):
-        return value // (1024 * 1024)
-    m = MEMORY.match(value.strip())
-    if not m:
-        raise ValueError(f"{value!r} is not a memory quantity such as 512Mi or 16Gi")
-    mib = float(m.group(1)) * _MIB_PER_UNIT[m.group(2)]
-    if not math.isfinite(mib) or mib > MAX_MEMORY_MIB * 1024:
-        raise ValueError(f"{value[:40]!r} is too large a memory quantity (at most 1Pi)")
-    return int(mib)
-
-
-def parse_cpu_milli(value: str | float) -> int:
-    """'500m' -> 500, 2 -> 2000."""
-    if isinstance(value, (int, float)):
-        if not math.isfinite(value * 1000):
-            raise ValueError(f"{value!r} is not a CPU quantity such as 500m or 2")
-        return round(value * 1000)
-    v = value.strip()
-    if v.endswith("m") and v[:-1].isdigit():
-        return int(v[:-1])
-    try:
-        return round(float(v) * 1000)
-    except (ValueError, OverflowError):
-        raise ValueError(f"{value!r} is not a CPU quantity such as 500m or 2") from None
-
-
-def _dns1123(value: str) -> str:
-    if not DNS1123_LABEL.match(value):
-        raise ValueError(
-            "must be a DNS-1123 label: lower-case letters, digits and '-', "
-            "starting and ending with a letter or digit, at most 63 characters"
-        )
-    return value
-
-
-class _Spec(UserInput):
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-        allow_inf_nan=False,  # NaN/Infinity pass json.loads but are no quantity
-    )
 
 
 class Framework(StrEnum):
@@ -137,54 +107,6 @@ class Phase(StrEnum):
     @property
     def finished(self) -> bool:
         return self in (Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED)
-
-
-# The most GPUs a guarantee or limit may name: beyond any cluster, short of the huge
-# numbers (1e308) that flatten every bar and fair-share figure (issue 25 item 2).
-MAX_QUOTA_GPUS = 1_000_000
-
-
-class QuotaSpec(_Spec):
-    """GPUs in total and per model: `{total: 8, H100: 4}` (also accepts a bare number)."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-    # strict: `{"total": false}` is no GPU count (lax mode would read it as 0)
-    total: float | None = Field(default=None, ge=0, le=MAX_QUOTA_GPUS, strict=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _number_is_total(cls, data: Any) -> Any:
-        return {"total": data} if isinstance(data, (int, float)) else data
-
-    @model_validator(mode="after")
-    def _models_non_negative(self) -> QuotaSpec:
-        for model, amount in (self.model_extra or {}).items():
-            if (
-                not isinstance(amount, (int, float))
-                or isinstance(amount, bool)
-                or not math.isfinite(amount)
-                or not 0 <= amount <= MAX_QUOTA_GPUS
-            ):
-                raise ValueError(f"{model}: GPU amount must be a number in [0, {MAX_QUOTA_GPUS}]")
-        return self
-
-    @property
-    def by_model(self) -> dict[str, float]:
-        return {k: float(v) for k, v in (self.model_extra or {}).items()}
-
-
-class QueueSpec(_Spec):
-    name: Name
-    parent: str | None = None
-    guaranteed: QuotaSpec = Field(default_factory=QuotaSpec)
-    limit: QuotaSpec | None = None
-    weight: float = Field(default=1.0, gt=0)
-    priority: Priority = 0
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        return _dns1123(v)
 
 
 class JobSpec(_Spec):
@@ -254,7 +176,7 @@ class JobSpec(_Spec):
     @field_validator("name", "queue")
     @classmethod
     def _names(cls, v: str) -> str:
-        return _dns1123(v)
+        return dns1123(v)
 
     @field_validator("image")
     @classmethod
