@@ -15,9 +15,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api import apidocs, errors, routes
-from api.admission_cache import AdmissionSnapshot, InvalidateOnQueueWrite
 from api.auth import TokenTable
 from api.dashboard.history import History
+from api.feasibility_cache import FeasibilitySnapshot, InvalidateOnQueueWrite
 from api.limits import BodySizeLimit
 from api.metrics import LatencyMiddleware, Metrics
 from api.overload import LoadShedder
@@ -37,8 +37,8 @@ def create_app(settings: Settings, wiring: Wiring | None = None) -> FastAPI:
         worker_key=settings.worker_key,
         # Fair shares are computed with the policy the loop runs (given by `shoal serve`).
         metrics=Metrics(database, config=lambda: wired.core_config),
-        # Admission reads queues and nodes from a snapshot (api.admission_cache).
-        admission=AdmissionSnapshot(settings.admission_ttl_s),
+        # Admission reads queues and nodes from a snapshot (api.feasibility_cache).
+        feasibility=FeasibilitySnapshot(settings.admission_ttl_s),
         wiring=wired,
     )
 
@@ -70,7 +70,7 @@ def create_app(settings: Settings, wiring: Wiring | None = None) -> FastAPI:
     # refuses before it parses anything; then the size limit, before anything reads the body.
     app.add_middleware(LatencyMiddleware, metrics=services.metrics)
     queues = f"{routes.API_PREFIX}/queues"
-    app.add_middleware(InvalidateOnQueueWrite, snapshot=services.admission, prefix=queues)
+    app.add_middleware(InvalidateOnQueueWrite, snapshot=services.feasibility, prefix=queues)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(
         LoadShedder,

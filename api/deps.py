@@ -11,8 +11,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from api import auth
-from api.admission_cache import AdmissionSnapshot
 from api.errors import fail
+from api.feasibility_cache import FeasibilitySnapshot
 from api.services import Services, services_of
 from scheduler import workertoken
 from scheduler.store import tokens as store_tokens
@@ -31,8 +31,10 @@ async def get_database(services: Annotated[Services, Depends(get_services)]) -> 
     return services.database
 
 
-async def get_admission(services: Annotated[Services, Depends(get_services)]) -> AdmissionSnapshot:
-    return services.admission
+async def get_feasibility(
+    services: Annotated[Services, Depends(get_services)],
+) -> FeasibilitySnapshot:
+    return services.feasibility
 
 
 def get_session(db: Annotated[Database, Depends(get_database)]) -> Iterator[Session]:
@@ -140,5 +142,5 @@ PrincipalDep = Annotated[auth.Principal, Depends(require_reader)]
 AnyRoleDep = Annotated[auth.Principal, Depends(principal_of_request)]
 ScraperDep = Annotated[auth.Principal, Depends(require_scraper)]
 AdminDep = Annotated[auth.Principal, Depends(require_admin)]
-AdmissionDep = Annotated[AdmissionSnapshot, Depends(get_admission)]
+FeasibilityDep = Annotated[FeasibilitySnapshot, Depends(get_feasibility)]
 ServicesDep = Annotated[Services, Depends(get_services)]

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
-from scheduler.admission import Problem
+from scheduler.feasibility import Problem
 from scheduler.store import errors
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def fail(status: int, msg: str, *, loc: Sequence[str | int] = (), type: str = "e
     return ApiError(status, [ErrorItem(loc=list(loc), msg=msg, type=type)])
 
 
-def admission_error(problems: Sequence[Problem]) -> ApiError:
+def feasibility_error(problems: Sequence[Problem]) -> ApiError:
     return ApiError(
         422, [ErrorItem(loc=["body", *p.loc], msg=p.msg, type="admission") for p in problems]
     )

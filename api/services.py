@@ -16,9 +16,9 @@ from typing import Protocol, runtime_checkable
 
 from fastapi import FastAPI
 
-from api.admission_cache import AdmissionSnapshot
 from api.auth import TokenTable
 from api.dashboard.history import History
+from api.feasibility_cache import FeasibilitySnapshot
 from api.metrics import Metrics
 from scheduler import model
 from scheduler.store.db import Database
@@ -63,7 +63,7 @@ class Services:
     tokens: TokenTable
     worker_key: str | None  # signs per-job worker tokens (`scheduler.workertoken`)
     metrics: Metrics
-    admission: AdmissionSnapshot
+    feasibility: FeasibilitySnapshot
     wiring: Wiring = Wiring()
     progress: ProgressMemory = field(default_factory=ProgressMemory)
 

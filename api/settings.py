@@ -23,7 +23,7 @@ class Settings:
     max_queued: int = 512  # requests waiting for a slot (bounds memory; max_wait_s bounds time)
     max_wait_s: float = 0.5  # the longest one waits before it is shed
     retry_after_s: int = 1
-    # How stale admission's snapshot of queues and nodes may be (api.admission_cache).
+    # How stale the feasibility checks' queues and nodes may be (api.feasibility_cache).
     admission_ttl_s: float = 1.0
     # Signs per-job worker tokens (scheduler.workertoken); None: workers get no token.
     worker_key: str | None = None

@@ -15,10 +15,10 @@ from fastapi import APIRouter, Header, Path, Query, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from api import models, redact, views
-from api.admission_cache import AdmissionSnapshot
 from api.auth import Principal, Role
-from api.deps import AdmissionDep, DatabaseDep, PrincipalDep, SessionDep
-from api.errors import admission_error, fail
+from api.deps import DatabaseDep, FeasibilityDep, PrincipalDep, SessionDep
+from api.errors import fail, feasibility_error
+from api.feasibility_cache import FeasibilitySnapshot
 from scheduler.spec import Phase
 from scheduler.store import jobs, retention
 from scheduler.store.db import Database
@@ -37,7 +37,7 @@ async def submit_job(
     body: models.JobCreate,
     db: DatabaseDep,
     principal: PrincipalDep,
-    snapshot: AdmissionDep,
+    snapshot: FeasibilityDep,
     idempotency_key: Annotated[
         str | None,
         Header(alias="Idempotency-Key", min_length=1, max_length=255),
@@ -56,14 +56,14 @@ def _submit(
     db: Database,
     body: models.JobCreate,
     principal: Principal,
-    snapshot: AdmissionSnapshot,
+    snapshot: FeasibilitySnapshot,
     idempotency_key: str | None,
 ) -> Response:
     with db.session() as session:
         # Queues the caller may not submit to are reported as unknown (no existence leak).
         problems = snapshot.check_job(session, body, may_submit=principal.may_submit)
         if problems:
-            raise admission_error(problems)
+            raise feasibility_error(problems)
         row, created = jobs.submit_job(
             session=session, spec=body, submitter=principal.user, idempotency_key=idempotency_key
         )

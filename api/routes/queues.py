@@ -6,8 +6,8 @@ from fastapi import APIRouter, Path, status
 
 from api import models, views
 from api.deps import AdminDep, PrincipalDep, SessionDep
-from api.errors import admission_error, fail
-from scheduler import admission
+from api.errors import fail, feasibility_error
+from scheduler import feasibility
 from scheduler.spec import QueueSpec
 from scheduler.store import cycle, errors, queues
 
@@ -32,11 +32,11 @@ def create_queue(body: models.QueueCreate, session: SessionDep, _: AdminDep) -> 
     if body.name in known:
         raise fail(409, f"queue {body.name!r} already exists", loc=["body", "name"])
     nodes = cycle.load_capacity(session=session)
-    problems = admission.check_queue(body, queues=known, nodes=nodes)
+    problems = feasibility.check_queue(body, queues=known, nodes=nodes)
     if problems:
-        raise admission_error(problems)
+        raise feasibility_error(problems)
     out = views.queue(queues.create_queue(session=session, spec=body))
-    out.warnings = admission.queue_warnings(body, queues=known, nodes=nodes)
+    out.warnings = feasibility.queue_warnings(body, queues=known, nodes=nodes)
     return out
 
 
@@ -70,12 +70,12 @@ def update_queue(
     spec = QueueSpec.model_validate(merged)
     known = {q.name: q for q in cycle.load_queues(session=session)}
     nodes = cycle.load_capacity(session=session)
-    problems = admission.check_queue(spec, queues=known, nodes=nodes)
+    problems = feasibility.check_queue(spec, queues=known, nodes=nodes)
     if problems:
-        raise admission_error(problems)
+        raise feasibility_error(problems)
     updated = queues.update_queue(session=session, spec=spec, expected_version=body.version)
     out = views.queue(updated)
-    out.warnings = admission.queue_warnings(spec, queues=known, nodes=nodes)
+    out.warnings = feasibility.queue_warnings(spec, queues=known, nodes=nodes)
     return out
 
 

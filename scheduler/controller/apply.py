@@ -1,6 +1,6 @@
 """Carries out a reconcile `Decision` on the store (the only I/O of the controller), and
 turns refusals into status conditions on the CR. Before storing anything it runs the
-admission checks the REST API runs (`scheduler.admission`: unknown queue, a GPU type no
+feasibility checks the REST API runs (`scheduler.feasibility`: unknown queue, a GPU type no
 node has, more workers than the cluster could ever hold, a queue tree that does not add
 up), so a TrainingJob or Queue is accepted or refused for the same reasons as a POST.
 Called by the CR watcher in `scheduler.controller.watcher`.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler import admission
+from scheduler import feasibility
 from scheduler.controller import reconcile
 from scheduler.store import crstatus, cycle, errors, jobs, queues
 from scheduler.store.db import Session
@@ -24,17 +24,17 @@ def _refused(status: dict[str, Any], action: reconcile.Action, reason: str, mess
     )
 
 
-def _admission(session: Session, action: reconcile.Action) -> str | None:
-    """What the REST API's admission would say against `action` ("spec.gpuType.0: ..."),
+def _feasibility(session: Session, action: reconcile.Action) -> str | None:
+    """What the REST API's feasibility checks would say against `action` ("spec.gpuType.0: ..."),
     or None when it admits."""
     if isinstance(action, reconcile.Submit):
         known = {q.name: q for q in cycle.load_queues(session=session)}
         nodes = cycle.load_capacity(session=session)
-        problems = admission.check_job(action.spec, queues=known, nodes=nodes)
+        problems = feasibility.check_job(action.spec, queues=known, nodes=nodes)
     elif isinstance(action, reconcile.UpsertQueue):
         known = {q.name: q for q in cycle.load_queues(session=session)}
         nodes = cycle.load_capacity(session=session)
-        problems = admission.check_queue(action.spec, queues=known, nodes=nodes)
+        problems = feasibility.check_queue(action.spec, queues=known, nodes=nodes)
     else:
         return None
     if not problems:
@@ -46,7 +46,7 @@ def apply(session: Session, decision: reconcile.Decision) -> dict[str, Any]:
     """Run `decision.action`; returns the status patch to write (decision's, amended)."""
     status = dict(decision.status)
     action = decision.action
-    refusal = _admission(session, action)
+    refusal = _feasibility(session, action)
     if refusal is not None:
         _refused(status, action, "AdmissionRefused", refusal)
         return {k: v for k, v in status.items() if v is not None}

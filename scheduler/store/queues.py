@@ -1,6 +1,6 @@
 """Queue repository: create, list, get, update, delete (keyword-only, each commits).
 
-Callers validate context first (`scheduler.admission.check_queue`: parent fits); the
+Callers validate context first (`scheduler.feasibility.check_queue`: parent fits); the
 store enforces what the data itself needs: the parent exists, no cycles, and a queue
 with children or live jobs cannot be deleted.
 """

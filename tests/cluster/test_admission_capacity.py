@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from api.admission_cache import AdmissionSnapshot
+from api.feasibility_cache import FeasibilitySnapshot
 from scheduler.spec import JobSpec
 from scheduler.store import cycle
 
@@ -89,7 +89,7 @@ def test_rest_refuses_only_what_no_node_could_ever_hold(
     cluster: ControlPlane, shoal_env: dict[str, str], start_shoal: Callable[..., Shoal]
 ) -> None:
     shoal = busy_and_cordoned(cluster, shoal_env, start_shoal)
-    rest = AdmissionSnapshot(ttl_s=0)  # the admission the POST route runs
+    rest = FeasibilitySnapshot(ttl_s=0)  # the admission the POST route runs
     with shoal.database.session() as s:
         one_node = rest.check_job(s, spec(1, 8), may_submit=lambda q: True)
         both_nodes = rest.check_job(s, spec(2, 8), may_submit=lambda q: True)

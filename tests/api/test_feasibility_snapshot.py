@@ -1,4 +1,4 @@
-"""Admission reads queues and nodes from a snapshot (api.admission_cache): a stale one
+"""Admission reads queues and nodes from a snapshot (api.feasibility_cache): a stale one
 never refuses, and a queue written through the API is seen by the next submission."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The queues and the inventory that admission checks a submission against, read from the
-store at most once per `ttl_s` instead of twice per request.
+"""The queues and the inventory that the feasibility checks (`scheduler.feasibility`)
+test a submission against, read from the store at most once per `ttl_s` instead of
+twice per request.
 
 Profiled under load (docs/benchmarks.md, "REST API throughput"), reading every queue and
 every node on each submission was a fifth of the route's time. A cached snapshot can be
@@ -23,7 +24,7 @@ from collections.abc import Callable, Mapping
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from scheduler import admission
+from scheduler import feasibility
 from scheduler.model import Node, Queue
 from scheduler.spec import JobSpec
 from scheduler.store import cycle
@@ -32,7 +33,7 @@ from scheduler.store.db import Session
 DEFAULT_TTL_S = 1.0
 
 
-class AdmissionSnapshot:
+class FeasibilitySnapshot:
     def __init__(
         self, ttl_s: float = DEFAULT_TTL_S, clock: Callable[[], float] = time.monotonic
     ) -> None:
@@ -64,13 +65,13 @@ class AdmissionSnapshot:
 
     def check_job(
         self, session: Session, spec: JobSpec, *, may_submit: Callable[[str], bool]
-    ) -> list[admission.Problem]:
-        """`admission.check_job` against the queues the caller may submit to (the others
+    ) -> list[feasibility.Problem]:
+        """`feasibility.check_job` against the queues the caller may submit to (the others
         are reported as unknown: no existence leak) and the nodes as if empty."""
 
-        def check(queues: tuple[Queue, ...], nodes: tuple[Node, ...]) -> list[admission.Problem]:
+        def check(queues: tuple[Queue, ...], nodes: tuple[Node, ...]) -> list[feasibility.Problem]:
             known: Mapping[str, Queue] = {q.name: q for q in queues if may_submit(q.name)}
-            return admission.check_job(spec, queues=known, nodes=nodes)
+            return feasibility.check_job(spec, queues=known, nodes=nodes)
 
         problems = check(*self._cached(session))
         if problems:  # never refuse on stale data
@@ -82,7 +83,7 @@ class InvalidateOnQueueWrite:
     """ASGI middleware: a queue created, changed or deleted through this API drops the
     snapshot, so this replica's next submission sees it at once."""
 
-    def __init__(self, app: ASGIApp, snapshot: AdmissionSnapshot, prefix: str) -> None:
+    def __init__(self, app: ASGIApp, snapshot: FeasibilitySnapshot, prefix: str) -> None:
         self.app, self.snapshot, self.prefix = app, snapshot, prefix
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
