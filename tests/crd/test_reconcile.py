@@ -1,13 +1,10 @@
-"""The controller's reconcile functions as a table (pure), then `apply` on a real SQLite
-store: a CR becomes a job once, a CR naming an unknown queue says so, delete cancels."""
+"""The controller's TrainingJob reconcile as a table (pure), then `apply` on a real SQLite
+store: a CR becomes a job once, a CR naming an unknown queue says so, delete cancels;
+the status it writes (conditions that are metav1.Conditions, patches only of changes)."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,45 +13,9 @@ from scheduler.controller import apply as applying
 from scheduler.controller import reconcile
 from scheduler.spec import Phase
 from scheduler.store import jobs, queues
-from scheduler.store.db import Database, open_database
+from scheduler.store.db import Database
 
-
-def tj(name: str = "resnet", **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "shoal.dev/v1alpha1",
-        "kind": "TrainingJob",
-        "metadata": {
-            "name": name,
-            "namespace": "shoal-jobs",
-            "uid": f"uid-{name}",
-            "generation": 1,
-        },
-        "spec": {"queue": "vision", "image": "x:1", "workers": 2, "gpu": 0.5, **spec},
-    }
-
-
-@dataclass
-class FakeJob:
-    spec: dict[str, Any]
-    id: str = "j1"
-    phase: str = "Running"
-    queue: str = "vision"
-    placements: list[Any] = field(default_factory=list)
-    pending_message: str | None = None
-    attempt: int = 0
-    restarts: int = 0
-    cancel_requested: bool = False
-    created_at: datetime = datetime(2026, 1, 1, tzinfo=UTC)
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-
-
-def stored(cr: dict[str, Any], **kw: Any) -> FakeJob:
-    return FakeJob(spec=jobs.spec_json(reconcile.job_spec_of(cr)), **kw)
-
-
-def _cond(decision: reconcile.Decision, type_: str) -> dict[str, Any]:
-    return next(c for c in decision.status["conditions"] if c["type"] == type_)
+from .reconcilekit import condition, stored, tj
 
 
 @pytest.mark.parametrize(
@@ -78,14 +39,14 @@ def test_invalid_cr_is_not_scheduled_and_says_which_field(
     decision = reconcile.reconcile_trainingjob(cr, None)
     assert decision.action is None
     assert decision.status["phase"] == reconcile.INVALID
-    valid = _cond(decision, "Valid")
+    valid = condition(decision, "Valid")
     assert valid["status"] == "False" and valid["reason"] == "InvalidSpec"
     assert valid["message"].startswith(field_), valid["message"]
 
 
 def test_invalid_metadata_name() -> None:
     decision = reconcile.reconcile_trainingjob(tj(name="x" * 64), None)
-    assert decision.action is None and "spec.name" in _cond(decision, "Valid")["message"]
+    assert decision.action is None and "spec.name" in condition(decision, "Valid")["message"]
 
 
 def test_new_valid_cr_is_submitted_idempotently() -> None:
@@ -109,7 +70,7 @@ def test_unchanged_cr_reports_the_stored_job() -> None:
     decision = reconcile.reconcile_trainingjob(cr, job)
     assert decision.action is None
     assert decision.status["phase"] == "Running" and decision.status["gpus"] == "1"
-    assert _cond(decision, "SpecApplied")["status"] == "True"
+    assert condition(decision, "SpecApplied")["status"] == "True"
     assert decision.status["submittedAt"] == "2026-01-01T00:00:00Z"
 
 
@@ -121,7 +82,7 @@ def test_editing_an_immutable_field_is_refused_clearly() -> None:
     edited["metadata"]["generation"] = 2
     decision = reconcile.reconcile_trainingjob(edited, job)
     assert decision.action is None
-    cond = _cond(decision, "SpecApplied")
+    cond = condition(decision, "SpecApplied")
     assert cond["status"] == "False" and cond["reason"] == "ImmutableField"
     assert "spec.workers cannot change" in cond["message"]
     assert decision.status["observedGeneration"] == 2
@@ -133,7 +94,7 @@ def test_an_invalid_edit_of_a_submitted_job_keeps_it() -> None:
     edited = tj(gpu=7.5)
     decision = reconcile.reconcile_trainingjob(edited, stored(cr))
     assert decision.action is None
-    assert _cond(decision, "SpecApplied")["reason"] == "InvalidEdit"
+    assert condition(decision, "SpecApplied")["reason"] == "InvalidEdit"
 
 
 def test_deleting_cancels_unless_finished() -> None:
@@ -143,34 +104,6 @@ def test_deleting_cancels_unless_finished() -> None:
     done = stored(tj(), phase=Phase.SUCCEEDED.value)
     assert reconcile.reconcile_trainingjob(cr, done).action is None
     assert reconcile.reconcile_trainingjob(cr, None).action is None
-
-
-def test_queue_reconcile() -> None:
-    cr: dict[str, Any] = {
-        "metadata": {"name": "vision", "generation": 1},
-        "spec": {"guaranteed": {"total": 8, "H100": 4}},
-    }
-    out = reconcile.reconcile_queue(cr, None)
-    assert isinstance(out.action, reconcile.UpsertQueue) and out.action.create
-    assert out.action.spec.guaranteed.by_model == {"H100": 4.0}
-    assert reconcile.reconcile_queue(cr, out.action.spec).action is None
-    changed = copy.deepcopy(cr)
-    changed["spec"]["weight"] = 3
-    out2 = reconcile.reconcile_queue(changed, out.action.spec)
-    assert isinstance(out2.action, reconcile.UpsertQueue) and not out2.action.create
-    bad = reconcile.reconcile_queue({"metadata": {"name": "q"}, "spec": {"weight": 0}}, None)
-    assert bad.action is None and "spec.weight" in bad.status["reason"]
-    gone = {"metadata": {"name": "vision", "deletionTimestamp": "x"}}
-    assert reconcile.reconcile_queue(gone, out.action.spec).action == reconcile.DeleteQueue(
-        "vision"
-    )
-
-
-@pytest.fixture
-def database(tmp_path: Path) -> Iterator[Database]:
-    db = open_database(f"sqlite:///{tmp_path / 'shoal.db'}")
-    yield db
-    db.close()
 
 
 def test_apply_on_a_real_store(database: Database) -> None:
@@ -289,84 +222,3 @@ def test_written_conditions_are_metav1_conditions() -> None:
     # The schema refuses what metav1.Condition refuses.
     bad = {"conditions": [{"type": "Valid", "status": "True", "message": ""}]}
     assert list(tj_schema.iter_errors(bad))
-
-
-def test_a_queue_status_shows_its_allocated_gpus_and_pending_jobs(database: Database) -> None:
-    from scheduler.model import WorkerPlacement
-    from scheduler.store import cycle
-
-    with database.session() as session:
-        qcr = {"metadata": {"name": "vision"}, "spec": {"guaranteed": {"total": 4}}}
-        applying.apply(session, reconcile.reconcile_queue(qcr, None))
-        assert applying.queue_usage(session, "vision") == {
-            "allocated": 0,
-            "pending": 0,
-            "running": 0,
-        }
-        for name in ("a", "b", "c"):
-            applying.apply(session, reconcile.reconcile_trainingjob(tj(name), None))
-        [live, *_] = cycle.live_jobs(session=session)
-        cycle.record_placement(
-            session=session,
-            job_id=live.id,
-            expected_version=live.version,
-            placements=[WorkerPlacement(0, "n1", (0,), 0.5), WorkerPlacement(1, "n1", (0,), 0.5)],
-            attempt=1,
-        )
-        assert applying.queue_usage(session, "vision") == {
-            "allocated": 1.0,
-            "pending": 2,
-            "running": 0,
-        }
-        # A parent shows its subtree (as the dashboard does).
-        applying.apply(session, reconcile.reconcile_queue({"metadata": {"name": "dept"}}, None))
-        child = {"metadata": {"name": "vision"}, "spec": {"parent": "dept", "guaranteed": 4}}
-        applying.apply(
-            session,
-            reconcile.reconcile_queue(
-                child, queues.spec_of(queues.get_queue(session=session, name="vision"))
-            ),
-        )
-        assert applying.queue_usage(session, "dept")["allocated"] == 1.0
-        assert applying.queue_usage(session, "dept")["pending"] == 2
-
-
-def test_a_queue_status_shows_the_cores_fair_share(database: Database) -> None:
-    """The watcher writes status.fairShare (the FairShare column): the core's weighted
-    water-filling over the recorded inventory, the same figure the dashboard shows."""
-    from support.builders import node
-
-    from api import queuestats
-    from scheduler.controller import watcher as crds
-    from scheduler.store import cycle
-
-    patches: list[tuple[str, dict[str, Any]]] = []
-
-    class StatusApi:  # what the watcher writes, kept instead of sent
-        def patch_cluster_custom_object_status(
-            self, group: str, version: str, plural: str, name: str, body: dict[str, Any]
-        ) -> None:
-            patches.append((name, body["status"]))
-
-    watcher = crds.CrWatcher(None, database.session, "shoal-jobs")
-    watcher.api = StatusApi()
-    with database.session() as session:
-        cycle.save_inventory(session=session, nodes=[node("n1", gpus=8)])
-    vision = {"metadata": {"name": "vision"}, "spec": {"weight": 1}}
-    nlp = {"metadata": {"name": "nlp"}, "spec": {"weight": 3}}
-    watcher.queue(vision)
-    watcher.queue(nlp)
-    # No demand yet: nobody is owed anything.
-    assert {name: st["fairShare"] for name, st in patches} == {"vision": 0.0, "nlp": 0.0}
-    with database.session() as session:
-        for name, queue in (("a", "vision"), ("b", "nlp")):
-            cr = tj(name, queue=queue, workers=2, gpu=4)
-            assert applying.apply(session, reconcile.reconcile_trainingjob(cr, None))["jobId"]
-    patches.clear()
-    watcher.queue({**vision, "status": {}})
-    watcher.queue({**nlp, "status": {}})
-    # 8 GPUs, both want 8: split 1:3 by weight.
-    assert {name: st["fairShare"] for name, st in patches} == {"vision": 2.0, "nlp": 6.0}
-    with database.session() as session:
-        dashboard = {s.name: s.fair_share for s in queuestats.compute(queuestats.snapshot(session))}
-    assert dashboard == {"vision": 2.0, "nlp": 6.0}
