@@ -60,9 +60,6 @@ def compute(snap: m.Snapshot) -> list[QueueStats]:
     """Every queue, parents before their children (depth-first, names in order)."""
     ctx = context.with_fair_shares(snap)
     tree, est, ledger, shares = ctx.tree, ctx.est, ctx.ledger, ctx.shares
-    parents = {
-        name: q.parent if q.parent in tree.queues else None for name, q in tree.queues.items()
-    }
     own_pending: dict[str, float] = defaultdict(float)
     own_pending_gpus: dict[str, float] = defaultdict(float)
     own_running: dict[str, float] = defaultdict(float)
@@ -71,9 +68,9 @@ def compute(snap: m.Snapshot) -> list[QueueStats]:
         own_pending_gpus[job.queue] += est.total(job)
     for run in snap.running:
         own_running[run.job.queue] += 1
-    pending = usage.rollup(own_pending, parents)
-    pending_gpus = usage.rollup(own_pending_gpus, parents)
-    running = usage.rollup(own_running, parents)
+    pending = usage.rounded(tree.rollup(own_pending))
+    pending_gpus = usage.rounded(tree.rollup(own_pending_gpus))
+    running = usage.rounded(tree.rollup(own_running))
 
     allocated = {name: _r(ledger.of(name)) for name in tree.queues}
     guaranteed = {name: accounting.guaranteed(q, m.TOTAL) for name, q in tree.queues.items()}
@@ -88,7 +85,7 @@ def compute(snap: m.Snapshot) -> list[QueueStats]:
         out.append(
             QueueStats(
                 name=name,
-                parent=parents[name],
+                parent=q.parent if q.parent in tree.queues else None,
                 depth=depth,
                 guaranteed=guaranteed[name],
                 limit=accounting.limit(q, m.TOTAL),

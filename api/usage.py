@@ -3,8 +3,8 @@ and the workers still stopping (`scheduler.store.draining`: shown as draining, n
 
 Shared by `GET /nodes`, `GET /cluster/summary` and the /metrics collector. Amounts are
 rounded to 6 decimals (four 0.25 shares and a 0.9 that was 0.1 + 0.8 read as 1.0 and 0.9,
-not 0.8999999999999999). `rollup` (and `Usage.by_queue_tree`) gives a parent queue what
-its whole subtree holds, as the fair share counts it.
+not 0.8999999999999999). `Usage.by_queue_tree` gives a parent queue what its whole
+subtree holds, with the core's roll-up (`accounting.QueueTree.rollup`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from scheduler.core import accounting
 from scheduler.model import Node
 from scheduler.spec import Phase
 from scheduler.store import cycle, draining
@@ -35,7 +36,7 @@ class Usage:
     nodes: tuple[Node, ...]
     live: list[cycle.LiveJob]
     shares: dict[tuple[str, int], list[Share]] = field(default_factory=dict)
-    parents: dict[str, str | None] = field(default_factory=dict)  # queue -> parent
+    tree: accounting.QueueTree = field(default_factory=lambda: accounting.QueueTree.build(()))
 
     def allocated(self, node: str, index: int) -> float:
         return round(min(1.0, sum(s.fraction for s in self.shares.get((node, index), ()))), 6)
@@ -50,7 +51,7 @@ class Usage:
 
     def by_queue_tree(self) -> dict[str, float]:
         """GPUs held by each queue's jobs and its descendants' (a department's total)."""
-        return rollup(self.by_queue(), self.parents)
+        return rounded(self.tree.rollup(self.by_queue()))
 
     def draining(self) -> float:
         """GPUs held by workers still stopping (counted in `allocated` too)."""
@@ -85,26 +86,15 @@ class Usage:
         return dict(out)
 
 
-def rollup(own: Mapping[str, float], parents: Mapping[str, str | None]) -> dict[str, float]:
-    """Each queue's own amount plus every descendant's. `parents` maps each queue to its
-    parent (None at the top); a queue missing from it (deleted since) counts for itself."""
-    out: dict[str, float] = defaultdict(float)
-    for queue, amount in own.items():
-        seen: set[str] = set()
-        q: str | None = queue
-        while q is not None and q not in seen:  # a cycle cannot loop forever
-            seen.add(q)
-            out[q] += amount
-            q = parents.get(q)
-    for q in parents:
-        out.setdefault(q, 0.0)
-    return {q: round(v, 6) for q, v in out.items()}
+def rounded(amounts: Mapping[str, float]) -> dict[str, float]:
+    """Amounts as shown: to 6 decimals (see the module doc)."""
+    return {q: round(v, 6) for q, v in amounts.items()}
 
 
 def compute(session: Session) -> Usage:
     live = cycle.live_jobs(session=session, unreadable=[])  # an unreadable row: left out
     usage = Usage(cycle.load_inventory(session=session), live)
-    usage.parents = {q.name: q.parent for q in cycle.load_queues(session=session)}
+    usage.tree = accounting.QueueTree.build(cycle.load_queues(session=session))
     for job in usage.live:
         if job.running() is None:
             continue

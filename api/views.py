@@ -188,7 +188,7 @@ def summary(
     }
     total = sum(t.total for t in by_model.values())
     allocated = round(sum(t.allocated for t in by_model.values()), 6)
-    # A parent queue holds what its children hold (`usage.rollup`).
+    # A parent queue holds what its children hold (the core's `QueueTree.rollup`).
     held, pending, running = u.by_queue_tree(), u.pending_by_queue(), u.running_by_queue()
     usages = [
         models.QueueUsage(

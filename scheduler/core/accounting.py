@@ -42,6 +42,21 @@ class QueueTree:
             children[chain[1] if len(chain) > 1 else None].append(name)
         return QueueTree(by_name, chains, {k: tuple(v) for k, v in children.items()})
 
+    def rollup(self, own: Mapping[str, float]) -> dict[str, float]:
+        """Each queue's own amount plus every descendant's: a parent holds its whole
+        subtree, as fair share counts it (the one roll-up: the core's ledger, the API's
+        views and a Queue CR's status all add along these chains). A queue not in the
+        tree (deleted since) counts for itself; every queue of the tree is in the result."""
+        out = dict.fromkeys(self.queues, 0.0)
+        for queue, amount in own.items():
+            for name in self.chains.get(queue, (queue,)):
+                out[name] = out.get(name, 0.0) + amount
+        return out
+
+    def subtree(self, name: str) -> set[str]:
+        """`name` and every queue below it."""
+        return {q for q, chain in self.chains.items() if name in chain} | {name}
+
 
 def guaranteed(queue: m.Queue, key: str) -> float:
     """The guarantee for one key (m.TOTAL or a model); absent means 0."""

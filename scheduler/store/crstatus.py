@@ -11,8 +11,9 @@ from typing import Any, NamedTuple
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
+from scheduler.core import accounting
 from scheduler.spec import Phase
-from scheduler.store import convert, schema
+from scheduler.store import cluster, convert, schema
 
 _HOLDING = (Phase.SCHEDULED.value, Phase.RUNNING.value)
 _WAITING = (Phase.PENDING.value, Phase.PREEMPTED.value)
@@ -22,15 +23,7 @@ def queue_usage(*, session: Session, name: str) -> dict[str, Any]:
     """What a Queue's status shows of its jobs now (the `Allocated` and `Pending` printer
     columns): GPUs held by its placed jobs, jobs waiting (Preempted ones included: they
     wait again), jobs running. A parent counts its whole subtree, as the dashboard does."""
-    children: dict[str | None, list[str]] = {}
-    for child, parent in session.execute(select(schema.QueueRow.name, schema.QueueRow.parent)):
-        children.setdefault(parent, []).append(child)
-    subtree, todo = set(), [name]
-    while todo:
-        q = todo.pop()
-        if q not in subtree:
-            subtree.add(q)
-            todo.extend(children.get(q, ()))
+    subtree = accounting.QueueTree.build(cluster.load_queues(session=session)).subtree(name)
     rows = session.execute(
         select(schema.JobRow.phase, schema.JobRow.placements).where(
             schema.JobRow.queue.in_(sorted(subtree)),

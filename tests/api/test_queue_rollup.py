@@ -7,17 +7,9 @@ from conftest import ADMIN
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from api.usage import rollup
 from scheduler import store
 from scheduler.model import WorkerPlacement
 from scheduler.spec import JobSpec, QueueSpec
-
-
-def test_rollup_sums_every_descendant() -> None:
-    parents = {"org": None, "dept": "org", "a": "dept", "b": "dept", "solo": None}
-    got = rollup({"a": 1.5, "b": 2.0, "dept": 0.5, "gone": 1.0}, parents)
-    assert got == {"a": 1.5, "b": 2.0, "dept": 4.0, "org": 4.0, "solo": 0.0, "gone": 1.0}
-    assert rollup({"x": 1.0}, {"x": "y", "y": "x"}) == {"x": 1.0, "y": 1.0}  # a cycle ends
 
 
 def test_parent_queue_aggregates_children_in_the_summary(app: FastAPI, client: TestClient) -> None:
