@@ -12,19 +12,18 @@ SHOAL_API_URL with SHOAL_API_TOKEN. The API being down never stops the training.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import httpx
 
 from scheduler.worker import progress
+from scheduler.worker.supervisor import Supervisor
 
 SITE_DIR = Path(__file__).parent / "_site"
 
@@ -106,10 +105,11 @@ def run(command: list[str], env: Mapping[str, str] | None = None) -> int:
         print("usage: shoal worker -- COMMAND [ARGS...]", file=sys.stderr)
         return 2
     base_env = dict(os.environ if env is None else env)
+    supervisor = Supervisor()  # a SIGTERM from now on reaches the command
     reporter = Reporter(base_env)
     reporter.start()
     try:
-        child = subprocess.Popen(
+        child = supervisor.start(
             command,
             env=child_env(base_env),
             stdout=subprocess.PIPE,
@@ -120,13 +120,6 @@ def run(command: list[str], env: Mapping[str, str] | None = None) -> int:
         print(f"shoal worker: cannot run {command[0]}: {exc}", file=sys.stderr)
         reporter.stop()
         return 127
-
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        if child.poll() is None:
-            child.send_signal(signum)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
     assert child.stdout is not None
     for raw in iter(child.stdout.readline, b""):
         sys.stdout.buffer.write(raw)
@@ -134,9 +127,9 @@ def run(command: list[str], env: Mapping[str, str] | None = None) -> int:
         data = progress.parse(raw.decode(errors="replace"))
         if data is not None:
             reporter.update(data)
-    code = child.wait()
+    code = supervisor.wait()
     reporter.stop()
-    return 128 - code if code < 0 else code
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

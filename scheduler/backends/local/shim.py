@@ -22,12 +22,11 @@ import argparse
 import grp
 import os
 import pwd
-import signal
-import subprocess
 import sys
 import time
-from types import FrameType
 from typing import Any
+
+from scheduler.worker.supervisor import Supervisor
 
 
 def _write_atomic(path: str, text: str) -> None:
@@ -62,35 +61,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv[:cut])
     command = argv[cut + 1 :]
     # Until the user's process exists, a signal is kept and forwarded once it does.
-    box: dict[str, subprocess.Popen[bytes]] = {}
-    pending: list[int] = []
-
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        child = box.get("child")
-        if child is None:
-            pending.append(signum)
-        elif child.poll() is None:
-            child.send_signal(signum)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
+    supervisor = Supervisor()
     # One short O_APPEND write is atomic, so concurrent shims never interleave lines.
     fd = os.open(args.ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     os.write(fd, f"{args.key} {os.getpid()} {time.time():.3f}\n".encode())
     os.fsync(fd)
     os.close(fd)
     try:
-        child = subprocess.Popen(command, **_as_user(args.user))
+        supervisor.start(command, **_as_user(args.user))
     except (OSError, KeyError) as exc:
         print(f"shoal: cannot start {command[:1]}: {exc}", file=sys.stderr, flush=True)
         _write_atomic(args.exit_file, "127\n")
         return 127
-    box["child"] = child
-    for signum in pending:
-        forward(signum, None)
-    code = child.wait()
-    # A child killed by signal N exits as 128 + N, as a shell (and Kubernetes) reports it.
-    code = 128 - code if code < 0 else code
+    code = supervisor.wait()
     _write_atomic(args.exit_file, f"{code}\n")
     return code
 
