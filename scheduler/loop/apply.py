@@ -16,29 +16,21 @@ that job's reason, with a backoff) and the other decisions are still carried out
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from scheduler import model
 from scheduler.backends import base
-from scheduler.clock import as_datetime
-from scheduler.loop import backoff as retry
-from scheduler.loop import faults, lifecycle
-from scheduler.loop.enact import enact
-from scheduler.loop.workerenv import WorkerEnv, env_for
+from scheduler.loop import faults, launching, lifecycle
+from scheduler.loop.context import Cycle
+from scheduler.loop.enact import enact, stop_quietly
+from scheduler.loop.workerenv import env_for
 from scheduler.spec import Phase
 from scheduler.store import cycle as store
 from scheduler.store import errors
-from scheduler.store.port import LiveStore
 
 log = logging.getLogger(__name__)
 _RACES = (errors.VersionConflict, errors.InvalidTransition, errors.NotFound)
-# (job id, step, exception): one job's decision could not be carried out.
-OnError = Callable[[str, str, Exception], None]
-
-
-def _raise(job_id: str, step: str, exc: Exception) -> None:
-    raise exc
 
 
 @dataclass
@@ -68,66 +60,45 @@ def report_violations(
 
 
 def apply(
-    db: LiveStore,
-    backend: base.ClusterBackend,
+    cycle: Cycle,
     result: model.CycleResult,
     live: Mapping[str, store.LiveJob],
-    *,
-    now: float,
-    worker_env: WorkerEnv,
-    reasons: dict[str, model.PendingReason] | None = None,
     foreign_ids: Set[str] = frozenset(),
-    backoff: retry.Backoff | None = None,
-    on_error: OnError = _raise,
-    reported: set[model.Violation] | None = None,
 ) -> Applied:
-    """`reasons` remembers what was last written per job, so an unchanged reason costs
-    no store round trip (the store would skip it too, after a read). A launch or bind the
-    cluster refuses becomes that job's reason, with a per-job `backoff` (see
-    `scheduler.loop.backoff`); the other decisions are still carried out."""
-    written = {} if reasons is None else reasons
-    backoff = retry.Backoff() if backoff is None else backoff
-    abilities = backend.capabilities()
-    foreign, notes = abilities.foreign, abilities.pending_notes
+    """Carry out `result` (see the module doc). The memory's `reasons` say what was last
+    written per job, so an unchanged reason costs no store round trip; a launch or bind
+    the cluster refuses becomes that job's reason, with its launch backoff; the other
+    decisions are still carried out."""
+    abilities = cycle.backend.capabilities()
     out = Applied(violations=list(result.violations))
-    report_violations(result.violations, reported)
+    report_violations(result.violations, cycle.memory.violations)
     for p in result.preempts:
         try:
-            _preempt(db, backend, p, live, now, out)
+            _preempt(cycle, p, live, out)
         except Exception as exc:
-            on_error(p.job_id, "preemption", exc)
+            cycle.on_error(p.job_id, "preemption", exc)
     for place in result.places:
-        if foreign is not None and place.job_id in foreign_ids:  # a foreign pod: bind it
-            try:
-                foreign.bind_foreign(place.job_id, place.placements[0])
-            except Exception as exc:
-                delay = backoff.hold(place.job_id, now)
-                log.warning("bind of %s failed (%s); retry in %.0fs", place.job_id, exc, delay)
-                continue
-            out.placed.append(place.job_id)
+        if abilities.foreign is not None and place.job_id in foreign_ids:
+            _bind(cycle, abilities.foreign, place, out)  # a foreign pod: bind it
             continue
         try:
-            _place(db, backend, place, live, now, worker_env, written, backoff, out)
+            _place(cycle, place, live, out)
         except Exception as exc:
-            on_error(place.job_id, "placement", exc)
+            cycle.on_error(place.job_id, "placement", exc)
     changed: list[tuple[str, int, model.PendingReason]] = []
     for keep in result.pending:
         try:
-            _keep(keep, live, written, notes, foreign_ids, out, changed)
+            _keep(cycle, keep, live, abilities.pending_notes, foreign_ids, out, changed)
         except Exception as exc:
-            on_error(keep.job_id, "recording the pending reason", exc)
-    _write_reasons(db, changed, written, on_error)
+            cycle.on_error(keep.job_id, "recording the pending reason", exc)
+    _write_reasons(cycle, changed)
     return out
 
 
-def _write_reasons(
-    db: LiveStore,
-    changed: list[tuple[str, int, model.PendingReason]],
-    written: dict[str, model.PendingReason],
-    on_error: OnError,
-) -> None:
+def _write_reasons(cycle: Cycle, changed: list[tuple[str, int, model.PendingReason]]) -> None:
     """The reasons that changed, in one write; if that fails, job by job, so one job's
     trouble is that job's."""
+    db = cycle.db
     try:
         done = db.set_pending_reasons(reasons=changed)
     except Exception:
@@ -139,83 +110,80 @@ def _write_reasons(
             except _RACES:
                 continue
             except Exception as exc:
-                on_error(job_id, "recording the pending reason", exc)
+                cycle.on_error(job_id, "recording the pending reason", exc)
                 continue
             done.append(job_id)
     reason_of = {job_id: reason for job_id, _, reason in changed}
     for job_id in done:
-        written[job_id] = reason_of[job_id]
+        cycle.memory.reasons[job_id] = reason_of[job_id]
 
 
 def _preempt(
-    db: LiveStore,
-    backend: base.ClusterBackend,
-    p: model.Preempt,
-    live: Mapping[str, store.LiveJob],
-    now: float,
-    out: Applied,
+    cycle: Cycle, p: model.Preempt, live: Mapping[str, store.LiveJob], out: Applied
 ) -> None:
     lj = live.get(p.job_id)
     if lj is None or lj.phase not in (Phase.SCHEDULED, Phase.RUNNING):
-        retry.stop_quietly(backend, p.job_id, p.grace_period_s, reason=base.StopReason.PREEMPTED)
+        stop_quietly(cycle.backend, p.job_id, p.grace_period_s, reason=base.StopReason.PREEMPTED)
         return
     message = p.reason + (f" (for {p.for_job})" if p.for_job else "")
     try:
         t = lifecycle.preempt(p.grace_period_s, message)
-        enact(db, backend, lj.id, lj.version, t, now=now)
+        enact(cycle.db, cycle.backend, lj.id, lj.version, t, now=cycle.now)
     except _RACES as exc:
         log.info("preempt of %s skipped: %s", lj.id, exc)
         return
     out.preempted.append(lj.id)
 
 
+def _bind(cycle: Cycle, foreign: base.ForeignWorkloads, place: model.Place, out: Applied) -> None:
+    try:
+        foreign.bind_foreign(place.job_id, place.placements[0])
+    except Exception as exc:
+        delay = cycle.memory.launches.hold(place.job_id, cycle.now)
+        log.warning("bind of %s failed (%s); retry in %.0fs", place.job_id, exc, delay)
+        return
+    out.placed.append(place.job_id)
+
+
 def _place(
-    db: LiveStore,
-    backend: base.ClusterBackend,
-    place: model.Place,
-    live: Mapping[str, store.LiveJob],
-    now: float,
-    worker_env: WorkerEnv,
-    written: dict[str, model.PendingReason],
-    backoff: retry.Backoff,
-    out: Applied,
+    cycle: Cycle, place: model.Place, live: Mapping[str, store.LiveJob], out: Applied
 ) -> None:
+    """Record the placement as a new attempt (a transition), then launch it."""
     lj = live.get(place.job_id)
     if lj is None or lj.phase is not Phase.PENDING:
         return
     attempt = lj.attempt + 1
+    recorded = lifecycle.place(place.placements, attempt)
     try:
-        version = db.record_placement(
-            job_id=lj.id,
-            expected_version=lj.version,
-            placements=place.placements,
-            attempt=attempt,
-            now=as_datetime(now),
-        )
+        version = enact(cycle.db, cycle.backend, lj.id, lj.version, recorded, now=cycle.now)
     except _RACES as exc:
         log.info("placement of %s skipped: %s", lj.id, exc)
         return
-    written.pop(lj.id, None)  # record_placement cleared the stored reason
-    faults.point("place:recorded")
-    env = env_for(worker_env, lj.id)
+    cycle.memory.reasons.pop(lj.id, None)  # record_placement cleared the stored reason
+    env = env_for(cycle.worker_env, lj.id)
     request = base.LaunchRequest(lj.id, lj.spec, attempt, place.placements, env, lj.origin)
-    launched = retry.launch(db, backend, request, version=version, now=now, backoff=backoff)
+    launched = launching.launch(
+        cycle.db,
+        cycle.backend,
+        request,
+        version=version,
+        now=cycle.now,
+        backoff=cycle.memory.launches,
+    )
     faults.point("place:launched")
-    if launched:
-        out.placed.append(lj.id)
-    else:
-        out.launch_failed.append(lj.id)
+    (out.placed if launched else out.launch_failed).append(lj.id)
 
 
 def _keep(
+    cycle: Cycle,
     keep: model.KeepPending,
     live: Mapping[str, store.LiveJob],
-    written: dict[str, model.PendingReason],
     notes: base.PendingNotes | None,
     foreign_ids: Set[str],
     out: Applied,
     changed: list[tuple[str, int, model.PendingReason]],
 ) -> None:
+    written = cycle.memory.reasons
     lj = live.get(keep.job_id)
     if lj is None and keep.job_id in foreign_ids:  # a foreign pod: say why, as
         # kube-scheduler would

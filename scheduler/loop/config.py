@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scheduler import model
-from scheduler.loop import apply, reconcile
+from scheduler.loop import apply, phases
 from scheduler.loop.workerenv import WorkerEnv
 
 
@@ -31,7 +31,7 @@ class LoopConfig:
 class CycleReport:
     now: float
     result: model.CycleResult
-    reconciled: reconcile.Reconciled
+    reconciled: phases.Reconciled
     applied: apply.Applied
     seconds: float
     # Seconds spent in each step of the cycle (lease, observe, reconcile, snapshot,

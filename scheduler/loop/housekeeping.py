@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from scheduler.backends import base
 from scheduler.clock import as_datetime
-from scheduler.loop import reconcile
+from scheduler.loop import phases
 from scheduler.store import cycle as store
 from scheduler.store import errors, port
 from scheduler.store.db import Database
@@ -43,7 +43,7 @@ def drop_deleted_files(database: Database, files: base.JobFiles | None, cycle: i
 
 def forget_finished(
     records: base.FinishedRecords | None,
-    attempts: Mapping[reconcile.AttemptKey, list[base.WorkerStatus]],
+    attempts: Mapping[phases.AttemptKey, list[base.WorkerStatus]],
     live: Mapping[str, store.LiveJob],
 ) -> None:
     """Let a backend that keeps records (local) drop those of finished jobs whose

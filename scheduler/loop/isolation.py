@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from scheduler import model
 from scheduler.clock import as_datetime
-from scheduler.loop.backoff import Backoff
+from scheduler.loop.context import Memory
 from scheduler.store import errors
 from scheduler.store.port import LiveStore
 
@@ -23,18 +23,12 @@ MAX_CULPRITS = 8
 
 
 def record(
-    db: LiveStore,
-    faulty: Backoff,
-    reasons: dict[str, model.PendingReason],
-    job_id: str,
-    step: str,
-    error: Exception | str,
-    now: float,
+    db: LiveStore, memory: Memory, job_id: str, step: str, error: Exception | str, now: float
 ) -> None:
     """Make an exception while handling one job that job's reason and event, and hold
-    it out of the next cycles for a backoff (`faulty`); never raises. `reasons` is the
-    loop's memory of written reasons: the job's entry goes, as the store's is replaced."""
-    delay = faulty.hold(job_id, now)
+    it out of the next cycles for a backoff (the memory's `faulty`); never raises. The
+    memory's written reason of the job goes, as the store's is replaced."""
+    delay = memory.faulty.hold(job_id, now)
     if isinstance(error, Exception):
         log.error("job %s: %s failed; retry in %.0fs", job_id, step, delay, exc_info=error)
         error = f"{type(error).__name__}: {error}"
@@ -55,7 +49,7 @@ def record(
         reason = model.PendingReason(
             model.ReasonCode.JOB_ERROR, message, {"step": step, "retryInSeconds": round(delay)}
         )
-        reasons.pop(job_id, None)
+        memory.reasons.pop(job_id, None)
         db.set_pending_reason(job_id=job_id, reason=reason)
     except (errors.InvalidTransition, errors.NotFound):
         pass  # not Pending (its reason is the event) or deleted meanwhile

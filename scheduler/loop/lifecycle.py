@@ -3,7 +3,7 @@
 `decide(job, workers, now, facts)` returns the `Transition` to make, or None (nothing to
 do, or wait and look again). It reads no store, calls no backend and no clock; what it
 needs to know besides the job and its workers comes in `Facts` (gathered by
-`scheduler.loop.reconcile`). `scheduler.loop.enact` carries a transition out, always in
+`scheduler.loop.phases`). `scheduler.loop.enact` carries a transition out, always in
 the same order: the event, the phase writes (each followed by its crash point), then the
 backend's stop. Cause detection here, handling there, as kopf separates them.
 
@@ -35,6 +35,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from scheduler.backends.base import StopReason, WorkerState, WorkerStatus
+from scheduler.model import PendingReason, ReasonCode, WorkerPlacement
 from scheduler.spec import JobSpec, Phase
 
 # After a launch completed, workers the backend does not report are only called missing
@@ -88,6 +89,8 @@ class Outcome(StrEnum):
     SUCCEEDED = "succeeded"
     RUNNING = "running"
     PREEMPTED = "preempted"
+    PLACED = "placed"  # the core placed it: the attempt recorded, the launch follows
+    LAUNCH_REFUSED = "launch_refused"  # the cluster refused the launch: Pending again
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,11 +121,21 @@ class Stop:
 
 
 @dataclass(frozen=True, slots=True)
+class Placement:
+    """A placement to record as a new attempt (Scheduled), and the crash point after it."""
+
+    placements: tuple[WorkerPlacement, ...]
+    attempt: int
+    fault: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Transition:
-    """What to do about one job: `event`, then `writes` in order (each against the
-    version the previous one returned), then `stop`. `hold_launch`: start the job's
-    launch backoff (a broken node must not be a hot loop); `hold_retry`: start its
-    retry backoff (the delay `Facts.retry_delay_s` promised)."""
+    """What to do about one job: `event`, then `place` (a new attempt) or `writes` in
+    order (each against the version the previous one returned), then `pending` (the
+    reason it waits), then `stop`. `hold_launch`: start the job's launch backoff (a
+    broken node must not be a hot loop); `hold_retry`: start its retry backoff (the
+    delay `Facts.retry_delay_s` promised)."""
 
     outcome: Outcome
     writes: tuple[Write, ...] = ()
@@ -130,6 +143,8 @@ class Transition:
     stop: Stop | None = None
     hold_launch: bool = False
     hold_retry: bool = False
+    place: Placement | None = None
+    pending: PendingReason | None = None
 
 
 def needs_history(job: Job, workers: Sequence[WorkerStatus]) -> bool:
@@ -273,4 +288,26 @@ def preempt(grace_s: float, message: str) -> Transition:
             ),
         ),
         stop=Stop(grace_s, StopReason.PREEMPTED, fault="preempt:stopped"),
+    )
+
+
+def place(placements: tuple[WorkerPlacement, ...], attempt: int) -> Transition:
+    """A placement the core decided: recorded as attempt `attempt` (Scheduled) before
+    anything is launched, so a crash after it leaves a launch the next cycle finishes."""
+    return Transition(Outcome.PLACED, place=Placement(placements, attempt, "place:recorded"))
+
+
+def launch_refused(message: str, attempt: int, delay_s: float, grace_s: float) -> Transition:
+    """The cluster refused a launch (a webhook, a quota, RBAC, an invalid object): Pending
+    again with the cluster's words as its reason, retried after `delay_s` (the launch
+    backoff, already held); what the attempt made so far is stopped. No `backoffLimit`
+    is used up: the job never ran."""
+    reason = PendingReason(
+        ReasonCode.LAUNCH_FAILED, message, {"attempt": attempt, "retryInSeconds": round(delay_s)}
+    )
+    return Transition(
+        Outcome.LAUNCH_REFUSED,
+        (Write(Phase.PENDING, "LaunchFailed", message),),
+        pending=reason,
+        stop=Stop(grace_s, StopReason.STOPPED),
     )

@@ -6,7 +6,7 @@ One cycle, in order:
   1. lease     - hold the single-scheduler lease, else do nothing this time
   2. observe   - nodes and workers from the backend; live jobs from the store
   3. reconcile - phases follow workers; re-launch a recorded but unlaunched attempt;
-                 stop workers whose job no longer holds them (see `reconcile`)
+                 stop workers whose job no longer holds them (see `phases`)
   4. snapshot  - queues, running (stopping workers keep their GPUs), pending, `now`;
                  plus a `ForeignWorkloads` backend's foreign pods (bound: running)
   5. schedule  - `scheduler.core.cycle.schedule(snapshot)`, pure
@@ -48,10 +48,10 @@ from scheduler import model
 from scheduler.backends import base
 from scheduler.clock import Clock, WallClock, as_datetime
 from scheduler.core import cycle
-from scheduler.loop import apply, collector, housekeeping, isolation, reconcile
+from scheduler.loop import apply, collector, housekeeping, isolation, phases
 from scheduler.loop import snapshot as snapshots
-from scheduler.loop.backoff import Backoff
 from scheduler.loop.config import CycleReport, LoopConfig
+from scheduler.loop.context import Cycle, Memory
 from scheduler.loop.fence import Fenced
 from scheduler.store import cycle as store
 from scheduler.store import port
@@ -73,11 +73,11 @@ class _Seen:
     foreign: base.ForeignWorkloads | None
     foreign_running: tuple[model.RunningJob, ...]
     foreign_pending: tuple[model.JobRequest, ...]
-    attempts: dict[reconcile.AttemptKey, list[base.WorkerStatus]]
+    attempts: dict[phases.AttemptKey, list[base.WorkerStatus]]
     live: list[store.LiveJob]
     unreadable: list[store.Unreadable]
-    done: reconcile.Reconciled = field(default_factory=reconcile.Reconciled)
-    draining: list[reconcile.AttemptKey] = field(default_factory=list)
+    done: phases.Reconciled = field(default_factory=phases.Reconciled)
+    draining: list[phases.AttemptKey] = field(default_factory=list)
 
     @property
     def by_id(self) -> dict[str, store.LiveJob]:
@@ -115,19 +115,10 @@ class Loop:
         self._wake = threading.Event()
         self._inventory: tuple[model.Node, ...] | None = None
         self._capacity: tuple[model.Node, ...] | None = None
-        self._reasons: dict[str, model.PendingReason] = {}
-        self._violations: set[model.Violation] = set()  # drift already logged
+        # What the loop remembers of jobs between cycles (reasons written, backoffs...).
+        self.memory = Memory()
         # The live jobs last read: each cycle re-reads only the rows whose version moved.
         self.live_cache = store.LiveCache()
-        # Per-job backoff after a refused or failed launch/bind (scheduler.loop.backoff).
-        self.backoff = Backoff()
-        # A failed attempt's retry waits 2 s, 4 s, 8 s... (at most 5 min): BackoffRetry.
-        self.retries = Backoff(base_s=2.0, max_s=300.0)
-        # Jobs whose handling raised (`isolation.record`): left alone until their delay is over.
-        self.faulty = Backoff(base_s=5.0, max_s=300.0)
-        # Jobs launched by another replica's backend that this one cannot see (job id ->
-        # that backend's instance): reported once, never relaunched.
-        self.elsewhere: dict[str, str] = {}
         # The draining attempts last written to the store (None: not yet, this leader).
         self._draining_shown: tuple[object, ...] | None = None
         self.cycles = 0
@@ -170,9 +161,17 @@ class Loop:
             if backend is None:
                 return None
             steps.mark("lease")
+            here = Cycle(
+                db,
+                backend,
+                now,
+                self.config.worker_env,
+                self.memory,
+                lambda job_id, step, exc: self._job_error(db, job_id, step, exc, now),
+            )
             seen = self._observe(db, now)  # 2. observe
             steps.mark("observe")
-            self._reconcile(db, backend, seen, now)  # 3. reconcile
+            self._reconcile(here, seen)  # 3. reconcile
             by_id = seen.by_id
             steps.mark("reconcile")
             snapshot = self._snapshot(db, now, seen)  # 4. snapshot
@@ -183,19 +182,8 @@ class Loop:
                 lambda job_id, exc: self._job_error(db, job_id, "scheduling", exc, now),
             )
             steps.mark("schedule")
-            applied = apply.apply(  # 6. apply
-                db,
-                backend,
-                result,
-                by_id,
-                now=now,
-                worker_env=self.config.worker_env,
-                reasons=self._reasons,
-                foreign_ids={r.id for r in snapshot.pending} - by_id.keys(),
-                backoff=self.backoff,
-                on_error=lambda job_id, step, exc: self._job_error(db, job_id, step, exc, now),
-                reported=self._violations,
-            )
+            foreign_ids = {r.id for r in snapshot.pending} - by_id.keys()
+            applied = apply.apply(here, result, by_id, foreign_ids)  # 6. apply
         housekeeping.forget_finished(self.capabilities.records, seen.attempts, by_id)
         housekeeping.purge(self.database, self.config.job_retention_s, self.cycles, now)
         housekeeping.drop_deleted_files(self.database, self.capabilities.files, self.cycles)
@@ -245,33 +233,21 @@ class Loop:
         f_pending = tuple(foreign.foreign_requests()) if foreign else ()
         adopted = {r.job.id for r in f_running}
         # Adopted foreign pods are not the store's jobs: never orphans.
-        attempts = reconcile.by_attempt(
-            [w for w in self.backend.workers() if w.job_id not in adopted]
-        )
+        attempts = phases.by_attempt([w for w in self.backend.workers() if w.job_id not in adopted])
         unreadable: list[store.Unreadable] = []
         live = db.live_jobs(unreadable=unreadable, cache=self.live_cache)
         return _Seen(nodes, foreign, f_running, f_pending, attempts, live, unreadable)
 
-    def _reconcile(self, db: LiveStore, backend: Fenced, seen: _Seen, now: float) -> None:
-        """Phases follow workers (`reconcile.job`, per job, its errors its own); then the
-        loop's per-job memories shrink to the live jobs, and orphaned attempts stop."""
-        done = seen.done
+    def _reconcile(self, here: Cycle, seen: _Seen) -> None:
+        """Phases follow workers (`phases.job`, per job, its errors its own); then the
+        loop's memory shrinks to the live jobs, and orphaned attempts stop."""
+        done, memory, db, now = seen.done, self.memory, here.db, here.now
         for lj in seen.live:
-            if self.faulty.active(lj.id, now):
+            if memory.faulty.active(lj.id, now):
                 continue
             workers = seen.attempts.get((lj.id, lj.attempt), []) if lj.attempt else []
             try:
-                reconcile.job(
-                    db,
-                    backend,
-                    lj,
-                    workers,
-                    now=now,
-                    extra_env=self.config.worker_env,
-                    done=done,
-                    backoff=self.backoff,
-                    retries=self.retries,
-                )
+                phases.job(here, lj, workers, done)
             except Exception as exc:
                 self._job_error(db, lj.id, "reconcile", exc, now)
                 done.touched += 1
@@ -279,25 +255,22 @@ class Loop:
             seen.unreadable = []
             seen.live = db.live_jobs(unreadable=seen.unreadable, cache=self.live_cache)
         for bad in seen.unreadable:
-            if not self.faulty.active(bad.id, now):
+            if not memory.faulty.active(bad.id, now):
                 self._job_error(db, bad.id, "reading the stored job", bad.error, now)
         by_id = seen.by_id
-        keep = set(by_id) | {r.id for r in seen.foreign_pending}
-        self._reasons = {k: v for k, v in self._reasons.items() if k in keep}
-        self.backoff.keep_only(set(by_id) | {r.id for r in seen.foreign_pending})
-        self.retries.keep_only(set(by_id))
-        self.faulty.keep_only(keep | {u.id for u in seen.unreadable})
-        self.elsewhere = housekeeping.report_elsewhere(db, self.elsewhere, done.elsewhere, now)
+        unreadable = {u.id for u in seen.unreadable}
+        memory.keep_only(set(by_id), {r.id for r in seen.foreign_pending}, unreadable)
+        memory.elsewhere = housekeeping.report_elsewhere(db, memory.elsewhere, done.elsewhere, now)
         # The workers of a job that cannot be read are neither stopped nor given away:
         # their GPUs stay reserved (as draining) until the job is fixed or cancelled.
-        seen.draining = reconcile.orphans(
-            backend, by_id, seen.attempts, done, db, keep={u.id for u in seen.unreadable}
+        seen.draining = phases.orphans(
+            here.backend, by_id, seen.attempts, done, db, keep=unreadable
         )
 
     def _job_error(
         self, db: LiveStore, job_id: str, step: str, error: Exception | str, now: float
     ) -> None:
-        isolation.record(db, self.faulty, self._reasons, job_id, step, error, now)
+        isolation.record(db, self.memory, job_id, step, error, now)
 
     def _snapshot(self, db: LiveStore, now: float, seen: _Seen) -> model.Snapshot:
         queues = db.load_queues()
@@ -306,13 +279,7 @@ class Loop:
             if fp.queue not in known:
                 log.debug("foreign pod %s: unknown queue %r, not scheduled", fp.id, fp.queue)
         ids = (*(lj.id for lj in seen.live), *(f.id for f in seen.foreign_pending))
-        wait = {
-            k
-            for k in ids
-            if self.backoff.active(k, now)
-            or self.retries.active(k, now)
-            or self.faulty.active(k, now)
-        }
+        wait = {k for k in ids if self.memory.held_back(k, now)}
         stopping = snapshots.draining_attempts(seen.draining, seen.attempts, seen.by_id, now)
         shown = tuple(sorted((r.job.id, r.attempt, r.placements) for r in stopping))
         if shown != self._draining_shown:  # every view of the inventory shows them
@@ -329,5 +296,5 @@ class Loop:
             held_back=wait,
             foreign_running=seen.foreign_running,
             foreign_pending=seen.foreign_pending,
-            unstoppable=self.elsewhere.keys(),
+            unstoppable=self.memory.elsewhere.keys(),
         )

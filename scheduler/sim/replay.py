@@ -287,7 +287,7 @@ def _skip(
     repeat this cycle's decisions exactly: their invariant reports are counted as if
     they had run."""
     assert report.snapshot is not None
-    change = timing.next_change(report.snapshot, (loop.backoff, loop.retries))
+    change = timing.next_change(report.snapshot, (loop.memory.launches, loop.memory.retries))
     tick = t + tick_s
     if change is None and event is None:
         return tick  # nothing will ever change: no tick to skip towards

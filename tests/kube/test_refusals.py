@@ -81,7 +81,7 @@ def test_backoff_doubles_with_each_refusal(kube: FakeKube, loop: Loop, database:
     delays = []
     for _ in range(3):
         loop.run_once()
-        until = loop.backoff.until(job_id)
+        until = loop.memory.launches.until(job_id)
         assert until is not None
         delays.append(round(until - clock.now()))
         clock.advance_to(until + 0.01)

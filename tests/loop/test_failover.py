@@ -183,7 +183,7 @@ def test_workers_out_of_reach_are_never_relaunched_and_keep_their_gpus(
         # Left alone: still Running on r1's processes, nothing started by r2.
         assert _phase(db, job) is Phase.RUNNING
         assert not second.records.attempts and not _launch_counts(second)
-        assert new.elsewhere == {job: first.instance}
+        assert new.memory.elsewhere == {job: first.instance}
         assert _kinds(db, job).count("WorkersElsewhere") == 1  # said once, not every cycle
         with db.session() as s:
             store.cancel_job(session=s, job_id=job, by="t")

@@ -111,7 +111,7 @@ def test_a_stored_job_that_cannot_be_read_is_its_own_reason(
     errors = _job_errors(db, bad)
     assert len(errors) == 1, errors
     # ...and is looked at again (and still fails, once more) when the backoff is over.
-    clock.advance_to(clock.now() + 301)  # past Loop.faulty's longest delay
+    clock.advance_to(clock.now() + 301)  # past the memory's faulty backoff's longest delay
     loop.run_once()
     assert len(_job_errors(db, bad)) == 2, _job_errors(db, bad)
 

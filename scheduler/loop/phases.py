@@ -1,11 +1,12 @@
-"""Step 1 of a cycle: bring each live job's phase in line with what its workers do.
+"""Step 3 of a cycle (reconcile): bring each live job's phase in line with what its
+workers do.
 
 `job` gathers what the pure `scheduler.loop.lifecycle.decide` needs (the workers of the
 job's current attempt, its `Launched` event and counted failures, its backoffs), asks it
 for the transition, and has `scheduler.loop.enact` carry it out: store first, backend
 second. A crash in between leaves workers whose job no longer holds them, and `orphans`
 stops those on the next cycle. The one transition with no phase change, finishing a
-launch that never completed, goes through `backoff.launch` (idempotent).
+launch that never completed, goes through `launching.launch` (idempotent).
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from scheduler.backends import base
-from scheduler.loop import backoff as retry
-from scheduler.loop import faults, lifecycle
-from scheduler.loop.enact import enact
+from scheduler.loop import faults, launching, lifecycle
+from scheduler.loop.context import Cycle
+from scheduler.loop.enact import enact, stop_quietly
 from scheduler.loop.lifecycle import MISSING_GRACE_S, Outcome
-from scheduler.loop.workerenv import WorkerEnv, env_for
+from scheduler.loop.workerenv import env_for
 from scheduler.spec import Phase
 from scheduler.store import cycle as store
 from scheduler.store import errors
@@ -72,61 +73,48 @@ def by_attempt(
     return out
 
 
-def facts(
-    db: LiveStore,
-    lj: store.LiveJob,
-    workers: Sequence[base.WorkerStatus],
-    *,
-    now: float,
-    backoff: retry.Backoff,
-    retries: retry.Backoff | None,
-    backend: base.ClusterBackend | None = None,
-) -> lifecycle.Facts:
+def facts(cycle: Cycle, lj: store.LiveJob, workers: Sequence[base.WorkerStatus]) -> lifecycle.Facts:
     """What `lifecycle.decide` needs beyond the job and its workers. Events are read
     only for a job with a missing or failed worker (one read for both facts)."""
     launched_at, failures, elsewhere = None, 0, None
     if lifecycle.needs_history(lj, workers):
-        events = db.list_events(job_id=lj.id)
-        launched_at = retry.launched_at(db, lj.id, lj.attempt, events=events)
+        events = cycle.db.list_events(job_id=lj.id)
+        launched_at = launching.launched_at(cycle.db, lj.id, lj.attempt, events=events)
         # Failed attempts that count against `backoffLimit` (infrastructure ones do
         # not: they are recorded as `AttemptInterrupted`).
         failures = sum(1 for e in events if e.kind == "AttemptFailed")
-        local = backend.capabilities().local_workers if backend is not None else None
+        local = cycle.backend.capabilities().local_workers
         if local is not None:
-            by = retry.launched_by(events, lj.attempt)
+            by = launching.launched_by(events, lj.attempt)
             if by is not None and by != local.instance:
                 elsewhere = by
+    memory = cycle.memory
     return lifecycle.Facts(
         launched_at=launched_at,
         failures=failures,
-        launch_held=backoff.active(lj.id, now),
-        retry_delay_s=retries.peek(lj.id) if retries is not None else 0.0,
+        launch_held=memory.launches.active(lj.id, cycle.now),
+        retry_delay_s=memory.retries.peek(lj.id),
         launched_elsewhere=elsewhere,
     )
 
 
 def job(
-    db: LiveStore,
-    backend: base.ClusterBackend,
+    cycle: Cycle,
     lj: store.LiveJob,
     workers: Sequence[base.WorkerStatus],
-    *,
-    now: float,
-    extra_env: WorkerEnv,
     done: Reconciled,
-    backoff: retry.Backoff | None = None,
+    *,
     missing_grace_s: float = MISSING_GRACE_S,
-    retries: retry.Backoff | None = None,
 ) -> None:
     """Reconcile one live job (`lifecycle.decide`, then `enact`); a version conflict
-    just leaves it for the next cycle. `retries` spaces a failed job's next attempts out
-    exponentially (the loop leaves the job out of the pending set until its delay is
-    over)."""
-    backoff = retry.Backoff() if backoff is None else backoff
+    just leaves it for the next cycle. The memory's `retries` space a failed job's next
+    attempts out exponentially (the loop leaves the job out of the pending set until
+    its delay is over)."""
+    memory, now = cycle.memory, cycle.now
     try:
-        known = facts(db, lj, workers, backoff=backoff, retries=retries, now=now, backend=backend)
+        known = facts(cycle, lj, workers)
         if known.launched_elsewhere is not None and not workers:
-            if _adopt(db, backend, lj, known.launched_elsewhere):
+            if _adopt(cycle, lj, known.launched_elsewhere):
                 done.touched += 1  # its workers are this replica's from the next cycle on
                 return
             done.elsewhere[lj.id] = known.launched_elsewhere
@@ -134,45 +122,53 @@ def job(
         if t is None:
             return
         if t.outcome is Outcome.LAUNCH:
-            _finish_launch(db, backend, lj, now, extra_env, done, backoff)
+            _finish_launch(cycle, lj, done)
             return
         if t.outcome is Outcome.REQUEUED:
             done.touched += 1
-        enact(db, backend, lj.id, lj.version, t, now=now, backoff=backoff, retries=retries)
+        enact(
+            cycle.db,
+            cycle.backend,
+            lj.id,
+            lj.version,
+            t,
+            now=now,
+            backoff=memory.launches,
+            retries=memory.retries,
+        )
         done.record(t.outcome, lj.id)
     except (errors.VersionConflict, errors.InvalidTransition, errors.NotFound) as exc:
         done.touched += 1
         log.info("job %s changed meanwhile (%s); next cycle", lj.id, exc)
 
 
-def _adopt(db: LiveStore, backend: base.ClusterBackend, lj: store.LiveJob, by: str) -> bool:
+def _adopt(cycle: Cycle, lj: store.LiveJob, by: str) -> bool:
     """Take over the attempt a replica that is gone launched on this host (its state
     directory is in the launch's event); False where it cannot be read from here."""
-    local = backend.capabilities().local_workers
+    local = cycle.backend.capabilities().local_workers
     if local is None:
         return False
-    state = retry.launched_state(db.list_events(job_id=lj.id), lj.attempt)
+    state = launching.launched_state(cycle.db.list_events(job_id=lj.id), lj.attempt)
     if state is None or not local.adopt(state, by, lj.id, lj.attempt):
         return False
     log.info("job %s: adopted attempt %d from replica %s (%s)", lj.id, lj.attempt, by, state)
     return True
 
 
-def _finish_launch(
-    db: LiveStore,
-    backend: base.ClusterBackend,
-    lj: store.LiveJob,
-    now: float,
-    extra_env: WorkerEnv,
-    done: Reconciled,
-    backoff: retry.Backoff,
-) -> None:
+def _finish_launch(cycle: Cycle, lj: store.LiveJob, done: Reconciled) -> None:
     """The launch never completed (a crash, a transient API error): finish it; names are
     deterministic, so what exists is found, not made twice."""
-    request = base.LaunchRequest(
-        lj.id, lj.spec, lj.attempt, lj.placements, env_for(extra_env, lj.id), lj.origin
+    env = env_for(cycle.worker_env, lj.id)
+    request = base.LaunchRequest(lj.id, lj.spec, lj.attempt, lj.placements, env, lj.origin)
+    launched = launching.launch(
+        cycle.db,
+        cycle.backend,
+        request,
+        version=lj.version,
+        now=cycle.now,
+        backoff=cycle.memory.launches,
     )
-    if retry.launch(db, backend, request, version=lj.version, now=now, backoff=backoff):
+    if launched:
         done.launched.append(lj.id)
     else:
         done.touched += 1
@@ -214,7 +210,7 @@ def orphans(
             continue
         grace, reason = _stop_terms(db, job_id, lj)
         # Idempotent: a repeat keeps the first stop's deadline and reason.
-        retry.stop_quietly(backend, job_id, grace, reason=reason)
+        stop_quietly(backend, job_id, grace, reason=reason)
         done.orphans_stopped.append((job_id, attempt))
         draining.append((job_id, attempt))
     return draining

@@ -1,0 +1,161 @@
+"""One job's trouble stays that job's: backend calls that fail become its reason, with a
+per-job backoff, and the cycle goes on with the other jobs.
+
+- A refused launch (`BackendError` that is not transient: a webhook's denial, a
+  ResourceQuota, RBAC, an invalid object) sends the job back to Pending with reason
+  `LaunchFailed` and the API server's words; what the attempt had made is stopped. The
+  job is left out of the next cycles' pending set until its backoff ends (5 s, doubling,
+  at most 5 min). It uses up no `backoffLimit`: the job never ran.
+- A transient failure (API server unreachable) keeps the placement: a launch is
+  resumable (deterministic names), so reconcile finishes it once the backoff ends.
+- A stop that fails is logged; the store already says the job no longer holds the
+  workers, so the next cycle's orphan sweep repeats it.
+- Every launch that returns records a `Launched` event with its attempt (and the
+  backend's `instance`, where it has one): from then on, workers that are missing are a
+  failed attempt, not an unfinished launch. A backend whose workers other replicas
+  cannot see (local) records `Launching` with its instance before the launch, so an
+  attempt a dead replica began is never started again by another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from scheduler.backends import base
+from scheduler.clock import as_datetime
+from scheduler.loop import lifecycle
+from scheduler.loop.backoff import Backoff
+from scheduler.loop.enact import enact, stop_quietly
+from scheduler.store import errors, schema
+from scheduler.store.port import LiveStore
+
+log = logging.getLogger(__name__)
+_RACES = (errors.VersionConflict, errors.InvalidTransition, errors.NotFound)
+LAUNCHED = "Launched"
+LAUNCHING = "Launching"  # before a launch by a backend other replicas cannot see
+
+
+def _is_transient(exc: Exception) -> bool:
+    return isinstance(exc, base.BackendError) and exc.transient
+
+
+def launch(
+    db: LiveStore,
+    backend: base.ClusterBackend,
+    request: base.LaunchRequest,
+    *,
+    version: int,
+    now: float,
+    backoff: Backoff,
+) -> bool:
+    """Launch one attempt; on failure make it the job's reason (see the module doc).
+    True when the backend took the launch."""
+    job_id, at = request.job_id, as_datetime(now)
+    local = backend.capabilities().local_workers
+    if local is not None:
+        # Said before the first worker starts: a replica that takes over after this one
+        # died partway through knows the attempt is another's (it cannot see its
+        # workers) and never starts it a second time.
+        began = {"attempt": request.attempt, **_made_by(local)}
+        _event(db, job_id, LAUNCHING, "Launching", f"attempt {request.attempt}", at, began)
+    try:
+        backend.launch(request)
+    except Exception as exc:
+        delay = backoff.hold(job_id, now)
+        what = f"launch of attempt {request.attempt} failed: {exc}"
+        if _is_transient(exc):
+            log.warning("%s; finishing it in %.0fs", what, delay)
+            _event(db, job_id, "LaunchRetry", "ClusterUnavailable", what, at)
+            return False
+        log.warning("job %s: %s; back to pending for %.0fs", job_id, what, delay)
+        grace = float(request.spec.termination_grace_period_seconds)
+        refused = lifecycle.launch_refused(
+            f"{what}; retrying in {delay:.0f}s", request.attempt, delay, grace
+        )
+        try:  # what the attempt made so far is stopped (the transition's stop)
+            enact(db, backend, job_id, version, refused, now=now)
+        except _RACES as race:
+            log.info("job %s changed meanwhile (%s)", job_id, race)
+            stop_quietly(backend, job_id, grace)
+        return False
+    backoff.clear(job_id)
+    data: dict[str, object] = {"attempt": request.attempt}
+    if local is not None:
+        data.update(_made_by(local))
+    _event(
+        db,
+        job_id,
+        LAUNCHED,
+        "Launched",
+        f"attempt {request.attempt}: {len(request.placements)} worker(s) created",
+        at,
+        data,
+    )
+    return True
+
+
+def _made_by(local: base.LocalWorkers) -> dict[str, object]:
+    """Which backend instance launches, and where it keeps its state: a replica taking
+    over on the same host reads the attempt's record there (`backends.local.elsewhere`)."""
+    return {"backend": local.instance, "state": str(local.state_dir)}
+
+
+def _event(
+    db: LiveStore,
+    job_id: str,
+    kind: str,
+    reason: str,
+    message: str,
+    at: datetime,
+    data: dict[str, object] | None = None,
+) -> None:
+    with contextlib.suppress(errors.NotFound):  # deleted meanwhile
+        db.append_event(
+            job_id=job_id,
+            kind=kind,
+            reason=reason,
+            message=message,
+            data=data or {},
+            now=at,
+        )
+
+
+def launched_by(events: Sequence[schema.JobEventRow], attempt: int) -> str | None:
+    """The backend instance that launched (job, attempt), or began to, when its
+    `Launched` or `Launching` event says."""
+    by = _launch_data(events, attempt).get("backend")
+    return by if isinstance(by, str) else None
+
+
+def launched_state(events: Sequence[schema.JobEventRow], attempt: int) -> str | None:
+    """The state directory of the local backend that launched (job, attempt)."""
+    state = _launch_data(events, attempt).get("state")
+    return state if isinstance(state, str) else None
+
+
+def _launch_data(events: Sequence[schema.JobEventRow], attempt: int) -> dict[str, object]:
+    for e in reversed(events):
+        if e.kind in (LAUNCHED, LAUNCHING) and (e.data or {}).get("attempt") == attempt:
+            return dict(e.data or {})
+    return {}
+
+
+def launched_at(
+    db: LiveStore,
+    job_id: str,
+    attempt: int,
+    *,
+    events: Sequence[schema.JobEventRow] | None = None,
+) -> float | None:
+    """When the launch of (job, attempt) completed, or None if it never did. `events`:
+    the job's events when already read."""
+    if events is None:
+        events = db.list_events(job_id=job_id)
+    for e in reversed(events):
+        if e.kind == LAUNCHED and (e.data or {}).get("attempt") == attempt:
+            t = e.at if e.at.tzinfo else e.at.replace(tzinfo=UTC)
+            return t.timestamp()
+    return None
