@@ -26,6 +26,7 @@ import os
 import signal
 import socket
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import uvicorn
@@ -44,6 +45,7 @@ from scheduler.cli.statedir import prepare_state as prepare_state  # re-exported
 from scheduler.cli.statedir import secure
 from scheduler.cli.wiring import (
     WakeOnWrite,
+    Wired,
     lease_identity,
     loop_health,
     make_backend,
@@ -52,7 +54,7 @@ from scheduler.cli.wiring import (
 )
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.loop.workerenv import ScopedWorkerEnv
-from scheduler.store.db import open_database
+from scheduler.store.db import Database, open_database
 
 log = logging.getLogger("shoal.serve")
 
@@ -78,17 +80,7 @@ def serve(
     worker_user: str | None = None,
     shared_user_ok: bool = False,
 ) -> None:
-    try:
-        env = serve_settings.from_env()
-        pol = serve_settings.load_policy(
-            env.policy_file,
-            policy=policy,
-            min_runtime_s=min_runtime_s,
-            interval_s=interval_s,
-            worker_tolerations=env.worker_tolerations,
-        )
-    except serve_settings.SettingsError as e:
-        raise SystemExit(str(e)) from None
+    env, pol = _settings(policy, min_runtime_s, interval_s)
     state = Path(state_dir).resolve()
     url = f"http://{host}:{port}"
     owns_state = _claim(state, url, backend_kind)
@@ -102,6 +94,51 @@ def serve(
     holder = lease_identity(state, pod_name=env.pod_name, owns_state=owns_state)
     if backend_kind == "local":
         refuse_second_local_replica(database, holder)
+    wired, loop = _wire(
+        backend_kind,
+        state,
+        cluster,
+        env=env,
+        database=database,
+        config=LoopConfig(
+            holder=holder,
+            interval_s=pol.interval_s,
+            job_retention_s=job_retention_s,
+            core=pol.core,
+            worker_env=ScopedWorkerEnv(url, worker_key) if worker_key else {"SHOAL_API_URL": url},
+        ),
+        gpus=gpus,
+        fallback_simulated=fallback_simulated,
+        worker_user=worker_user,
+    )
+    backend = wired.backend
+    settings = _api_settings(db_url, tokens, database, worker_key)
+    stop = threading.Event()  # the loop's thread: made before the app, whose /healthz checks it
+    thread = threading.Thread(target=loop.run_forever, args=(stop,), name="loop", daemon=True)
+    app = _app(settings, loop, thread, backend, pol.core, pol.interval_s, shared_user_ok)
+    _announce(url, state, db_url, admin)
+    try:
+        _run(app, loop, sock, thread, stop)
+    finally:
+        wired.close()
+        database.close()
+        print("Shoal stopped", flush=True)
+
+
+def _wire(
+    kind: str,
+    state: Path,
+    cluster: str | None,
+    *,
+    env: serve_settings.ServeSettings,
+    database: Database,
+    config: LoopConfig,
+    gpus: str | None,
+    fallback_simulated: bool,
+    worker_user: str | None,
+) -> tuple[Wired, Loop]:
+    """The backend and the loop it wakes (made in that order), after one cycle: the
+    inventory is in the store before the first submission."""
     wake: list[Loop] = []
 
     def on_change() -> None:  # the backend exists before the loop it wakes
@@ -109,7 +146,7 @@ def serve(
             wake[0].wake()
 
     wired = make_backend(
-        backend_kind,
+        kind,
         state,
         cluster,
         on_change,
@@ -119,24 +156,19 @@ def serve(
         fallback_simulated=fallback_simulated,
         worker_user=worker_user,
     )
-    backend = wired.backend
-    loop = Loop(
-        database,
-        backend,
-        config=LoopConfig(
-            holder=holder,
-            interval_s=pol.interval_s,
-            job_retention_s=job_retention_s,
-            core=pol.core,
-            worker_env=(ScopedWorkerEnv(url, worker_key) if worker_key else {"SHOAL_API_URL": url}),
-            # The kubernetes runtime's Lease (when elected); other backends always lead.
-            is_leader=wired.is_leader,
-        ),
-    )
+    # The kubernetes runtime's Lease decides who leads; other backends always lead.
+    loop = Loop(database, wired.backend, config=replace(config, is_leader=wired.is_leader))
     wake.append(loop)
-    loop.run_once()  # the inventory is in the store before the first submission
-    # SHOAL_API_* limits (body size, load shedding) as `uvicorn api.app:app_from_env` reads them.
-    settings = dataclasses.replace(
+    loop.run_once()
+    return wired, loop
+
+
+def _api_settings(
+    db_url: str, tokens: Path, database: Database, worker_key: str | None
+) -> Settings:
+    """The API's settings on the loop's store: SHOAL_API_* limits (body size, load
+    shedding) as `uvicorn api.app:app_from_env` reads them, the tokens made here."""
+    return dataclasses.replace(
         Settings.from_env(),
         database_url=db_url,
         tokens_file=str(tokens),
@@ -144,18 +176,30 @@ def serve(
         database=database,
         worker_key=worker_key,
     )
-    stop = threading.Event()  # the loop's thread: made before the app, whose /healthz checks it
-    thread = threading.Thread(target=loop.run_forever, args=(stop,), name="loop", daemon=True)
-    app = _app(settings, loop, thread, backend, pol.core, pol.interval_s, shared_user_ok)
+
+
+def _announce(url: str, state: Path, db_url: str, admin: str | None) -> None:
     print(f"Shoal serving on {url}  (state {state}, database {db_url})", flush=True)
     if admin is not None:
         print(f"admin token: {admin}  (also in {state / 'admin-token'})", flush=True)
+
+
+def _settings(
+    policy: str, min_runtime_s: float, interval_s: float
+) -> tuple[serve_settings.ServeSettings, serve_settings.Policy]:
+    """The chart's environment and the policy (file, then flags); bad ones stop here."""
     try:
-        _run(app, loop, sock, thread, stop)
-    finally:
-        wired.close()
-        database.close()
-        print("Shoal stopped", flush=True)
+        env = serve_settings.from_env()
+        pol = serve_settings.load_policy(
+            env.policy_file,
+            policy=policy,
+            min_runtime_s=min_runtime_s,
+            interval_s=interval_s,
+            worker_tolerations=env.worker_tolerations,
+        )
+    except serve_settings.SettingsError as e:
+        raise SystemExit(str(e)) from None
+    return env, pol
 
 
 def _claim(state: Path, url: str, backend_kind: str) -> bool:
