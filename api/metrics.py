@@ -76,76 +76,85 @@ class StoreCollector(Collector):
             u = usage.compute(session)
             phases = jobs.count_by_phase(session=session)
             stats = queuestats.compute(queuestats.snapshot(session, self.config()))
-
-        def family(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
-            return GaugeMetricFamily(name, doc, labels=labels)
-
-        deserved = family("shoal_queue_deserved_gpus", "guaranteed GPUs (quota)", ["queue"])
-        limit = family("shoal_queue_limit_gpus", "GPU limit (absent: none)", ["queue"])
-        fair = family("shoal_queue_fair_share_gpus", "fair share of the GPUs now", ["queue"])
-        alloc = family(
-            "shoal_queue_allocated_gpus", "GPUs held by the queue and its subtree", ["queue"]
-        )
-        # The older name, kept for existing dashboards and alerts.
-        old_alloc = family(
-            "shoal_queue_gpus_allocated", "GPUs held (same as queue_allocated_gpus)", ["queue"]
-        )
-        borrowed = family("shoal_queue_borrowed_gpus", "GPUs held above guarantee", ["queue"])
-        lent = family(
-            "shoal_queue_lent_gpus", "unused guarantee that sibling queues borrow", ["queue"]
-        )
-        pending = family("shoal_pending_workloads", "jobs waiting (pending, preempted)", ["queue"])
-        pending_gpus = family("shoal_queue_pending_gpus", "GPUs that waiting jobs ask", ["queue"])
-        running = family(
-            "shoal_admitted_active_workloads", "jobs holding GPUs (scheduled, running)", ["queue"]
-        )
-        for s in stats:
-            labels = [s.name]
-            deserved.add_metric(labels, s.guaranteed)
-            if s.limit is not None:
-                limit.add_metric(labels, s.limit)
-            fair.add_metric(labels, s.fair_share)
-            alloc.add_metric(labels, s.allocated)
-            old_alloc.add_metric(labels, s.allocated)
-            borrowed.add_metric(labels, s.borrowed)
-            lent.add_metric(labels, s.lent)
-            pending.add_metric(labels, s.pending_jobs)
-            pending_gpus.add_metric(labels, s.pending_gpus)
-            running.add_metric(labels, s.running_jobs)
-        yield from (deserved, limit, fair, alloc, old_alloc, borrowed, lent)
-        yield from (pending, pending_gpus, running)
-
-        total = family("shoal_gpus", "GPUs in the inventory, per GPU model", ["model"])
-        allocated = family("shoal_gpus_allocated", "GPUs allocated, per GPU model", ["model"])
-        idle = family("shoal_gpus_idle", "GPUs idle, per GPU model", ["model"])
-        for name, (t, used) in sorted(u.by_model().items()):
-            total.add_metric([name], t)
-            allocated.add_metric([name], used)
-            idle.add_metric([name], t - used)
-        draining = family(
-            "shoal_gpus_draining", "GPUs held by workers still stopping (allocated too)", []
-        )
-        draining.add_metric([], u.draining())
-        ratio = family(
-            "shoal_gpu_allocated_ratio", "share of each GPU allocated", ["node", "gpu", "model"]
-        )
-        share = family(
-            "shoal_gpu_share_allocated_ratio",
-            "share of each GPU held by each queue (join with DCGM for utilisation)",
-            ["node", "gpu", "queue"],
-        )
-        for n in u.nodes:
-            for i in range(n.gpu_count):
-                ratio.add_metric([n.name, str(i), n.gpu_model], u.allocated(n.name, i))
-                by_queue: dict[str, float] = {}
-                for held in u.shares.get((n.name, i), ()):
-                    by_queue[held.queue] = by_queue.get(held.queue, 0.0) + held.fraction
-                for q, f in sorted(by_queue.items()):
-                    share.add_metric([n.name, str(i), q], round(f, 6))
-        by_phase = family("shoal_jobs", "jobs in each phase", ["phase"])
+        yield from _queue_families(stats)
+        yield from _gpu_families(u)
+        by_phase = _family("shoal_jobs", "jobs in each phase", ["phase"])
         for phase, count in phases.items():
             by_phase.add_metric([phase], count)
-        yield from (total, allocated, idle, draining, ratio, share, by_phase)
+        yield by_phase
+
+
+def _family(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, labels=labels)
+
+
+def _queue_families(stats: list[queuestats.QueueStats]) -> Iterator[GaugeMetricFamily]:
+    """Per queue (a parent with its subtree): Kueue's names where they exist."""
+    family = _family
+    deserved = family("shoal_queue_deserved_gpus", "guaranteed GPUs (quota)", ["queue"])
+    limit = family("shoal_queue_limit_gpus", "GPU limit (absent: none)", ["queue"])
+    fair = family("shoal_queue_fair_share_gpus", "fair share of the GPUs now", ["queue"])
+    alloc = family(
+        "shoal_queue_allocated_gpus", "GPUs held by the queue and its subtree", ["queue"]
+    )
+    # The older name, kept for existing dashboards and alerts.
+    old_alloc = family(
+        "shoal_queue_gpus_allocated", "GPUs held (same as queue_allocated_gpus)", ["queue"]
+    )
+    borrowed = family("shoal_queue_borrowed_gpus", "GPUs held above guarantee", ["queue"])
+    lent = family("shoal_queue_lent_gpus", "unused guarantee that sibling queues borrow", ["queue"])
+    pending = family("shoal_pending_workloads", "jobs waiting (pending, preempted)", ["queue"])
+    pending_gpus = family("shoal_queue_pending_gpus", "GPUs that waiting jobs ask", ["queue"])
+    running = family(
+        "shoal_admitted_active_workloads", "jobs holding GPUs (scheduled, running)", ["queue"]
+    )
+    for s in stats:
+        labels = [s.name]
+        deserved.add_metric(labels, s.guaranteed)
+        if s.limit is not None:
+            limit.add_metric(labels, s.limit)
+        fair.add_metric(labels, s.fair_share)
+        alloc.add_metric(labels, s.allocated)
+        old_alloc.add_metric(labels, s.allocated)
+        borrowed.add_metric(labels, s.borrowed)
+        lent.add_metric(labels, s.lent)
+        pending.add_metric(labels, s.pending_jobs)
+        pending_gpus.add_metric(labels, s.pending_gpus)
+        running.add_metric(labels, s.running_jobs)
+    yield from (deserved, limit, fair, alloc, old_alloc, borrowed, lent)
+    yield from (pending, pending_gpus, running)
+
+
+def _gpu_families(u: usage.Usage) -> Iterator[GaugeMetricFamily]:
+    """Per GPU model, per GPU and per (GPU, queue): what is held, idle and draining."""
+    total = _family("shoal_gpus", "GPUs in the inventory, per GPU model", ["model"])
+    allocated = _family("shoal_gpus_allocated", "GPUs allocated, per GPU model", ["model"])
+    idle = _family("shoal_gpus_idle", "GPUs idle, per GPU model", ["model"])
+    for name, (t, used) in sorted(u.by_model().items()):
+        total.add_metric([name], t)
+        allocated.add_metric([name], used)
+        idle.add_metric([name], t - used)
+    draining = _family(
+        "shoal_gpus_draining", "GPUs held by workers still stopping (allocated too)", []
+    )
+    draining.add_metric([], u.draining())
+    ratio = _family(
+        "shoal_gpu_allocated_ratio", "share of each GPU allocated", ["node", "gpu", "model"]
+    )
+    share = _family(
+        "shoal_gpu_share_allocated_ratio",
+        "share of each GPU held by each queue (join with DCGM for utilisation)",
+        ["node", "gpu", "queue"],
+    )
+    for n in u.nodes:
+        for i in range(n.gpu_count):
+            ratio.add_metric([n.name, str(i), n.gpu_model], u.allocated(n.name, i))
+            by_queue: dict[str, float] = {}
+            for held in u.shares.get((n.name, i), ()):
+                by_queue[held.queue] = by_queue.get(held.queue, 0.0) + held.fraction
+            for q, f in sorted(by_queue.items()):
+                share.add_metric([n.name, str(i), q], round(f, 6))
+    yield from (total, allocated, idle, draining, ratio, share)
 
 
 class Metrics:
