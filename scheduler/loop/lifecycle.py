@@ -179,18 +179,7 @@ def decide(
         # they are seen gone, since nothing here can stop them.
         return None
     if job.cancel_requested:
-        return Transition(
-            Outcome.CANCELLED,
-            (
-                Write(
-                    Phase.CANCELLED,
-                    "Cancelled",
-                    "stopped at the user's request",
-                    fault="cancel:recorded",
-                ),
-            ),
-            stop=Stop(grace, StopReason.CANCELLED),
-        )
+        return _cancelled(grace)
     failed = [w for w in workers if w.state is WorkerState.FAILED]
     missing = sorted(set(range(job.spec.workers)) - {w.worker for w in workers})
     if not failed and missing:
@@ -208,22 +197,28 @@ def decide(
     limit = job.spec.max_runtime
     started = job.started_at.timestamp() if job.started_at is not None else now
     if job.phase is Phase.RUNNING and limit is not None and now - started > limit:
-        return Transition(
-            Outcome.FAILED,
-            (
-                Write(
-                    Phase.FAILED,
-                    "MaxRuntimeExceeded",
-                    f"ran longer than maxRuntime {limit}s",
-                    fault="reconcile:maxruntime-recorded",
-                ),
-            ),
-            stop=Stop(grace, StopReason.MAX_RUNTIME),
-        )
+        return _over_runtime(limit, grace)
     if job.phase is Phase.SCHEDULED and all(w.state is not WorkerState.PENDING for w in workers):
         message = f"{len(workers)} workers running"
         return Transition(Outcome.RUNNING, (Write(Phase.RUNNING, "WorkersRunning", message),))
     return None
+
+
+def _cancelled(grace_s: float) -> Transition:
+    write = Write(
+        Phase.CANCELLED, "Cancelled", "stopped at the user's request", fault="cancel:recorded"
+    )
+    return Transition(Outcome.CANCELLED, (write,), stop=Stop(grace_s, StopReason.CANCELLED))
+
+
+def _over_runtime(limit_s: float, grace_s: float) -> Transition:
+    write = Write(
+        Phase.FAILED,
+        "MaxRuntimeExceeded",
+        f"ran longer than maxRuntime {limit_s}s",
+        fault="reconcile:maxruntime-recorded",
+    )
+    return Transition(Outcome.FAILED, (write,), stop=Stop(grace_s, StopReason.MAX_RUNTIME))
 
 
 def _broken(
