@@ -36,6 +36,8 @@ STARTS = frozenset(
         "base_url",  # tests/api: uvicorn on a socket
         "pg_app",
         "tier",  # tests/gpu
+        "helm",  # tests/chart: helm as a process
+        "render",
     }
 )
 MARKS = ("postgres", "cluster", "gpu", "integration")

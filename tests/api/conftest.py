@@ -6,6 +6,7 @@ unless a test module overrides it or a test parametrizes it (`api.services.Wirin
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from api.settings import Settings
 from scheduler import store
 from scheduler.model import Node
 from scheduler.spec import QueueSpec
+from scheduler.store.db import open_database
 
 TOKENS = """
 admin-token: {user: root, role: admin}
@@ -56,8 +58,18 @@ def wiring() -> Wiring:
     return Wiring()
 
 
+@pytest.fixture(scope="session")
+def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database file at the newest revision, made once: each test's app starts from a
+    copy, on which the migrations find nothing to do (a fifth of an API test's time)."""
+    path = tmp_path_factory.mktemp("migrated") / "api.db"
+    open_database(f"sqlite:///{path}").close()
+    return path
+
+
 @pytest.fixture
-def app(tmp_path: Path, wiring: Wiring) -> Iterator[FastAPI]:
+def app(tmp_path: Path, wiring: Wiring, migrated: Path) -> Iterator[FastAPI]:
+    shutil.copyfile(migrated, tmp_path / "api.db")
     app = build_app(f"sqlite:///{tmp_path / 'api.db'}", wiring)
     yield app
     app.state.database.close()

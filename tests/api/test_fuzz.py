@@ -57,6 +57,8 @@ with APP.state.database.session() as _s:
 WORKER = {"Authorization": f"Bearer {workertoken.mint(WORKER_KEY, SEED_JOBS[0])}"}
 MEMBER = {"calls": 0, "created": 0}  # what the member's run reached
 # What the admin's and the member's runs reached of a live job: operation -> calls.
+pytestmark = pytest.mark.slow  # a fuzzer: hundreds of generated requests per role
+
 LIVE_OPS = ("events", "logs", "cancel", "progress")
 REACHED: dict[str, int] = dict.fromkeys(LIVE_OPS, 0)
 schema = schemathesis.openapi.from_asgi("/openapi.json", APP)

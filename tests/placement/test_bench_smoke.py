@@ -13,9 +13,12 @@ from scheduler import model as m
 from scheduler import placement
 from scheduler.placement import Demand
 
-pytestmark = pytest.mark.skipif(
-    not (trace.DEFAULT_DATA / trace.NODES_CSV).exists(), reason="trace not available"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not (trace.DEFAULT_DATA / trace.NODES_CSV).exists(), reason="trace not available"
+    ),
+    pytest.mark.slow,  # replays the Alibaba trace's curves
+]
 
 
 @pytest.mark.parametrize("protocol", ["openb", "shoal"])
