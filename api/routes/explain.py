@@ -31,36 +31,19 @@ from scheduler.store.db import Session
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
 
-class ShareLinePublic(_Model):
-    queue: str
-    resource: str
-    guaranteed: float
-    limit: float | None
-    weight: float
-    usage: float
-    demand: float
-    entitled: float
-    pool: float
-    share: float
-
-
-class CandidatePublic(_Model):
-    node: str
-    fits: bool
-    reason: str
-
-
 class ExplanationPublic(_Model):
     job_id: str
     queue: str
     decision: str  # "placed" | "preempting" | "pending" | "running" | "unknown"
     position: int | None  # 1-based place in the cycle's order of pending jobs
     queue_position: int | None  # 1-based place among its queue's pending jobs
-    fair_share: list[ShareLinePublic]  # its queue, then its ancestors
+    # The core's own lines (one explanation model): their fields are one word each, so
+    # the same in camelCase.
+    fair_share: list[core_explain.ShareLine]  # its queue, then its ancestors
     reason: PendingReasonPublic | None
     placements: list[dict[str, Any]]
     preempts: list[dict[str, Any]]
-    candidates: list[CandidatePublic]
+    candidates: list[core_explain.Candidate]
     policy: str  # the placement policy the account was computed with
 
     @field_validator("placements", "preempts")
