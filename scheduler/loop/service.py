@@ -23,17 +23,17 @@ running job's data) still fails the cycle, since leaving a running job out would
 GPUs it holds.
 
 Failover: a new leader adopts what runs by seeing it (the Kubernetes backend lists every
-replica's pods). A backend whose workers other replicas cannot see (`local`:
-`replicas_see_workers = False`) records its `instance` and state directory in a
+replica's pods). A backend whose workers other replicas cannot see (`local`: its
+capabilities' `LocalWorkers`) records its `instance` and state directory in a
 `Launching` event before a launch and in its `Launched` event; the next leader on the
 same host adopts that attempt from the record there (`backends.local.elsewhere`: it then
 sees, stops and finishes it, and starts only workers never started). One it cannot read
 is left alone, reported once (`WorkersElsewhere`), never relaunched, and keeps its GPUs
 even when cancelled, since nothing here can stop it; `shoal serve --backend local`
-refuses to start beside a leading replica. The
-old leader is fenced (`fence.Fenced`): before a launch or stop the cycle renews its lease
-(once a third of it has passed), and refuses them (`LeaseLapsed`) once another holds it,
-or 2/3 of it has passed unrenewed.
+refuses to start beside a leading replica. The old leader is fenced (`fence.Fenced`):
+before any write to the cluster (a launch, a stop, a foreign bind or note, an adoption)
+the cycle renews its lease (once a third of it has passed), and refuses them
+(`LeaseLapsed`) once another holds it, or 2/3 of it has passed unrenewed.
 """
 
 from __future__ import annotations
