@@ -4,7 +4,7 @@ Open it with `db.open_database(url) -> Database` (runs the Alembic migrations), 
 `with database.session() as session:` and call the keyword-only functions below; each
 commits its own transaction. No SQL lives outside this package.
 
-API / CRD controller (`queues`, `jobs`):
+API / CRD controller (`queues`; `submission`, `jobs`, `events`, re-exported by `jobs`):
     create_queue(*, session, spec: QueueSpec, now=None) -> QueueRow
     list_queues(*, session, names=None) -> list[QueueRow]
     get_queue(*, session, name) -> QueueRow
@@ -19,7 +19,9 @@ API / CRD controller (`queues`, `jobs`):
     list_events(*, session, job_id, queues=None) -> list[JobEventRow]
     count_by_phase(*, session, queues=None) -> dict[str, int]
 
-Scheduler loop (`cycle`), every write checked against `expected_version`:
+Scheduler loop (`live`, `transitions`, `events`, `cluster`, `lease`, re-exported by
+`cycle`), every write checked against `expected_version`; the loop itself calls them
+through `port.LiveStore` (`port.opened(database)`: the port on one session):
     load_queues(*, session) -> tuple[core.Queue, ...]
     live_jobs(*, session, cache=None) -> list[LiveJob]  # .request, .running(), .version, .spec
     LiveCache()                                     # a reader's cache: re-read only changed rows
