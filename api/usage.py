@@ -35,8 +35,8 @@ class Share:
 class Usage:
     nodes: tuple[Node, ...]
     live: list[cycle.LiveJob]
+    tree: accounting.QueueTree  # the queues, for the roll-up to parents
     shares: dict[tuple[str, int], list[Share]] = field(default_factory=dict)
-    tree: accounting.QueueTree = field(default_factory=lambda: accounting.QueueTree.build(()))
 
     def allocated(self, node: str, index: int) -> float:
         return round(min(1.0, sum(s.fraction for s in self.shares.get((node, index), ()))), 6)
@@ -93,8 +93,8 @@ def rounded(amounts: Mapping[str, float]) -> dict[str, float]:
 
 def compute(session: Session) -> Usage:
     live = cycle.live_jobs(session=session, unreadable=[])  # an unreadable row: left out
-    usage = Usage(cycle.load_inventory(session=session), live)
-    usage.tree = accounting.QueueTree.build(cycle.load_queues(session=session))
+    tree = accounting.QueueTree.build(cycle.load_queues(session=session))
+    usage = Usage(cycle.load_inventory(session=session), live, tree)
     for job in usage.live:
         if job.running() is None:
             continue

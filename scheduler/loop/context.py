@@ -22,10 +22,6 @@ from scheduler.store.port import LiveStore
 OnError = Callable[[str, str, Exception], None]
 
 
-def _raise(job_id: str, step: str, exc: Exception) -> None:
-    raise exc
-
-
 @dataclass
 class Memory:
     """Per job, across cycles: the pending reason last written (an unchanged one costs no
@@ -60,11 +56,11 @@ class Cycle:
     """One cycle's context, passed to each step instead of a dozen arguments: the store
     (`db`), the backend behind the lease fence, the cycle's `now`, the environment given
     to every worker, the loop's memory, and where one job's error goes (`on_error`: the
-    loop makes it that job's reason; the default raises)."""
+    loop makes it that job's reason)."""
 
     db: LiveStore
     backend: base.ClusterBackend
     now: float
-    worker_env: WorkerEnv = field(default_factory=dict)
-    memory: Memory = field(default_factory=Memory)
-    on_error: OnError = _raise
+    worker_env: WorkerEnv
+    memory: Memory
+    on_error: OnError
