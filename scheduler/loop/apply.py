@@ -30,7 +30,6 @@ from scheduler.store import cycle as store
 from scheduler.store import errors
 
 log = logging.getLogger(__name__)
-_RACES = (errors.VersionConflict, errors.InvalidTransition, errors.NotFound)
 
 
 @dataclass
@@ -107,7 +106,7 @@ def _write_reasons(cycle: Cycle, changed: list[tuple[str, int, model.PendingReas
         for job_id, _, reason in changed:
             try:
                 db.set_pending_reason(job_id=job_id, reason=reason)
-            except _RACES:
+            except errors.MOVED_ON:
                 continue
             except Exception as exc:
                 cycle.on_error(job_id, "recording the pending reason", exc)
@@ -129,7 +128,7 @@ def _preempt(
     try:
         t = lifecycle.preempt(p.grace_period_s, message)
         enact(cycle.db, cycle.backend, lj.id, lj.version, t, now=cycle.now)
-    except _RACES as exc:
+    except errors.MOVED_ON as exc:
         log.info("preempt of %s skipped: %s", lj.id, exc)
         return
     out.preempted.append(lj.id)
@@ -156,7 +155,7 @@ def _place(
     recorded = lifecycle.place(place.placements, attempt)
     try:
         version = enact(cycle.db, cycle.backend, lj.id, lj.version, recorded, now=cycle.now)
-    except _RACES as exc:
+    except errors.MOVED_ON as exc:
         log.info("placement of %s skipped: %s", lj.id, exc)
         return
     cycle.memory.reasons.pop(lj.id, None)  # record_placement cleared the stored reason

@@ -33,7 +33,6 @@ from scheduler.store import errors, schema
 from scheduler.store.port import LiveStore
 
 log = logging.getLogger(__name__)
-_RACES = (errors.VersionConflict, errors.InvalidTransition, errors.NotFound)
 LAUNCHED = "Launched"
 LAUNCHING = "Launching"  # before a launch by a backend other replicas cannot see
 
@@ -77,7 +76,7 @@ def launch(
         )
         try:  # what the attempt made so far is stopped (the transition's stop)
             enact(db, backend, job_id, version, refused, now=now)
-        except _RACES as race:
+        except errors.MOVED_ON as race:
             log.info("job %s changed meanwhile (%s)", job_id, race)
             stop_quietly(backend, job_id, grace)
         return False

@@ -137,7 +137,7 @@ def job(
             retries=memory.retries,
         )
         done.record(t.outcome, lj.id)
-    except (errors.VersionConflict, errors.InvalidTransition, errors.NotFound) as exc:
+    except errors.MOVED_ON as exc:
         done.touched += 1
         log.info("job %s changed meanwhile (%s); next cycle", lj.id, exc)
 

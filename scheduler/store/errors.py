@@ -49,6 +49,11 @@ class Invalid(StoreError):
     """A malformed argument the store itself detects (e.g. an unreadable cursor)."""
 
 
+# A job that moved on meanwhile (changed, ended or deleted since it was read): a write to
+# it is skipped, and the next cycle decides on what it has become.
+MOVED_ON: tuple[type[StoreError], ...] = (VersionConflict, InvalidTransition, NotFound)
+
+
 # The driver's errors, by names of the store's own, so the API imports no SQLAlchemy.
 # Any database failure (`/readyz`):
 DatabaseError = _sa_exc.SQLAlchemyError

@@ -220,7 +220,7 @@ def set_pending_reasons(
     for job_id, reason in missed:
         try:
             set_pending_reason(session=session, job_id=job_id, reason=reason)
-        except (errors.VersionConflict, errors.InvalidTransition, errors.NotFound):
+        except errors.MOVED_ON:
             continue
         written.append(job_id)
     return written
