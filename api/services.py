@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path as FilePath
-from typing import Protocol, runtime_checkable
 
 from fastapi import FastAPI
 
@@ -21,21 +19,16 @@ from api.dashboard.history import History
 from api.feasibility_cache import FeasibilitySnapshot
 from api.metrics import Metrics
 from scheduler import model
+from scheduler.backends import base
 from scheduler.store.db import Database
-
-
-@runtime_checkable
-class LogSource(Protocol):
-    """Where workers' output is (the local backend): (attempt, worker, file) of a job."""
-
-    def log_files(self, job_id: str) -> list[tuple[int, int, FilePath]]: ...
 
 
 @dataclass(frozen=True)
 class Wiring:
     """What the serving process gives the API; each part optional."""
 
-    log_source: LogSource | None = None
+    # Where workers' output is: the backend's `WorkerLogs` ability (the local backend).
+    log_source: base.WorkerLogs | None = None
     # The policy the loop runs: explain, queue stats and fair-share metrics use it.
     core_config: model.Config | None = None
     # Nodes the backend does not offer, with why (the dashboard's cluster page).
