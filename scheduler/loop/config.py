@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from scheduler import model
 from scheduler.loop import apply, phases
+from scheduler.loop.cache import CachePass
 from scheduler.loop.workerenv import WorkerEnv
 
 
@@ -25,6 +26,8 @@ class LoopConfig:
     # Finished jobs older than this (seconds since they finished) are deleted with their
     # events (`store.retention.purge_finished`); None keeps them forever.
     job_retention_s: float | None = None
+    # Cycles between the scheduler cache's full passes (`scheduler.loop.cache`).
+    full_pass_every: int = 300
 
 
 @dataclass
@@ -38,3 +41,5 @@ class CycleReport:
     # schedule, apply), and the snapshot the core was given: for metrics.
     steps: dict[str, float] = field(default_factory=dict)
     snapshot: model.Snapshot | None = None
+    # What the scheduler cache spared, and what a full pass found it had wrong.
+    cache: CachePass = field(default_factory=CachePass)

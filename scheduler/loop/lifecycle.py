@@ -28,6 +28,7 @@ A Preempted job (a crash between Preempted and Pending) goes back to Pending.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -202,6 +203,26 @@ def decide(
         message = f"{len(workers)} workers running"
         return Transition(Outcome.RUNNING, (Write(Phase.RUNNING, "WorkersRunning", message),))
     return None
+
+
+def quiet_until(job: Job, workers: Sequence[WorkerStatus], now: float) -> float:
+    """Until when `decide` returns None for this job and these workers, whatever the
+    `Facts` (`now` or earlier: it may act now). The scheduler cache reconciles a job
+    again only when its row or its workers changed or this time has come."""
+    if job.phase is Phase.PENDING:
+        return math.inf
+    if job.phase not in (Phase.SCHEDULED, Phase.RUNNING) or job.cancel_requested:
+        return now
+    if needs_history(job, workers) or all(w.state is WorkerState.SUCCEEDED for w in workers):
+        return now
+    if job.phase is Phase.SCHEDULED:
+        pending = any(w.state is WorkerState.PENDING for w in workers)
+        return math.inf if pending else now
+    limit = job.spec.max_runtime
+    if limit is None or job.started_at is None:
+        return math.inf
+    # `decide` fails it once now - started > limit: quiet up to and including that instant.
+    return max(now, job.started_at.timestamp() + limit)
 
 
 def _cancelled(grace_s: float) -> Transition:

@@ -59,6 +59,12 @@ class Reconciled:
         if outcome in lists:
             lists[outcome].append(job_id)
 
+    def size(self) -> int:
+        """How much was done so far (grows with every write, launch or stop)."""
+        lists = (self.launched, self.running, self.succeeded, self.failed, self.retried)
+        n = len(self.cancelled) + len(self.orphans_stopped) + len(self.elsewhere)
+        return self.touched + n + sum(len(x) for x in lists)
+
     def changed(self) -> bool:
         lists = (self.launched, self.running, self.succeeded, self.failed, self.retried)
         return self.touched > 0 or any(lists) or bool(self.cancelled)

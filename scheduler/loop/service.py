@@ -50,6 +50,7 @@ from scheduler.clock import Clock, WallClock, as_datetime
 from scheduler.core import cycle
 from scheduler.loop import apply, collector, housekeeping, isolation, phases
 from scheduler.loop import snapshot as snapshots
+from scheduler.loop.cache import SchedulerCache
 from scheduler.loop.config import CycleReport, LoopConfig
 from scheduler.loop.context import Cycle, Memory
 from scheduler.loop.fence import Fenced
@@ -78,10 +79,14 @@ class _Seen:
     unreadable: list[store.Unreadable]
     done: phases.Reconciled = field(default_factory=phases.Reconciled)
     draining: list[phases.AttemptKey] = field(default_factory=list)
+    by_id: dict[str, store.LiveJob] = field(init=False)
 
-    @property
-    def by_id(self) -> dict[str, store.LiveJob]:
-        return {lj.id: lj for lj in self.live}
+    def __post_init__(self) -> None:
+        self.by_id = {lj.id: lj for lj in self.live}
+
+    def reread(self, live: list[store.LiveJob], unreadable: list[store.Unreadable]) -> None:
+        self.live, self.unreadable = live, unreadable
+        self.by_id = {lj.id: lj for lj in live}
 
 
 class _Steps:
@@ -117,8 +122,8 @@ class Loop:
         self._capacity: tuple[model.Node, ...] | None = None
         # What the loop remembers of jobs between cycles (reasons written, backoffs...).
         self.memory = Memory()
-        # The live jobs last read: each cycle re-reads only the rows whose version moved.
-        self.live_cache = store.LiveCache()
+        # What the loop keeps between cycles, so that a cycle costs what changed.
+        self.cache = SchedulerCache(self.config.full_pass_every)
         # The draining attempts last written to the store (None: not yet, this leader).
         self._draining_shown: tuple[object, ...] | None = None
         self.cycles = 0
@@ -157,9 +162,11 @@ class Loop:
             self.leading = False
             return None
         with port.opened(self.database) as db:
+            was_leading = self.leading
             backend = self._lease(db)  # 1. lease
             if backend is None:
                 return None
+            self.cache.begin(leading_again=not was_leading)
             steps.mark("lease")
             here = Cycle(
                 db,
@@ -190,7 +197,9 @@ class Loop:
         self.cycles += 1
         steps.mark("apply")
         seconds = time.perf_counter() - steps.start
-        report = CycleReport(now, result, seen.done, applied, seconds, steps.seconds, snapshot)
+        report = CycleReport(
+            now, result, seen.done, applied, seconds, steps.seconds, snapshot, self.cache.summary()
+        )
         for observe in self.observers:
             try:
                 observe(report)
@@ -235,25 +244,17 @@ class Loop:
         # Adopted foreign pods are not the store's jobs: never orphans.
         attempts = phases.by_attempt([w for w in self.backend.workers() if w.job_id not in adopted])
         unreadable: list[store.Unreadable] = []
-        live = db.live_jobs(unreadable=unreadable, cache=self.live_cache)
+        live = self.cache.read(db, unreadable)
         return _Seen(nodes, foreign, f_running, f_pending, attempts, live, unreadable)
 
     def _reconcile(self, here: Cycle, seen: _Seen) -> None:
         """Phases follow workers (`phases.job`, per job, its errors its own); then the
         loop's memory shrinks to the live jobs, and orphaned attempts stop."""
-        done, memory, db, now = seen.done, self.memory, here.db, here.now
-        for lj in seen.live:
-            if memory.faulty.active(lj.id, now):
-                continue
-            workers = seen.attempts.get((lj.id, lj.attempt), []) if lj.attempt else []
-            try:
-                phases.job(here, lj, workers, done)
-            except Exception as exc:
-                self._job_error(db, lj.id, "reconcile", exc, now)
-                done.touched += 1
+        done, memory, db, now, cache = seen.done, self.memory, here.db, here.now, self.cache
+        self._reconcile_jobs(here, seen)
         if done.changed():
-            seen.unreadable = []
-            seen.live = db.live_jobs(unreadable=seen.unreadable, cache=self.live_cache)
+            missed: list[store.Unreadable] = []
+            seen.reread(db.live_jobs(unreadable=missed, cache=cache.live), missed)
         for bad in seen.unreadable:
             if not memory.faulty.active(bad.id, now):
                 self._job_error(db, bad.id, "reading the stored job", bad.error, now)
@@ -263,9 +264,29 @@ class Loop:
         memory.elsewhere = housekeeping.report_elsewhere(db, memory.elsewhere, done.elsewhere, now)
         # The workers of a job that cannot be read are neither stopped nor given away:
         # their GPUs stay reserved (as draining) until the job is fixed or cancelled.
-        seen.draining = phases.orphans(
-            here.backend, by_id, seen.attempts, done, db, keep=unreadable
-        )
+        look = cache.unsettled_attempts(seen.attempts, by_id)
+        seen.draining = phases.orphans(here.backend, by_id, look, done, db, keep=unreadable)
+        cache.attempts_held(seen.attempts, by_id, seen.draining)
+        cache.forget(by_id)
+
+    def _reconcile_jobs(self, here: Cycle, seen: _Seen) -> None:
+        """`phases.job` for each live job the cache does not know to be quiet (all of
+        them in a full pass), its errors its own."""
+        done, cache, now = seen.done, self.cache, here.now
+        for lj in seen.live:
+            if self.memory.faulty.active(lj.id, now):
+                continue
+            workers = seen.attempts.get((lj.id, lj.attempt), []) if lj.attempt else []
+            quiet = cache.quiet(lj, workers, now)
+            if quiet and not cache.full:
+                continue
+            before = done.size()
+            try:
+                phases.job(here, lj, workers, done)
+            except Exception as exc:
+                self._job_error(here.db, lj.id, "reconcile", exc, now)
+                done.touched += 1
+            cache.reconciled(lj, workers, now, was_quiet=quiet, acted=done.size() != before)
 
     def _job_error(
         self, db: LiveStore, job_id: str, step: str, error: Exception | str, now: float
@@ -289,6 +310,7 @@ class Loop:
             nodes=seen.nodes,
             queues=queues,
             live=seen.live,
+            held=self.cache.running(seen.live),
             now=now,
             config=self.config.core,
             stopping=stopping,

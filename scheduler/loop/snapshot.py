@@ -61,6 +61,7 @@ def build(
     live: Sequence[store.LiveJob],
     now: float,
     config: model.Config,
+    held: Sequence[model.RunningJob] | None = None,
     stopping: Sequence[model.RunningJob] = (),
     draining: Collection[str] = frozenset(),
     held_back: Collection[str] = frozenset(),
@@ -68,12 +69,15 @@ def build(
     foreign_pending: Sequence[model.JobRequest] = (),
     unstoppable: Collection[str] = frozenset(),
 ) -> model.Snapshot:
-    """The snapshot of `live` jobs on `nodes` at `now`. `stopping`: attempts still
+    """The snapshot of `live` jobs on `nodes` at `now`. `held`: the running entries of
+    `live`, when made already (the loop's cache); `stopping`: attempts still
     draining, which hold their GPUs; `draining`: the ids of their jobs, not pending
     until those are gone; `held_back`: ids a backoff keeps out of this cycle;
     `unstoppable`: running jobs whose workers another replica launched out of this one's
     reach (a stop would free their GPUs while they run on)."""
-    running = [r for lj in live if (r := lj.running()) is not None]
+    if held is None:
+        held = [r for lj in live if (r := lj.running()) is not None]
+    running = list(held)
     if unstoppable:  # workers this replica can neither see nor stop: never a victim
         running = [
             dataclasses.replace(r, job=dataclasses.replace(r.job, preemptible=False))
@@ -82,8 +86,8 @@ def build(
             for r in running
         ]
     running.extend(stopping)
-    held = {r.job.id for r in running}
-    running.extend(f for f in foreign_running if f.job.id not in held)
+    holding = {r.job.id for r in running}
+    running.extend(f for f in foreign_running if f.job.id not in holding)
     known = {q.name for q in queues}
     ids = {lj.id for lj in live}
     extra = model.NodeRules(tolerations=config.worker_tolerations)

@@ -39,6 +39,8 @@ class SimBackend:
         self.default_duration_s = default_duration_s
         self.attempts: dict[tuple[str, int], SimAttempt] = {}
         self.launch_count: dict[tuple[str, int], int] = {}
+        # Each attempt's statuses as last made, with the state they were made in.
+        self._statuses: dict[tuple[str, int], tuple[base.WorkerState, list[base.WorkerStatus]]] = {}
 
     def capabilities(self) -> base.Capabilities:
         return base.Capabilities()
@@ -63,9 +65,13 @@ class SimBackend:
                 a.stopped_at = now + grace_period_s
 
     def workers(self) -> Sequence[base.WorkerStatus]:
+        """Every worker's state. An attempt's statuses are made again only when its state
+        changes (as a watch cache hands back the same pod until it changes): the loop's
+        cache tells what changed by identity."""
         now = self.clock.now()
-        out = []
-        for (job_id, attempt), a in self.attempts.items():
+        out: list[base.WorkerStatus] = []
+        made = self._statuses
+        for key, a in self.attempts.items():
             done = now >= a.ends()
             preempted = a.stopped_at is not None and a.stopped_at < a.started + a.duration
             if not done:
@@ -74,21 +80,31 @@ class SimBackend:
                 state, code = base.WorkerState.FAILED, 143
             else:
                 state, code = base.WorkerState.SUCCEEDED, 0
-            for p in a.request.placements:
-                out.append(
-                    base.WorkerStatus(
-                        job_id=job_id,
-                        attempt=attempt,
-                        worker=p.worker,
-                        state=state,
-                        exit_code=code,
-                        node=p.node,
-                        gpus=p.gpus,
-                        fraction=p.fraction,
-                        queue=a.request.spec.queue,
-                    )
-                )
+            hit = made.get(key)
+            if hit is None or hit[0] is not state:
+                hit = made[key] = (state, self._statuses_of(key, a, state, code))
+            out.extend(hit[1])
         return out
+
+    @staticmethod
+    def _statuses_of(
+        key: tuple[str, int], a: SimAttempt, state: base.WorkerState, code: int | None
+    ) -> list[base.WorkerStatus]:
+        job_id, attempt = key
+        return [
+            base.WorkerStatus(
+                job_id=job_id,
+                attempt=attempt,
+                worker=p.worker,
+                state=state,
+                exit_code=code,
+                node=p.node,
+                gpus=p.gpus,
+                fraction=p.fraction,
+                queue=a.request.spec.queue,
+            )
+            for p in a.request.placements
+        ]
 
     def next_event(self) -> float | None:
         """The earliest virtual time at which some worker ends."""
@@ -101,6 +117,7 @@ class SimBackend:
         now = self.clock.now()
         for key in [k for k, a in self.attempts.items() if k[0] not in live and a.ends() <= now]:
             del self.attempts[key]
+            self._statuses.pop(key, None)
 
     def close(self) -> None:
         pass

@@ -1,0 +1,128 @@
+"""The scheduler cache (`scheduler.loop.cache`) on the sim backend and a SQLite store: a
+cycle reconciles only the jobs whose row or workers moved or whose time came; full
+passes run at start, on becoming the leader and periodically, and report drift; and a
+replay decides the same with the cache as with a full pass every cycle."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+
+import pytest
+from sqlalchemy import update
+
+from scheduler import model, store
+from scheduler.backends.local import cluster
+from scheduler.backends.sim import SimBackend
+from scheduler.clock import VirtualClock
+from scheduler.loop.config import CycleReport
+from scheduler.loop.service import Loop, LoopConfig
+from scheduler.sim import replay
+from scheduler.spec import Phase, QueueSpec
+from scheduler.store import schema
+
+from .test_loop_sim import phase, submit
+from .test_sim_fast import _trace
+
+Env = tuple[store.Database, SimBackend, Loop, VirtualClock]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Env:
+    db = store.open_database(f"sqlite:///{tmp_path / 's.db'}")
+    clock = VirtualClock()
+    backend = SimBackend(cluster.load_nodes(), clock)
+    config = LoopConfig(holder="t", lease_ttl_s=1e6, full_pass_every=50)
+    loop = Loop(db, backend, clock=clock, config=config)
+    with db.session() as s:
+        store.create_queue(session=s, spec=QueueSpec.model_validate({"name": "q"}))
+    return db, backend, loop, clock
+
+
+def cycle(loop: Loop, clock: VirtualClock, dt: float = 1.0) -> CycleReport:
+    clock.advance_to(clock.now() + dt)
+    report = loop.run_once()
+    assert report is not None
+    return report
+
+
+def test_only_what_moved_is_reconciled(env: Env) -> None:
+    db, backend, loop, clock = env
+    jobs = [submit(db, clock, name=f"j{i}", workers=2, gpu=1) for i in range(3)]
+    backend.durations[jobs[0]] = 30
+    first = cycle(loop, clock)
+    assert first.cache.full and first.cache.looked_at == 3  # the start is a full pass
+    assert cycle(loop, clock).cache.looked_at == 3  # Scheduled -> Running, all three
+    assert cycle(loop, clock).cache.looked_at == 3  # their rows moved (Running): settled
+    steady = [cycle(loop, clock).cache for _ in range(3)]
+    assert [(c.full, c.looked_at) for c in steady] == [(False, 0)] * 3
+    # jobs[0]'s workers end: it alone is looked at, and succeeds.
+    done = cycle(loop, clock, dt=30)
+    assert done.cache.looked_at == 1 and done.reconciled.succeeded == [jobs[0]]
+    # A cancel moves jobs[1]'s row: it alone is looked at.
+    with db.session() as s:
+        store.cancel_job(session=s, job_id=jobs[1], by="t")
+    cancelled = cycle(loop, clock)
+    assert cancelled.cache.looked_at == 1 and cancelled.reconciled.cancelled == [jobs[1]]
+    assert phase(db, jobs[2]) is Phase.RUNNING
+    assert not any(c.drift for c in [first.cache, *steady, done.cache, cancelled.cache])
+
+
+def test_max_runtime_comes_although_nothing_moved(env: Env) -> None:
+    db, _, loop, clock = env
+    job = submit(db, clock, workers=1, gpu=1, maxRuntime=60)
+    for _ in range(3):  # placed, Running, settled (its row moved)
+        cycle(loop, clock)
+    assert phase(db, job) is Phase.RUNNING
+    assert cycle(loop, clock, dt=30).cache.looked_at == 0  # settled until its time
+    over = cycle(loop, clock, dt=40)
+    assert over.cache.looked_at == 1 and over.reconciled.failed == [job]
+
+
+def test_a_full_pass_reports_drift_and_repairs_it(env: Env) -> None:
+    db, _, loop, clock = env
+    job = submit(db, clock, workers=1, gpu=1)
+    for _ in range(3):
+        cycle(loop, clock)
+    # A write that bypasses the store's functions: the row changes, its version does not.
+    with db.session() as s:
+        s.execute(update(schema.JobRow).where(schema.JobRow.id == job).values(
+            cancel_requested=True))  # fmt: skip
+        s.commit()
+    missed = cycle(loop, clock)
+    assert not missed.cache.full and phase(db, job) is Phase.RUNNING  # the cache's view
+    loop.cache.full_every = 1  # the next cycle is a full pass
+    found = cycle(loop, clock)
+    assert found.cache.full
+    assert found.cache.drift == (
+        f"job {job}: row changed at version 3",
+        f"job {job}: settled, but reconcile had something to do",
+    )
+    assert found.reconciled.cancelled == [job] and phase(db, job) is Phase.CANCELLED
+
+
+def test_becoming_the_leader_is_a_full_pass(env: Env) -> None:
+    db, _, loop, clock = env
+    leads = [True]
+    loop.config = dataclasses.replace(loop.config, is_leader=lambda: leads[0])
+    submit(db, clock, workers=1, gpu=1)
+    assert [cycle(loop, clock).cache.full for _ in range(3)] == [True, False, False]
+    leads[0] = False
+    assert loop.run_once() is None
+    leads[0] = True
+    again = cycle(loop, clock)
+    assert again.cache.full and again.cache.looked_at == 1 and not again.cache.drift
+
+
+def test_a_replay_decides_the_same_with_the_cache_as_without(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jobs, nodes = _trace(tmp_path), cluster.load_nodes()
+    config = model.Config(min_runtime_s=150.0, starvation_s=400.0)
+    cached = replay.simulate(jobs, nodes, config=config)
+    monkeypatch.setattr(replay, "LoopConfig", functools.partial(LoopConfig, full_pass_every=1))
+    full = replay.simulate(jobs, nodes, config=config)
+    assert sum(full.preemptions.values()) > 0 and full.decisions
+    assert cached.decisions == full.decisions  # places (with GPUs), preemptions, ends; times
+    assert (cached.cycles, cached.end, cached.delays) == (full.cycles, full.end, full.delays)
