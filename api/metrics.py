@@ -159,7 +159,11 @@ def _gpu_families(u: usage.Usage) -> Iterator[GaugeMetricFamily]:
 
 class Metrics:
     def __init__(
-        self, database: Database, config: Callable[[], model.Config | None] | None = None
+        self,
+        database: Database,
+        config: Callable[[], model.Config | None] | None = None,
+        *,
+        store_series: bool = True,  # queue and GPU gauges read from the store per scrape
     ) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
@@ -214,7 +218,8 @@ class Metrics:
         self._leading: Callable[[], bool] | None = None
         self.leader.set_function(lambda: float(bool(self._leading and self._leading())))
         self._kinds: set[str] = set()
-        self.registry.register(StoreCollector(database, config or (lambda: None)))
+        if store_series:  # off in `--role scheduler`: the API's replicas report them
+            self.registry.register(StoreCollector(database, config or (lambda: None)))
 
     def follow_leader(self, leading: Callable[[], bool]) -> None:
         self._leading = leading

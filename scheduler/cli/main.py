@@ -47,8 +47,11 @@ def serve(
     fallback_simulated: opts.FallbackSimulated = False,
     worker_user: opts.WorkerUser = None,
     shared_user_ok: opts.SharedUserOk = False,
+    role: opts.ServeRole = "all",
+    api_workers: opts.ApiWorkers = 1,
 ) -> None:
-    """Run the API and the scheduler on the embedded default (SQLite, local workers)."""
+    """Run the API and the scheduler on the embedded default (SQLite, local workers);
+    --role api / scheduler runs one half (docs/install.md)."""
     from scheduler.cli import serve as serving
 
     os.umask(0o077)  # what the service writes (secrets, database, logs) is its own
@@ -72,6 +75,8 @@ def serve(
         fallback_simulated=fallback_simulated,
         worker_user=worker_user,
         shared_user_ok=shared_user_ok,
+        role=role,
+        api_workers=api_workers,
     )
 
 

@@ -31,15 +31,20 @@ from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI
+from starlette.applications import Starlette
 
 from api.app import create_app
+from api.auth import TokenTable
+from api.metrics import Metrics
 from api.services import Wiring, services_of
 from api.settings import Settings
 from scheduler import model
 from scheduler.backends import base
 from scheduler.backends.local import LocalBackend
-from scheduler.cli import listen
+from scheduler.cli import apirole, listen, roles, servesetup
 from scheduler.cli import settings as serve_settings
+from scheduler.cli.probes import probe_app
+from scheduler.cli.roles import Role
 from scheduler.cli.statedir import claim_state as claim_state  # re-exported (tests)
 from scheduler.cli.statedir import prepare_state as prepare_state  # re-exported (tests)
 from scheduler.cli.statedir import secure
@@ -55,6 +60,7 @@ from scheduler.cli.wiring import (
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.loop.workerenv import ScopedWorkerEnv
 from scheduler.store.db import Database, open_database
+from scheduler.store.wakeup import Listener
 
 log = logging.getLogger("shoal.serve")
 
@@ -79,21 +85,44 @@ def serve(
     fallback_simulated: bool = False,
     worker_user: str | None = None,
     shared_user_ok: bool = False,
+    role: str = "all",
+    api_workers: int = 1,
 ) -> None:
-    env, pol = _settings(policy, min_runtime_s, interval_s)
+    """`role` (scheduler.cli.roles): all, or one half of the service on the shared store."""
+    part = roles.parse(role)
     state = Path(state_dir).resolve()
-    url = f"http://{host}:{port}"
-    owns_state = _claim(state, url, backend_kind)
-    # The port before any "serving on" or `url` file: a busy one stops here.
-    sock, url = listen.claim_port(host, port, url_file=state / "url" if owns_state else None)
-    secure(state)
-    admin, worker_key, tokens = _tokens(env, state, url)
     db_url = database_url or f"sqlite:///{state / 'shoal.db'}"
+    roles.check(part, backend_kind=backend_kind, database_url=db_url, api_workers=api_workers)
+    env, pol = servesetup.settings_and_policy(policy, min_runtime_s, interval_s)
+    url = f"http://{host}:{port}"
+    owns_state = servesetup.claim(state, url, backend_kind)
+    # The port before any "serving on" or `url` file: a busy one stops here. The
+    # scheduler role's port serves probes only: the CLI must not be sent there.
+    url_file = state / "url" if owns_state and part is not Role.SCHEDULER else None
+    sock, url = listen.claim_port(host, port, url_file=url_file)
+    secure(state)
+    admin, worker_key, tokens = servesetup.tokens(env, state, url if url_file else None)
+    if part is Role.API:
+        servesetup.announce(url, state, db_url, admin, part)
+        role_env = apirole.role_environment(
+            database_url=db_url,
+            tokens=tokens,
+            worker_key=worker_key,
+            policy=policy,
+            min_runtime_s=min_runtime_s,
+            interval_s=interval_s,
+        )
+        try:
+            apirole.run(sock, api_workers, role_env)
+        finally:
+            print("Shoal stopped", flush=True)
+        return
     database = open_database(db_url)
     # Replicas in pods all run as pid 1: the pod name tells them apart.
     holder = lease_identity(state, pod_name=env.pod_name, owns_state=owns_state)
     if backend_kind == "local":
         refuse_second_local_replica(database, holder)
+    api_url = env.worker_api_url or url
     wired, loop = _wire(
         backend_kind,
         state,
@@ -105,21 +134,31 @@ def serve(
             interval_s=pol.interval_s,
             job_retention_s=job_retention_s,
             core=pol.core,
-            worker_env=ScopedWorkerEnv(url, worker_key) if worker_key else {"SHOAL_API_URL": url},
+            worker_env=(
+                ScopedWorkerEnv(api_url, worker_key) if worker_key else {"SHOAL_API_URL": api_url}
+            ),
         ),
         gpus=gpus,
         fallback_simulated=fallback_simulated,
         worker_user=worker_user,
     )
     backend = wired.backend
-    settings = _api_settings(db_url, tokens, database, worker_key)
     stop = threading.Event()  # the loop's thread: made before the app, whose /healthz checks it
     thread = threading.Thread(target=loop.run_forever, args=(stop,), name="loop", daemon=True)
-    app = _app(settings, loop, thread, backend, pol.core, pol.interval_s, shared_user_ok)
-    _announce(url, state, db_url, admin)
+    listener: Listener | None = None
+    if part is Role.SCHEDULER:
+        # The API is in other processes: their writes wake the loop through the database.
+        listener = Listener(database, loop.wake)
+        app = _probes(database, loop, thread, pol.interval_s, tokens)
+    else:
+        settings = _api_settings(db_url, tokens, database, worker_key)
+        app = _app(settings, loop, thread, backend, pol.core, pol.interval_s, shared_user_ok)
+    servesetup.announce(url, state, db_url, admin, part)
     try:
         _run(app, loop, sock, thread, stop)
     finally:
+        if listener is not None:
+            listener.close()
         wired.close()
         database.close()
         print("Shoal stopped", flush=True)
@@ -178,57 +217,6 @@ def _api_settings(
     )
 
 
-def _announce(url: str, state: Path, db_url: str, admin: str | None) -> None:
-    print(f"Shoal serving on {url}  (state {state}, database {db_url})", flush=True)
-    if admin is not None:
-        print(f"admin token: {admin}  (also in {state / 'admin-token'})", flush=True)
-
-
-def _settings(
-    policy: str, min_runtime_s: float, interval_s: float
-) -> tuple[serve_settings.ServeSettings, serve_settings.Policy]:
-    """The chart's environment and the policy (file, then flags); bad ones stop here."""
-    try:
-        env = serve_settings.from_env()
-        pol = serve_settings.load_policy(
-            env.policy_file,
-            policy=policy,
-            min_runtime_s=min_runtime_s,
-            interval_s=interval_s,
-            worker_tolerations=env.worker_tolerations,
-        )
-    except serve_settings.SettingsError as e:
-        raise SystemExit(str(e)) from None
-    return env, pol
-
-
-def _claim(state: Path, url: str, backend_kind: str) -> bool:
-    """Claim the state directory; whether this process owns it (no other `shoal serve`
-    uses it). Two local backends on one directory are refused."""
-    holder = claim_state(state, url)
-    if holder is not None:
-        what = f"another `shoal serve` ({holder}) is using the state directory {state}"
-        if backend_kind == "local":
-            # Two local backends on one directory would both run and reap its workers.
-            raise SystemExit(f"{what}; stop it first, or give this one another --state-dir")
-        log.warning("%s; only one of them schedules at a time (the store's lease)", what)
-    return holder is None
-
-
-def _tokens(
-    env: serve_settings.ServeSettings, state: Path, url: str
-) -> tuple[str | None, str | None, Path]:
-    """(the admin token made now, the worker-token key, the tokens file)."""
-    admin: str | None
-    worker_key: str | None
-    if env.tokens_file:  # tokens come from the operator (the chart's Secret): make none
-        state.mkdir(parents=True, exist_ok=True)
-        admin, worker_key, tokens = None, None, Path(env.tokens_file)
-    else:
-        admin, worker_key, tokens = prepare_state(state, url)
-    return admin, os.environ.get("SHOAL_WORKER_KEY") or worker_key, tokens
-
-
 def _app(
     settings: Settings,
     loop: Loop,
@@ -239,7 +227,7 @@ def _app(
     shared_user_ok: bool,
 ) -> FastAPI:
     """The API on the loop's store, wired to `backend` and to the loop on `thread`."""
-    stall_s = float(os.environ.get("SHOAL_LOOP_STALL_SECONDS") or max(120.0, 20 * interval_s))
+    stall_s = _stall_s(interval_s)
     local_users = backend.users if isinstance(backend, LocalBackend) else None
     abilities = backend.capabilities()
     excluded = abilities.excluded_nodes
@@ -254,12 +242,27 @@ def _app(
     metrics = services_of(app).metrics
     metrics.follow_leader(lambda: loop.leading)
     loop.observers.append(metrics.observe_cycle)
-    app.add_middleware(WakeOnWrite, loop=loop)
+    app.add_middleware(WakeOnWrite, wake=loop.wake)
     return app
 
 
+def _probes(
+    database: Database, loop: Loop, thread: threading.Thread, interval_s: float, tokens: Path
+) -> Starlette:
+    """The scheduler role's port: probes and the cycle metrics (`scheduler.cli.probes`)."""
+    metrics = Metrics(database, store_series=False)
+    metrics.follow_leader(lambda: loop.leading)
+    loop.observers.append(metrics.observe_cycle)
+    table = TokenTable.load(path=str(tokens), inline=os.environ.get("SHOAL_API_TOKENS"))
+    return probe_app(database, loop_health(loop, thread, _stall_s(interval_s)), metrics, table)
+
+
+def _stall_s(interval_s: float) -> float:
+    return float(os.environ.get("SHOAL_LOOP_STALL_SECONDS") or max(120.0, 20 * interval_s))
+
+
 def _run(
-    app: FastAPI, loop: Loop, sock: socket.socket, thread: threading.Thread, stop: threading.Event
+    app: Starlette, loop: Loop, sock: socket.socket, thread: threading.Thread, stop: threading.Event
 ) -> None:
     """Serve `app` with the loop cycling on `thread` (stopped by `stop`), until uvicorn stops."""
     thread.start()

@@ -53,3 +53,19 @@ SharedUserOk = Annotated[
         "(one trusted team only: its workers can read the state directory)",
     ),
 ]
+ServeRole = Annotated[
+    str,
+    typer.Option(
+        envvar="SHOAL_ROLE",
+        help="all: the API and the scheduler in this process; api: the API alone; "
+        "scheduler: the backend and the loop, with only probes and /metrics on the port "
+        "(docs/install.md, 'API and scheduler apart')",
+    ),
+]
+ApiWorkers = Annotated[
+    int,
+    typer.Option(
+        envvar="SHOAL_API_WORKERS",
+        help="--role api: uvicorn worker processes (more than 1 needs PostgreSQL)",
+    ),
+]

@@ -62,6 +62,9 @@ class ServeSettings:
     # SHOAL_KUBE_OPTIONS_FILE: more of the kubernetes backend's settings, as a JSON object
     # (the chart's kube-options.json; keys in runtime.KUBE_OPTIONS).
     kube_options: Mapping[str, Any] | None = None
+    # SHOAL_WORKER_API_URL: the API URL workers report progress to, where it is not this
+    # process's own (`--role scheduler`: the API's Service). None: this server's URL.
+    worker_api_url: str | None = None
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -120,6 +123,7 @@ def from_env(env: Mapping[str, str] | None = None) -> ServeSettings:
         kube_api_url=env.get("SHOAL_KUBE_API_URL") or env.get("SHOAL_KUBE_HOST") or None,
         kubeconfig=env.get("KUBECONFIG") or None,
         kube_options=kube_options,
+        worker_api_url=env.get("SHOAL_WORKER_API_URL") or None,
     )
 
 

@@ -32,10 +32,11 @@ def _token(path: Path) -> str:
     return path.read_text().strip()
 
 
-def prepare_state(state: Path, url: str) -> tuple[str, str, Path]:
+def prepare_state(state: Path, url: str | None) -> tuple[str, str, Path]:
     """Tokens and the token file for the API; returns (admin token, worker key,
     tokens.yaml). No token in the file is given to workers: each job's workers get one
-    minted from the worker key, scoped to that job's progress."""
+    minted from the worker key, scoped to that job's progress. `url` (None: leave it, as
+    `--role scheduler` does, whose port serves no API) is written for the CLI."""
     state.mkdir(mode=0o700, parents=True, exist_ok=True)
     admin, worker_key = _token(state / "admin-token"), _token(state / "worker-key")
     (state / "worker-token").unlink(missing_ok=True)  # the old all-queues member token
@@ -43,7 +44,8 @@ def prepare_state(state: Path, url: str) -> tuple[str, str, Path]:
     tokens.touch(mode=0o600)
     tokens.chmod(0o600)
     tokens.write_text(yaml.safe_dump({admin: {"user": "admin", "role": "admin", "queues": ["*"]}}))
-    (state / "url").write_text(url + "\n")
+    if url is not None:
+        (state / "url").write_text(url + "\n")
     return admin, worker_key, tokens
 
 

@@ -34,13 +34,17 @@ WAKE_GAP_S = 0.25
 
 
 class WakeOnWrite:
-    """ASGI middleware: a successful write through the API wakes the loop, at once unless
-    the last wake was under `min_gap_s` ago; then one wake at the end of the gap stands for
-    all the writes inside it. Every cycle reads all live jobs, so one wake per submission
-    under a burst made the loop take most of the process's CPU (docs/benchmarks.md)."""
+    """ASGI middleware: a successful write through the API wakes the loop (`wake`: the
+    loop's own in one process, `scheduler.store.wakeup.Notifier`'s through the database
+    with `--role api`), at once unless the last wake was under `min_gap_s` ago; then one
+    wake at the end of the gap stands for all the writes inside it. Every cycle reads all
+    live jobs, so one wake per submission under a burst made the loop take most of the
+    process's CPU (docs/benchmarks.md). `wake` must not block: it runs on the event loop."""
 
-    def __init__(self, app: ASGIApp, loop: Loop, min_gap_s: float = WAKE_GAP_S) -> None:
-        self.app, self.loop, self.min_gap_s = app, loop, min_gap_s
+    def __init__(
+        self, app: ASGIApp, wake: Callable[[], None], min_gap_s: float = WAKE_GAP_S
+    ) -> None:
+        self.app, self.wake, self.min_gap_s = app, wake, min_gap_s
         self._last = -math.inf
         self._deferred = False
 
@@ -48,7 +52,7 @@ class WakeOnWrite:
         now = time.monotonic()
         if now - self._last >= self.min_gap_s:
             self._last = now
-            self.loop.wake()
+            self.wake()
         elif not self._deferred:
             self._deferred = True
             asyncio.get_running_loop().call_later(self._last + self.min_gap_s - now, self._later)
@@ -56,7 +60,7 @@ class WakeOnWrite:
     def _later(self) -> None:
         self._deferred = False
         self._last = time.monotonic()
-        self.loop.wake()
+        self.wake()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
