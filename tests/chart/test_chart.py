@@ -18,13 +18,14 @@ from .conftest import CHART, Render, by_kind, run_helm
 
 K8S_VERSION = "1.30.0"
 # The one kind kubernetes-validate has no schema for (a prometheus-operator CRD).
-UNKNOWN_KINDS = {"ServiceMonitor"}
+UNKNOWN_KINDS = {"ServiceMonitor", "PodMonitor"}
 POSTGRES = "database.postgres.url=postgresql+psycopg://shoal:pw@db.example:5432/shoal"
 
 VARIANTS = {
     "default": (),
-    "postgres-ha": ("database.type=postgres", POSTGRES, "replicaCount=2"),
+    "postgres-ha": ("database.type=postgres", POSTGRES, "api.replicas=3", "api.workers=4"),
     "servicemonitor": ("serviceMonitor.enabled=true",),
+    "servicemonitor-postgres": ("serviceMonitor.enabled=true", "database.type=postgres", POSTGRES),
     "existing-secrets": (
         "auth.existingSecret=my-tokens",
         "database.type=postgres",
@@ -42,7 +43,8 @@ VARIANTS = {
 
 
 def _env(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    container = by_kind(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    """The scheduler's container (the one pod of both on SQLite)."""
+    container = by_kind(docs, "Deployment", "shoal")["spec"]["template"]["spec"]["containers"][0]
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
 
 
@@ -154,11 +156,11 @@ def test_foreign_pods_off_narrows_pod_writes_to_the_jobs_namespace(render: Rende
 
 def test_leader_election_with_replicas(render: Render) -> None:
     assert _env(render())["SHOAL_LEADER_ELECTION"] == "false"
-    docs = render("database.type=postgres", POSTGRES, "replicaCount=2")
+    docs = render("database.type=postgres", POSTGRES)  # a leading scheduler and a standby
     env = _env(docs)
     assert env["SHOAL_LEADER_ELECTION"] == "true"
     assert env["SHOAL_POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
-    deployment = by_kind(docs, "Deployment")
+    deployment = by_kind(docs, "Deployment", "shoal")
     assert deployment["spec"]["replicas"] == 2
     assert "strategy" not in deployment["spec"]  # RollingUpdate: the Lease hands over
 
@@ -236,12 +238,15 @@ def test_api_client_knobs_reach_the_backend_config(render: Render) -> None:
     assert (tuned.qps, tuned.burst, tuned.bind_workers) == (50, 80, 0)
 
 
-def test_replicas_get_a_disruption_budget_and_spread(render: Render) -> None:
+@pytest.mark.parametrize("name", ["shoal", "shoal-api"])  # the scheduler's, the API's
+def test_replicas_get_a_disruption_budget_and_spread(render: Render, name: str) -> None:
     assert not [d for d in render() if d["kind"] == "PodDisruptionBudget"]
-    docs = render("database.type=postgres", POSTGRES, "replicaCount=2")
-    pdb = by_kind(docs, "PodDisruptionBudget")
+    docs = render("database.type=postgres", POSTGRES)
+    pdb = by_kind(docs, "PodDisruptionBudget", name)
     assert pdb["spec"]["maxUnavailable"] == 1
-    spec = by_kind(docs, "Deployment")["spec"]["template"]["spec"]
+    deployment = by_kind(docs, "Deployment", name)
+    assert deployment["spec"]["selector"]["matchLabels"] == pdb["spec"]["selector"]["matchLabels"]
+    spec = deployment["spec"]["template"]["spec"]
     term = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert term[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
     assert (

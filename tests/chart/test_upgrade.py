@@ -15,14 +15,14 @@ POSTGRES = "database.postgres.url=postgresql+psycopg://shoal:pw@db.example:5432/
 
 CONFIGS = {
     "sqlite": (),
-    "postgres-1": ("database.type=postgres", POSTGRES),
-    "postgres-2": ("database.type=postgres", POSTGRES, "replicaCount=2"),
+    "postgres-1": ("database.type=postgres", POSTGRES, "scheduler.replicas=1"),
+    "postgres-2": ("database.type=postgres", POSTGRES),
     "postgres-existing-secret": ("database.type=postgres", "database.postgres.existingSecret=db"),
 }
 
 
 def _deployment(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    deployment = by_kind(docs, "Deployment")
+    deployment = by_kind(docs, "Deployment", "shoal")  # the scheduler's (or both's, SQLite)
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
     return deployment, env
@@ -42,13 +42,14 @@ def test_an_upgrade_never_runs_two_unelected_schedulers(
 
 
 def test_one_postgres_replica_is_elected_and_rolls(render: Render) -> None:
-    deployment, env = _deployment(render("database.type=postgres", POSTGRES))
+    one = ("database.type=postgres", POSTGRES, "scheduler.replicas=1", "api.replicas=1")
+    deployment, env = _deployment(render(*one))
     assert deployment["spec"]["replicas"] == 1
     assert env["SHOAL_LEADER_ELECTION"] == "true"
     assert env["SHOAL_POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert "strategy" not in deployment["spec"]  # RollingUpdate: the API stays up
     # One replica: no disruption budget (it would block every drain) and no spread.
-    docs = render("database.type=postgres", POSTGRES)
+    docs = render(*one)
     assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]
     assert "affinity" not in deployment["spec"]["template"]["spec"]
 

@@ -23,6 +23,22 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: scheduler
 {{- end -}}
 
+{{/* The API's pods when it runs apart (PostgreSQL): what the Service selects then. */}}
+{{- define "shoal.apiSelectorLabels" -}}
+app.kubernetes.io/name: shoal
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: api
+{{- end -}}
+
+{{/* What the Service selects: the API's pods (PostgreSQL), else the one pod of both. */}}
+{{- define "shoal.serviceSelectorLabels" -}}
+{{- if eq .Values.database.type "postgres" -}}
+{{- include "shoal.apiSelectorLabels" . -}}
+{{- else -}}
+{{- include "shoal.selectorLabels" . -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "shoal.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "shoal.fullname" .) .Values.serviceAccount.name -}}
