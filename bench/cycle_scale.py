@@ -22,6 +22,7 @@ import argparse
 import cProfile
 import gc
 import pickle
+import random
 import statistics
 import sys
 import tempfile
@@ -44,6 +45,7 @@ from scheduler.core import (
 )
 
 if TYPE_CHECKING:  # the loop's types, for annotations: the core part needs no store
+    from scheduler.backends.sim import SimBackend
     from scheduler.clock import VirtualClock
     from scheduler.loop.config import CycleReport
     from scheduler.loop.service import Loop
@@ -244,18 +246,53 @@ def loop(args: argparse.Namespace) -> None:
         saved.write_bytes(pickle.dumps((clock.t, backend.attempts)))
     if args.gc_threshold:
         gc.set_threshold(args.gc_threshold, *gc.get_threshold()[1:])
-    reports, cpus = _timed_cycles(lp, clock, args.cycles, args.loop_profile)
+    change = _churn(db, backend, clock, args.churn)
+    reports, cpus = _timed_cycles(lp, clock, args.cycles, args.loop_profile, change)
     _write_steps(reports, cpus, args.cycles)
 
 
+def _churn(
+    db: object, backend: SimBackend, clock: VirtualClock, fraction: float
+) -> Callable[[int], None]:
+    """Before timed cycle `c`: `fraction` of the running jobs end and as many new
+    one-GPU jobs arrive (seeded), so the cluster stays at its steady state."""
+    from scheduler import store
+    from scheduler.clock import as_datetime
+    from scheduler.spec import JobSpec
+
+    assert isinstance(db, store.Database)
+    rng = random.Random(7)
+
+    def change(c: int) -> None:
+        now = clock.now()
+        running = [a for a in backend.attempts.values() if a.ends() > now]
+        k = round(fraction * len(running))
+        for a in rng.sample(running, k):
+            a.duration = now - a.started
+        with db.session() as s:
+            for i in range(k):
+                spec = JobSpec.model_validate({
+                    "name": f"x{c}-{i}", "queue": f"q{i % QUEUES}", "image": "x",
+                    "command": ["c"], "gpu": 1, "cpu": 4, "memory": "32Gi"})  # fmt: skip
+                store.submit_job(session=s, spec=spec, submitter="b", now=as_datetime(now))
+
+    return change
+
+
 def _timed_cycles(
-    lp: Loop, clock: VirtualClock, cycles: int, profile: str | None
+    lp: Loop,
+    clock: VirtualClock,
+    cycles: int,
+    profile: str | None,
+    change: Callable[[int], None],
 ) -> tuple[list[CycleReport], list[float]]:
-    """`cycles` loop cycles a virtual second apart: their reports and CPU seconds."""
+    """`cycles` loop cycles a virtual second apart, each after `change`: their reports
+    and CPU seconds."""
     reports, cpus = [], []
     prof = cProfile.Profile() if profile else None
-    for _ in range(cycles):
+    for c in range(cycles):
         clock.advance_to(clock.now() + 1.0)
+        change(c)
         if prof:
             prof.enable()
         cpu = time.process_time()
@@ -285,6 +322,13 @@ def _write_steps(reports: list[CycleReport], cpus: list[float], cycles: int) -> 
     total = [r.seconds for r in reports]
     w(f"| cycle | {statistics.median(total) * 1e3:.0f} | {min(total) * 1e3:.0f} |\n")
     w(f"| cycle, CPU | {statistics.median(cpus) * 1e3:.0f} | {min(cpus) * 1e3:.0f} |\n")
+    own = [r.seconds - r.steps["schedule"] for r in reports]
+    core = [r.steps["schedule"] for r in reports]
+    ratio = statistics.median(o / c for o, c in zip(own, core, strict=True))
+    looked = statistics.median(r.cache.looked_at for r in reports)
+    w(f"\nloop's own work (all but the core's schedule): median "
+      f"{statistics.median(own) * 1e3:.0f} ms = {ratio:.2f} x the core's; "
+      f"jobs reconciled per cycle: median {looked:.0f}\n")  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -300,6 +344,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--skip-core", action="store_true")
     ap.add_argument("--state", help="loop: keep/reuse the store and sim backend here")
     ap.add_argument("--gc-threshold", type=int, help="loop: gen-0 GC threshold while timed")
+    ap.add_argument("--churn", type=float, default=0.01,
+                    help="loop: share of running jobs that end (and arrive) per cycle")  # fmt: skip
     args = ap.parse_args(argv)
     if not args.skip_core:
         core(args, sys.stdout)

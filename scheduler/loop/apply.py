@@ -4,9 +4,11 @@
   untouched (so it keeps its place), then `backend.stop` with the grace period
   (`lifecycle.preempt`, carried out by `enact` like every phase change). A crash
   before the stop leaves workers their job no longer holds; the next cycle stops them.
-- Place: `record_placement` with attempt = previous + 1 BEFORE `backend.launch`. A crash
-  after the record leaves a Scheduled job without workers, which the next cycle
-  launches; the backend ignores a second launch of one attempt. No attempt runs twice.
+- Place: every placement recorded (attempt = previous + 1) in one transaction BEFORE any
+  `backend.launch`, then each launched, then their `Launched` events in one write. A
+  crash after the record leaves Scheduled jobs without workers (or without the event),
+  whose launch the next cycle finishes; the backend ignores a second launch of one
+  attempt. No attempt runs twice.
 - Foreign pods (a backend's `ForeignWorkloads`, not in the store): Place binds them.
 - Keep pending: the reasons that changed, in one write (the store skips repeats).
 An exception while carrying out one job's decision goes to `on_error` (the loop makes it
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 
 from scheduler import model
 from scheduler.backends import base
+from scheduler.clock import as_datetime
 from scheduler.loop import faults, launching, lifecycle
 from scheduler.loop.context import Cycle
 from scheduler.loop.enact import enact, stop_quietly
@@ -28,6 +31,7 @@ from scheduler.loop.workerenv import env_for
 from scheduler.spec import Phase
 from scheduler.store import cycle as store
 from scheduler.store import errors
+from scheduler.store.port import EventWrite, PlacementWrite
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +43,9 @@ class Applied:
     pending: int = 0
     launch_failed: list[str] = field(default_factory=list)
     violations: list[model.Violation] = field(default_factory=list)
+    # (job id, version written at) of each pending reason written: the new row is the
+    # old one with its reason, which no `LiveJob` field reads (the scheduler cache).
+    reasons_at: list[tuple[str, int]] = field(default_factory=list)
 
 
 def report_violations(
@@ -76,27 +83,28 @@ def apply(
             _preempt(cycle, p, live, out)
         except Exception as exc:
             cycle.on_error(p.job_id, "preemption", exc)
+    ours = []
     for place in result.places:
         if abilities.foreign is not None and place.job_id in foreign_ids:
             _bind(cycle, abilities.foreign, place, out)  # a foreign pod: bind it
-            continue
-        try:
-            _place(cycle, place, live, out)
-        except Exception as exc:
-            cycle.on_error(place.job_id, "placement", exc)
+        else:
+            ours.append(place)
+    _place_all(cycle, ours, live, out)
     changed: list[tuple[str, int, model.PendingReason]] = []
     for keep in result.pending:
         try:
             _keep(cycle, keep, live, abilities.pending_notes, foreign_ids, out, changed)
         except Exception as exc:
             cycle.on_error(keep.job_id, "recording the pending reason", exc)
-    _write_reasons(cycle, changed)
+    out.reasons_at = _write_reasons(cycle, changed)
     return out
 
 
-def _write_reasons(cycle: Cycle, changed: list[tuple[str, int, model.PendingReason]]) -> None:
+def _write_reasons(
+    cycle: Cycle, changed: list[tuple[str, int, model.PendingReason]]
+) -> list[tuple[str, int]]:
     """The reasons that changed, in one write; if that fails, job by job, so one job's
-    trouble is that job's."""
+    trouble is that job's. Returns (job id, version read) of each written."""
     db = cycle.db
     try:
         done = db.set_pending_reasons(reasons=changed)
@@ -112,9 +120,10 @@ def _write_reasons(cycle: Cycle, changed: list[tuple[str, int, model.PendingReas
                 cycle.on_error(job_id, "recording the pending reason", exc)
                 continue
             done.append(job_id)
-    reason_of = {job_id: reason for job_id, _, reason in changed}
+    read = {job_id: (version, reason) for job_id, version, reason in changed}
     for job_id in done:
-        cycle.memory.reasons[job_id] = reason_of[job_id]
+        cycle.memory.reasons[job_id] = read[job_id][1]
+    return [(job_id, read[job_id][0]) for job_id in done]
 
 
 def _preempt(
@@ -144,33 +153,79 @@ def _bind(cycle: Cycle, foreign: base.ForeignWorkloads, place: model.Place, out:
     out.placed.append(place.job_id)
 
 
+def _place_all(
+    cycle: Cycle, places: Sequence[model.Place], live: Mapping[str, store.LiveJob], out: Applied
+) -> None:
+    """Record every placement as a new attempt (one transaction), then launch each, then
+    write their `Launched` events together. Should the batch fail, each job is placed
+    on its own, its error its own."""
+    todo = [(p, lj) for p in places if (lj := live.get(p.job_id)) and lj.phase is Phase.PENDING]
+    if not todo:
+        return
+    writes = [PlacementWrite(lj.id, lj.version, p.placements, lj.attempt + 1) for p, lj in todo]
+    try:
+        versions = cycle.db.record_placements(writes=writes, now=as_datetime(cycle.now))
+    except Exception as exc:
+        cycle.db.rollback()
+        log.warning("recording %d placements at once failed (%s); one by one", len(todo), exc)
+        for place, _ in todo:
+            try:
+                _place(cycle, place, live, out)
+            except Exception as one:
+                cycle.on_error(place.job_id, "placement", one)
+        return
+    faults.point("place:recorded")
+    launched: list[EventWrite] = []
+    for place, lj in todo:
+        if lj.id not in versions:
+            log.info("placement of %s skipped: the job moved on meanwhile", lj.id)
+            continue
+        try:
+            _launch(cycle, lj, place, versions[lj.id], out, launched)
+        except Exception as exc:
+            cycle.on_error(lj.id, "placement", exc)
+    cycle.db.append_events(events=launched, now=as_datetime(cycle.now))
+
+
 def _place(
     cycle: Cycle, place: model.Place, live: Mapping[str, store.LiveJob], out: Applied
 ) -> None:
-    """Record the placement as a new attempt (a transition), then launch it."""
+    """Record one placement as a new attempt (a transition), then launch it."""
     lj = live.get(place.job_id)
     if lj is None or lj.phase is not Phase.PENDING:
         return
-    attempt = lj.attempt + 1
-    recorded = lifecycle.place(place.placements, attempt)
+    recorded = lifecycle.place(place.placements, lj.attempt + 1)
     try:
         version = enact(cycle.db, cycle.backend, lj.id, lj.version, recorded, now=cycle.now)
     except errors.MOVED_ON as exc:
         log.info("placement of %s skipped: %s", lj.id, exc)
         return
-    cycle.memory.reasons.pop(lj.id, None)  # record_placement cleared the stored reason
+    _launch(cycle, lj, place, version, out, None)
+
+
+def _launch(
+    cycle: Cycle,
+    lj: store.LiveJob,
+    place: model.Place,
+    version: int,
+    out: Applied,
+    launched: list[EventWrite] | None,
+) -> None:
+    """Launch the attempt just recorded (its `Launched` event into `launched`, if given)."""
+    cycle.memory.reasons.pop(lj.id, None)  # the placement cleared the stored reason
     env = env_for(cycle.worker_env, lj.id)
-    request = base.LaunchRequest(lj.id, lj.spec, attempt, place.placements, env, lj.origin)
-    launched = launching.launch(
+    request = base.LaunchRequest(lj.id, lj.spec, lj.attempt + 1, place.placements, env, lj.origin)
+    ok = launching.launch(
         cycle.db,
         cycle.backend,
         request,
         version=version,
         now=cycle.now,
         backoff=cycle.memory.launches,
+        launched=launched,
     )
     faults.point("place:launched")
-    (out.placed if launched else out.launch_failed).append(lj.id)
+    (out.placed if ok else out.launch_failed).append(lj.id)
 
 
 def _keep(

@@ -22,6 +22,7 @@ and the cycle's report; the cache then goes on from what the full pass found.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -147,6 +148,20 @@ class SchedulerCache:
                 out.append(entry[1])
         self.held = fresh
         return out
+
+    def reasons_written(self, written: Sequence[tuple[str, int]]) -> None:
+        """This loop wrote these jobs' pending reasons at these versions: a row now one
+        version on is the row read then with its reason, which no `LiveJob` field reads,
+        so the cached job stands for it (a row that moved otherwise is at another version
+        and is read again)."""
+        jobs = self.live.jobs
+        for job_id, version in written:
+            lj = jobs.get(job_id)
+            if lj is not None and lj.version == version:
+                jobs[job_id] = dataclasses.replace(lj, version=version + 1)
+                s = self.settled.get(job_id)
+                if s is not None and s.version == version:
+                    self.settled[job_id] = dataclasses.replace(s, version=version + 1)
 
     def summary(self) -> CachePass:
         return CachePass(self.full, self.looked_at, tuple(self.drift))

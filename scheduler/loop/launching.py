@@ -30,7 +30,7 @@ from scheduler.loop import lifecycle
 from scheduler.loop.backoff import Backoff
 from scheduler.loop.enact import enact, stop_quietly
 from scheduler.store import errors, schema
-from scheduler.store.port import LiveStore
+from scheduler.store.port import EventWrite, LiveStore
 
 log = logging.getLogger(__name__)
 LAUNCHED = "Launched"
@@ -49,9 +49,11 @@ def launch(
     version: int,
     now: float,
     backoff: Backoff,
+    launched: list[EventWrite] | None = None,
 ) -> bool:
     """Launch one attempt; on failure make it the job's reason (see the module doc).
-    True when the backend took the launch."""
+    True when the backend took the launch. With `launched`, its `Launched` event goes
+    there, for the caller to write with others'."""
     job_id, at = request.job_id, as_datetime(now)
     local = backend.capabilities().local_workers
     if local is not None:
@@ -84,15 +86,11 @@ def launch(
     data: dict[str, object] = {"attempt": request.attempt}
     if local is not None:
         data.update(_made_by(local))
-    _event(
-        db,
-        job_id,
-        LAUNCHED,
-        "Launched",
-        f"attempt {request.attempt}: {len(request.placements)} worker(s) created",
-        at,
-        data,
-    )
+    said = f"attempt {request.attempt}: {len(request.placements)} worker(s) created"
+    if launched is not None:
+        launched.append(EventWrite(job_id, LAUNCHED, "Launched", said, data))
+    else:
+        _event(db, job_id, LAUNCHED, "Launched", said, at, data)
     return True
 
 

@@ -205,6 +205,15 @@ def decide(
     return None
 
 
+def follows_workers(t: Transition) -> bool:
+    """Whether `t` is one phase write and nothing else (Running, Succeeded, Requeued):
+    no event, placement, stop, backoff or crash point, so the loop may write many such
+    moves in one transaction."""
+    if t.event or t.place or t.stop or t.pending or t.hold_launch or t.hold_retry:
+        return False
+    return len(t.writes) == 1 and t.writes[0].fault is None and not t.writes[0].count_restart
+
+
 def quiet_until(job: Job, workers: Sequence[WorkerStatus], now: float) -> float:
     """Until when `decide` returns None for this job and these workers, whatever the
     `Facts` (`now` or earlier: it may act now). The scheduler cache reconciles a job

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from scheduler.backends import base
+from scheduler.clock import as_datetime
 from scheduler.loop import faults, launching, lifecycle
 from scheduler.loop.context import Cycle
 from scheduler.loop.enact import enact, stop_quietly
@@ -24,7 +25,7 @@ from scheduler.loop.workerenv import env_for
 from scheduler.spec import Phase
 from scheduler.store import cycle as store
 from scheduler.store import errors
-from scheduler.store.port import LiveStore
+from scheduler.store.port import LiveStore, PhaseWrite
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,8 @@ class Reconciled:
     # (job id -> that backend's instance): left alone, never relaunched.
     elsewhere: dict[str, str] = field(default_factory=dict)
     touched: int = 0  # store writes of any kind (the loop re-reads jobs when > 0)
+    # Moves that only follow the workers, written together by `flush`.
+    deferred: list[tuple[PhaseWrite, Outcome]] = field(default_factory=list)
 
     def record(self, outcome: Outcome, job_id: str) -> None:
         lists = {
@@ -63,6 +66,7 @@ class Reconciled:
         """How much was done so far (grows with every write, launch or stop)."""
         lists = (self.launched, self.running, self.succeeded, self.failed, self.retried)
         n = len(self.cancelled) + len(self.orphans_stopped) + len(self.elsewhere)
+        n += len(self.deferred)
         return self.touched + n + sum(len(x) for x in lists)
 
     def changed(self) -> bool:
@@ -132,6 +136,12 @@ def job(
             return
         if t.outcome is Outcome.REQUEUED:
             done.touched += 1
+        if lifecycle.follows_workers(t):
+            w = t.writes[0]
+            done.deferred.append(
+                (PhaseWrite(lj.id, lj.version, w.phase, w.reason, w.message), t.outcome)
+            )
+            return
         enact(
             cycle.db,
             cycle.backend,
@@ -146,6 +156,39 @@ def job(
     except errors.MOVED_ON as exc:
         done.touched += 1
         log.info("job %s changed meanwhile (%s); next cycle", lj.id, exc)
+
+
+def flush(cycle: Cycle, done: Reconciled) -> None:
+    """Write the deferred moves (Running, Succeeded, Requeued) in one transaction; a job
+    that moved on meanwhile is decided again next cycle. Should the batch fail, each is
+    written on its own, its error its own."""
+    deferred, done.deferred = done.deferred, []
+    if not deferred:
+        return
+    db = cycle.db
+    try:
+        written = set(db.set_phases(writes=[w for w, _ in deferred], now=as_datetime(cycle.now)))
+    except Exception as exc:
+        db.rollback()
+        log.warning("writing %d phases at once failed (%s); one by one", len(deferred), exc)
+        written = {w.job_id for w, outcome in deferred if _one(cycle, w, outcome)}
+    for w, outcome in deferred:
+        if w.job_id in written:
+            done.record(outcome, w.job_id)
+        else:
+            done.touched += 1
+
+
+def _one(cycle: Cycle, w: PhaseWrite, outcome: Outcome) -> bool:
+    move = lifecycle.Transition(outcome, (lifecycle.Write(w.phase, w.reason, w.message),))
+    try:
+        enact(cycle.db, cycle.backend, w.job_id, w.expected_version, move, now=cycle.now)
+    except errors.MOVED_ON:
+        return False
+    except Exception as exc:
+        cycle.on_error(w.job_id, "reconcile", exc)
+        return False
+    return True
 
 
 def _adopt(cycle: Cycle, lj: store.LiveJob, by: str) -> bool:

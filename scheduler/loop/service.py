@@ -191,6 +191,7 @@ class Loop:
             steps.mark("schedule")
             foreign_ids = {r.id for r in snapshot.pending} - by_id.keys()
             applied = apply.apply(here, result, by_id, foreign_ids)  # 6. apply
+            self.cache.reasons_written(applied.reasons_at)
         housekeeping.forget_finished(self.capabilities.records, seen.attempts, by_id)
         housekeeping.purge(self.database, self.config.job_retention_s, self.cycles, now)
         housekeeping.drop_deleted_files(self.database, self.capabilities.files, self.cycles)
@@ -252,6 +253,7 @@ class Loop:
         loop's memory shrinks to the live jobs, and orphaned attempts stop."""
         done, memory, db, now, cache = seen.done, self.memory, here.db, here.now, self.cache
         self._reconcile_jobs(here, seen)
+        phases.flush(here, done)
         if done.changed():
             missed: list[store.Unreadable] = []
             seen.reread(db.live_jobs(unreadable=missed, cache=cache.live), missed)

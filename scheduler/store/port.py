@@ -16,12 +16,13 @@ from typing import Any, Protocol
 
 from scheduler import model
 from scheduler.spec import Phase
-from scheduler.store import cluster, draining, events, lease, live, retention, rows, schema
+from scheduler.store import batches, cluster, draining, events, lease, live, retention, rows, schema
 from scheduler.store import transitions as moves
+from scheduler.store.batches import EventWrite, PhaseWrite, PlacementWrite
 from scheduler.store.db import Database, Session
 from scheduler.store.live import LiveCache, LiveJob, Unreadable
 
-__all__ = ["LiveStore", "SqlLiveStore", "opened"]
+__all__ = ["EventWrite", "LiveStore", "PhaseWrite", "PlacementWrite", "SqlLiveStore", "opened"]
 
 
 class LiveStore(Protocol):
@@ -83,6 +84,13 @@ class LiveStore(Protocol):
         data: Mapping[str, Any] | None = None,
         now: datetime | None = None,
     ) -> None: ...
+
+    # Many jobs' writes in one transaction (`store.batches`): the ids (versions) written.
+    def set_phases(self, *, writes: Sequence[PhaseWrite], now: datetime) -> list[str]: ...
+    def record_placements(
+        self, *, writes: Sequence[PlacementWrite], now: datetime
+    ) -> dict[str, int]: ...
+    def append_events(self, *, events: Sequence[EventWrite], now: datetime) -> None: ...
 
     # The single-scheduler lease.
     def acquire_lease(self, *, holder: str, ttl_s: float) -> bool: ...
@@ -203,6 +211,17 @@ class SqlLiveStore:
             data=data,
             now=now,
         )
+
+    def set_phases(self, *, writes: Sequence[PhaseWrite], now: datetime) -> list[str]:
+        return batches.set_phases(session=self.session, writes=writes, now=now)
+
+    def record_placements(
+        self, *, writes: Sequence[PlacementWrite], now: datetime
+    ) -> dict[str, int]:
+        return batches.record_placements(session=self.session, writes=writes, now=now)
+
+    def append_events(self, *, events: Sequence[EventWrite], now: datetime) -> None:
+        batches.append_events(session=self.session, events=events, now=now)
 
     def acquire_lease(self, *, holder: str, ttl_s: float) -> bool:
         return lease.acquire_lease(session=self.session, holder=holder, ttl_s=ttl_s)

@@ -72,34 +72,61 @@ def record_placement(
     if row.cancel_requested:
         raise errors.InvalidTransition(f"job {job_id} is being cancelled")
     at = now or schema.utcnow()
-    data = convert.placements_json(placements)
-    version = cas_update(
-        session,
-        job_id=job_id,
-        expected_version=expected_version,
-        values={
-            "phase": Phase.SCHEDULED.value,
-            "placements": data,
-            "attempt": attempt,
-            "scheduled_at": at,
-            "started_at": None,
-            "pending_code": None,
-            "pending_message": None,
-            "pending_details": None,
-            "conditions": [*row.conditions, _condition(Phase.SCHEDULED, "", "", at)][-20:],
-        },
-    )
-    nodes = sorted({p.node for p in placements})
-    add_event(
-        session,
-        job_id=job_id,
-        kind="Scheduled",
-        message=f"attempt {attempt} on {', '.join(nodes)}",
-        data={"attempt": attempt, "placements": data},
-        at=at,
-    )
+    values = placement_values(row.conditions, placements, attempt, at)
+    version = cas_update(session, job_id=job_id, expected_version=expected_version, values=values)
+    add_event(session, job_id=job_id, kind="Scheduled", at=at, **scheduled_event(values))
     session.commit()
     return version
+
+
+def phase_values(
+    conditions: Sequence[Mapping[str, Any]], phase: Phase, reason: str, message: str, at: datetime
+) -> dict[str, Any]:
+    """The columns a move to `phase` writes: Running stamps started_at, a finished phase
+    finished_at; leaving Scheduled/Running releases the placements."""
+    values: dict[str, Any] = {
+        "phase": phase.value,
+        "conditions": [*conditions, _condition(phase, reason, message, at)][-20:],
+    }
+    if phase is Phase.RUNNING:
+        values["started_at"] = at
+    if phase not in HOLDS_GPUS:
+        values["placements"] = []
+    if phase in (Phase.PENDING, Phase.PREEMPTED):
+        values.update(scheduled_at=None, started_at=None)
+    if phase.finished:
+        values["finished_at"] = at
+    return values
+
+
+def placement_values(
+    conditions: Sequence[Mapping[str, Any]],
+    placements: Sequence[model.WorkerPlacement],
+    attempt: int,
+    at: datetime,
+) -> dict[str, Any]:
+    """The columns Pending -> Scheduled writes (the placement as attempt `attempt`)."""
+    return {
+        "phase": Phase.SCHEDULED.value,
+        "placements": convert.placements_json(placements),
+        "attempt": attempt,
+        "scheduled_at": at,
+        "started_at": None,
+        "pending_code": None,
+        "pending_message": None,
+        "pending_details": None,
+        "conditions": [*conditions, _condition(Phase.SCHEDULED, "", "", at)][-20:],
+    }
+
+
+def scheduled_event(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The message and data of the `Scheduled` event of a placement's `values`."""
+    nodes = sorted({p["node"] for p in values["placements"]})
+    attempt = values["attempt"]
+    return {
+        "message": f"attempt {attempt} on {', '.join(nodes)}",
+        "data": {"attempt": attempt, "placements": values["placements"]},
+    }
 
 
 def set_phase(
@@ -121,18 +148,7 @@ def set_phase(
     if phase not in TRANSITIONS[current]:
         raise errors.InvalidTransition(f"job {job_id} cannot go from {current} to {phase}")
     at = now or schema.utcnow()
-    values: dict[str, Any] = {
-        "phase": phase.value,
-        "conditions": [*row.conditions, _condition(phase, reason, message, at)][-20:],
-    }
-    if phase is Phase.RUNNING:
-        values["started_at"] = at
-    if phase not in HOLDS_GPUS:
-        values["placements"] = []
-    if phase in (Phase.PENDING, Phase.PREEMPTED):
-        values.update(scheduled_at=None, started_at=None)
-    if phase.finished:
-        values["finished_at"] = at
+    values = phase_values(row.conditions, phase, reason, message, at)
     if count_restart:
         values["restarts"] = row.restarts + 1
     version = cas_update(session, job_id=job_id, expected_version=expected_version, values=values)

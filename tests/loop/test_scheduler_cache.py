@@ -126,3 +126,15 @@ def test_a_replay_decides_the_same_with_the_cache_as_without(
     assert sum(full.preemptions.values()) > 0 and full.decisions
     assert cached.decisions == full.decisions  # places (with GPUs), preemptions, ends; times
     assert (cached.cycles, cached.end, cached.delays) == (full.cycles, full.end, full.delays)
+
+
+def test_a_pending_reason_the_loop_wrote_needs_no_second_read(env: Env) -> None:
+    db, _, loop, clock = env
+    job = submit(db, clock, workers=1, gpu=64)  # never fits: it waits, with a reason
+    first = cycle(loop, clock)
+    assert [k.job_id for k in first.result.pending] == [job]
+    assert first.applied.reasons_at == [(job, 1)]  # written at version 1: now at 2
+    assert cycle(loop, clock).cache.looked_at == 0  # the cached job stands for version 2
+    loop.cache.full_every = 1
+    full = cycle(loop, clock)
+    assert full.cache.full and full.cache.looked_at == 1 and not full.cache.drift

@@ -1,0 +1,101 @@
+"""Many jobs' writes in one transaction (`store.batches`, the loop's reconcile and apply
+steps): each job ends as the one-job function leaves it, a job that moved on is left
+out, on both databases."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from storebuild import job, queue
+
+from scheduler import store
+from scheduler.model import WorkerPlacement
+from scheduler.spec import Phase
+from scheduler.store import batches, events, schema, transitions
+from scheduler.store.db import Database
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+T1 = datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+ON_A = (WorkerPlacement(0, "a", (0,)), WorkerPlacement(1, "b", (1, 2), 1.0))
+
+
+@pytest.fixture
+def db(database: Database) -> Database:
+    with database.session() as s:
+        store.create_queue(session=s, spec=queue("vision"))
+    return database
+
+
+def _jobs(db: Database, n: int, prefix: str = "j") -> list[str]:
+    with db.session() as s:
+        return [
+            store.submit_job(session=s, spec=job(name=f"{prefix}{i}"), submitter="al", now=T0)[0].id
+            for i in range(n)
+        ]
+
+
+def _seen(db: Database, job_id: str) -> tuple[object, ...]:
+    """A job's row and events, as far as writes make them (ids and times aside)."""
+    with db.session() as s:
+        r = store.get_job(session=s, job_id=job_id)
+        history = events.list_events(session=s, job_id=job_id)
+        said = [(e.kind, e.reason, e.message, e.data) for e in history]
+        conditions = [(c["type"], c["reason"], c["message"]) for c in r.conditions]
+        return (r.version, r.phase, r.placements, r.attempt, conditions, r.scheduled_at,
+                r.started_at, r.finished_at, said)  # fmt: skip
+
+
+def test_placements_and_phases_as_one_job_writes_leave_them(db: Database) -> None:
+    one, many = _jobs(db, 3, "one"), _jobs(db, 3, "many")
+    with db.session() as s:
+        for j in one:
+            transitions.record_placement(session=s, job_id=j, expected_version=1,
+                                         placements=ON_A, attempt=1, now=T1)  # fmt: skip
+        for j, phase in zip(one, [Phase.RUNNING, Phase.SUCCEEDED, Phase.RUNNING], strict=True):
+            transitions.set_phase(session=s, job_id=j, expected_version=2, phase=phase,
+                                  reason="R", message="m", now=T1)  # fmt: skip
+        placed = batches.record_placements(
+            session=s, writes=[batches.PlacementWrite(j, 1, ON_A, 1) for j in many], now=T1
+        )
+        assert placed == {j: 2 for j in many}
+        moves = [
+            batches.PhaseWrite(j, 2, phase, "R", "m")
+            for j, phase in zip(many, [Phase.RUNNING, Phase.SUCCEEDED, Phase.RUNNING], strict=True)
+        ]
+        assert batches.set_phases(session=s, writes=moves, now=T1) == many
+    for a, b in zip(one, many, strict=True):
+        assert _seen(db, a) == _seen(db, b)
+
+
+def test_a_job_that_moved_on_is_left_out_and_the_others_written(db: Database) -> None:
+    moved, cancelled, fine, gone = _jobs(db, 4)
+    with db.session() as s:
+        store.cancel_job(session=s, job_id=cancelled, by="al")  # Pending: Cancelled at once
+        s.execute(schema.JobRow.__table__.update().where(schema.JobRow.id == moved)
+                  .values(version=5))  # fmt: skip
+        s.commit()
+        writes = [batches.PlacementWrite(j, 1, ON_A, 1) for j in (moved, cancelled, fine, gone)]
+        writes[-1] = batches.PlacementWrite("no-such-job", 1, ON_A, 1)
+        assert batches.record_placements(session=s, writes=writes, now=T1) == {fine: 2}
+        # Scheduled -> Scheduled is no move; at the wrong version, nothing either.
+        bad = [
+            batches.PhaseWrite(fine, 2, Phase.SCHEDULED),
+            batches.PhaseWrite(fine, 1, Phase.RUNNING),
+        ]
+        assert batches.set_phases(session=s, writes=bad, now=T1) == []
+    with db.session() as s:
+        assert store.get_job(session=s, job_id=moved).phase == Phase.PENDING.value
+        assert store.get_job(session=s, job_id=fine).phase == Phase.SCHEDULED.value
+        assert store.get_job(session=s, job_id=fine).version == 2
+
+
+def test_events_of_many_jobs_and_of_one_deleted_meanwhile(db: Database) -> None:
+    a, b = _jobs(db, 2)
+    said = [batches.EventWrite(j, "Launched", "Launched", f"attempt 1 of {j}", {"attempt": 1})
+            for j in (a, b, "deleted-job")]  # fmt: skip
+    with db.session() as s:
+        batches.append_events(session=s, events=said, now=T1)
+        for j in (a, b):
+            kinds = [(e.kind, e.message, e.data) for e in events.list_events(session=s, job_id=j)]
+            assert kinds[-1] == ("Launched", f"attempt 1 of {j}", {"attempt": 1})
