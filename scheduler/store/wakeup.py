@@ -3,8 +3,9 @@ beside `--role scheduler`): `Notifier` is the writer's side, `Listener` the sche
 
 PostgreSQL: `NOTIFY shoal_wake` (delivered to every listening session once the
 notifying transaction commits) and a listening connection of its own. SQLite: the
-writer touches `<database>.wake` beside the database file and the listener polls its
-change time every `POLL_S`. Not `PRAGMA data_version`: it counts every other
+writer puts a new stamp in `<database>.wake` beside the database file and the listener
+reads it every `POLL_S` (a stamp, not the file's time: two writes within one tick of the
+kernel's coarse clock would leave the same time). Not `PRAGMA data_version`: it counts every other
 connection's commit, the scheduler's own too (each cycle renews the lease), so the
 loop would wake itself after every cycle. SQLite's processes share one host, so a file
 beside the database reaches them all. A wake is a hint: a lost one costs at most the
@@ -16,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,7 @@ class Notifier:
     def __init__(self, database: Database) -> None:
         self.database = database
         self._file = wake_file(database)
+        self._sent = 0
         self._pending = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="wake-notify", daemon=True)
@@ -59,8 +62,12 @@ class Notifier:
     def send(self) -> None:
         """One wake, now, on this thread."""
         if self._file is not None:
-            self._file.touch()
-            os.utime(self._file)  # touch() leaves the time alone on some filesystems
+            self._sent += 1
+            fd = os.open(self._file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, f"{os.getpid()} {self._sent} {time.time_ns()}\n".encode())
+            finally:
+                os.close(fd)
             return
         with self.database.engine.connect() as conn:
             conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": CHANNEL})
@@ -102,10 +109,10 @@ class Listener:
         self._stop.set()
         self._thread.join(timeout=5)
 
-    def _stamp(self) -> int | None:
+    def _stamp(self) -> bytes | None:
         assert self._file is not None
         try:
-            return self._file.stat().st_mtime_ns
+            return self._file.read_bytes()
         except FileNotFoundError:
             return None
 
