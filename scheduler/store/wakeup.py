@@ -69,6 +69,8 @@ class Notifier:
             finally:
                 os.close(fd)
             return
+        if self.database.engine.dialect.name != "postgresql":
+            return  # an in-memory SQLite database: no other process shares it
         with self.database.engine.connect() as conn:
             conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": CHANNEL})
             conn.commit()
@@ -126,6 +128,9 @@ class Listener:
                 self.on_wake()
 
     def _listen(self) -> None:
+        if self.database.engine.dialect.name != "postgresql":
+            self._ready.set()  # an in-memory SQLite database: no other process shares it
+            return
         while not self._stop.is_set():
             try:
                 conn = self._connect()
