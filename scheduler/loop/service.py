@@ -39,6 +39,7 @@ the cycle renews its lease (once a third of it has passed), and refuses them
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -131,6 +132,7 @@ class Loop:
         self.heartbeat = time.monotonic()
         # Whether the last cycle held the lease (and, when elected, the Lease): leader status.
         self.leading = False
+        self._renewed = -math.inf  # when this replica last renewed the lease (monotonic)
         # Called with every completed cycle's report (the API's metrics); must not raise.
         self.observers: list[Callable[[CycleReport], None]] = []
 
@@ -211,15 +213,19 @@ class Loop:
     def _lease(self, db: LiveStore) -> Fenced | None:
         """Hold the single-scheduler lease; the cycle's backend, fenced: no launch or
         stop once the lease may be another replica's. None: another replica leads."""
-        taken = time.monotonic()
-        lease = db.acquire_lease(holder=self.config.holder, ttl_s=self.config.lease_ttl_s)
-        self.leading = lease
-        if not lease:
+        ttl, now = self.config.lease_ttl_s, time.monotonic()
+        if not self.leading or now - self._renewed >= ttl / 3:
+            # Held and renewed under a third of its term ago, it is this replica's until
+            # at least 2/3 of the term from now: no write needed (the fence renews it
+            # before any cluster write once a third has passed).
+            self.leading = db.acquire_lease(holder=self.config.holder, ttl_s=ttl)
+            self._renewed = now
+        if not self.leading:
             return None
         return Fenced(
             self.backend,
             self.capabilities,
-            taken=taken,
+            taken=self._renewed,
             ttl_s=self.config.lease_ttl_s,
             renew=lambda: db.acquire_lease(
                 holder=self.config.holder, ttl_s=self.config.lease_ttl_s

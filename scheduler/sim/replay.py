@@ -137,6 +137,7 @@ class _Run:
     reasons: dict[str, model.PendingReason] = field(default_factory=dict)  # the last cycle's
     total_cpu: int = 0
     total_mem: int = 0
+    seen: store.LiveCache = field(default_factory=store.LiveCache)  # the live jobs last read
 
     @classmethod
     def start(
@@ -188,8 +189,8 @@ class _Run:
                 record(rep, report, t, self.submitted, self.first_start)
             # A quiet cycle changed no job: what the store held before it, it holds now.
             if self.every_tick or arrived or not _quiet(report):
-                with self.db.session() as s:
-                    live = store.live_jobs(session=s)
+                with self.db.session() as s:  # only the rows that moved are read whole
+                    live = store.live_jobs(session=s, cache=self.seen)
             held = self.sample(t)
             waiting = [lj for lj in live if lj.phase is Phase.PENDING]
             nxt = self.next_times(t, report, live, waiting)
