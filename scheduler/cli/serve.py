@@ -1,5 +1,8 @@
 """`shoal serve`: the whole service in one process - the API (uvicorn) and the scheduler
-loop (a thread) on one store, with the local backend by default.
+loop (a thread) on one store, with the local backend by default; or, with `--role api` /
+`--role scheduler` (`scheduler.cli.roles`), one half of it: the API alone
+(`scheduler.cli.apirole`), or the backend and the loop with probes on the port
+(`scheduler.cli.probes`), woken by the API's writes through the database.
 
 Configuration comes from flags and, as the Helm chart sets them, SHOAL_* variables
 (`scheduler.cli.settings`: policy file, tokens file, Kubernetes settings, leader
