@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from typing import Any
 
 from scheduler import model
 from scheduler.backends import base
@@ -43,9 +44,9 @@ class Applied:
     pending: int = 0
     launch_failed: list[str] = field(default_factory=list)
     violations: list[model.Violation] = field(default_factory=list)
-    # (job id, version written at) of each pending reason written: the new row is the
-    # old one with its reason, which no `LiveJob` field reads (the scheduler cache).
-    reasons_at: list[tuple[str, int]] = field(default_factory=list)
+    # What this step wrote (job id, version written at, columns), for the loop's cache:
+    # the placements, and the pending reasons (columns no `LiveJob` field holds).
+    wrote: list[tuple[str, int, Mapping[str, Any]]] = field(default_factory=list)
 
 
 def report_violations(
@@ -96,7 +97,7 @@ def apply(
             _keep(cycle, keep, live, abilities.pending_notes, foreign_ids, out, changed)
         except Exception as exc:
             cycle.on_error(keep.job_id, "recording the pending reason", exc)
-    out.reasons_at = _write_reasons(cycle, changed)
+    out.wrote.extend((job_id, version, {}) for job_id, version in _write_reasons(cycle, changed))
     return out
 
 
@@ -164,7 +165,7 @@ def _place_all(
         return
     writes = [PlacementWrite(lj.id, lj.version, p.placements, lj.attempt + 1) for p, lj in todo]
     try:
-        versions = cycle.db.record_placements(writes=writes, now=as_datetime(cycle.now))
+        written = cycle.db.record_placements(writes=writes, now=as_datetime(cycle.now))
     except Exception as exc:
         cycle.db.rollback()
         log.warning("recording %d placements at once failed (%s); one by one", len(todo), exc)
@@ -177,11 +178,12 @@ def _place_all(
     faults.point("place:recorded")
     launched: list[EventWrite] = []
     for place, lj in todo:
-        if lj.id not in versions:
+        if lj.id not in written:
             log.info("placement of %s skipped: the job moved on meanwhile", lj.id)
             continue
+        out.wrote.append((lj.id, lj.version, written[lj.id]))
         try:
-            _launch(cycle, lj, place, versions[lj.id], out, launched)
+            _launch(cycle, lj, place, lj.version + 1, out, launched)
         except Exception as exc:
             cycle.on_error(lj.id, "placement", exc)
     cycle.db.append_events(events=launched, now=as_datetime(cycle.now))

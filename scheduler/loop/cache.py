@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from scheduler import model
 from scheduler.backends.base import WorkerStatus
@@ -149,19 +150,28 @@ class SchedulerCache:
         self.held = fresh
         return out
 
-    def reasons_written(self, written: Sequence[tuple[str, int]]) -> None:
-        """This loop wrote these jobs' pending reasons at these versions: a row now one
-        version on is the row read then with its reason, which no `LiveJob` field reads,
-        so the cached job stands for it (a row that moved otherwise is at another version
-        and is read again)."""
+    def wrote(self, writes: Iterable[tuple[str, int, Mapping[str, Any]]]) -> None:
+        """This loop wrote these columns of these jobs at these versions (committed): the
+        cached job becomes the row as it now reads, one version on, instead of being read
+        back. A row that moved otherwise meanwhile is at another version, and is read
+        again. A settled job stays settled through a write no `LiveJob` field reads (a
+        pending reason)."""
         jobs = self.live.jobs
-        for job_id, version in written:
+        for job_id, version, values in writes:
             lj = jobs.get(job_id)
-            if lj is not None and lj.version == version:
-                jobs[job_id] = dataclasses.replace(lj, version=version + 1)
-                s = self.settled.get(job_id)
-                if s is not None and s.version == version:
-                    self.settled[job_id] = dataclasses.replace(s, version=version + 1)
+            if lj is None or lj.version != version:
+                continue
+            jobs[job_id] = store.written(lj, values)
+            s = self.settled.get(job_id)
+            if not values and s is not None and s.version == version:
+                self.settled[job_id] = dataclasses.replace(s, version=version + 1)
+
+    def live_now(self, live: Sequence[store.LiveJob]) -> list[store.LiveJob]:
+        """`live` (the jobs read this cycle) as the cache now holds them, those written
+        out of the live phases left out."""
+        jobs = self.live.jobs
+        out = [jobs.get(lj.id, lj) for lj in live]
+        return [lj for lj in out if lj.phase in store.LIVE]
 
     def summary(self) -> CachePass:
         return CachePass(self.full, self.looked_at, tuple(self.drift))

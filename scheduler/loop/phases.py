@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from typing import Any
 
 from scheduler.backends import base
 from scheduler.clock import as_datetime
@@ -30,6 +31,7 @@ from scheduler.store.port import LiveStore, PhaseWrite
 log = logging.getLogger(__name__)
 
 AttemptKey = tuple[str, int]
+Wrote = tuple[str, int, Mapping[str, Any]]  # (job id, version written at, columns written)
 __all__ = ["MISSING_GRACE_S", "AttemptKey", "Reconciled", "by_attempt", "job", "orphans"]
 
 
@@ -134,14 +136,14 @@ def job(
         if t.outcome is Outcome.LAUNCH:
             _finish_launch(cycle, lj, done)
             return
-        if t.outcome is Outcome.REQUEUED:
-            done.touched += 1
         if lifecycle.follows_workers(t):
             w = t.writes[0]
             done.deferred.append(
                 (PhaseWrite(lj.id, lj.version, w.phase, w.reason, w.message), t.outcome)
             )
             return
+        if t.outcome is Outcome.REQUEUED:
+            done.touched += 1
         enact(
             cycle.db,
             cycle.backend,
@@ -158,25 +160,33 @@ def job(
         log.info("job %s changed meanwhile (%s); next cycle", lj.id, exc)
 
 
-def flush(cycle: Cycle, done: Reconciled) -> None:
+def flush(cycle: Cycle, done: Reconciled) -> list[Wrote]:
     """Write the deferred moves (Running, Succeeded, Requeued) in one transaction; a job
     that moved on meanwhile is decided again next cycle. Should the batch fail, each is
-    written on its own, its error its own."""
+    written on its own, its error its own. Returns what the batch wrote: the loop's
+    cache takes that over instead of reading it back."""
     deferred, done.deferred = done.deferred, []
     if not deferred:
-        return
+        return []
     db = cycle.db
     try:
-        written = set(db.set_phases(writes=[w for w, _ in deferred], now=as_datetime(cycle.now)))
+        written = db.set_phases(writes=[w for w, _ in deferred], now=as_datetime(cycle.now))
     except Exception as exc:
         db.rollback()
         log.warning("writing %d phases at once failed (%s); one by one", len(deferred), exc)
-        written = {w.job_id for w, outcome in deferred if _one(cycle, w, outcome)}
+        for w, outcome in deferred:
+            if _one(cycle, w, outcome):
+                done.record(outcome, w.job_id)
+            done.touched += 1  # written one by one: read back
+        return []
+    out: list[Wrote] = []
     for w, outcome in deferred:
         if w.job_id in written:
             done.record(outcome, w.job_id)
+            out.append((w.job_id, w.expected_version, written[w.job_id]))
         else:
             done.touched += 1
+    return out
 
 
 def _one(cycle: Cycle, w: PhaseWrite, outcome: Outcome) -> bool:

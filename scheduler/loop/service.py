@@ -193,7 +193,7 @@ class Loop:
             steps.mark("schedule")
             foreign_ids = {r.id for r in snapshot.pending} - by_id.keys()
             applied = apply.apply(here, result, by_id, foreign_ids)  # 6. apply
-            self.cache.reasons_written(applied.reasons_at)
+            self.cache.wrote(applied.wrote)
         housekeeping.forget_finished(self.capabilities.records, seen.attempts, by_id)
         housekeeping.purge(self.database, self.config.job_retention_s, self.cycles, now)
         housekeeping.drop_deleted_files(self.database, self.capabilities.files, self.cycles)
@@ -259,10 +259,13 @@ class Loop:
         loop's memory shrinks to the live jobs, and orphaned attempts stop."""
         done, memory, db, now, cache = seen.done, self.memory, here.db, here.now, self.cache
         self._reconcile_jobs(here, seen)
-        phases.flush(here, done)
-        if done.changed():
+        one_by_one = done.changed()  # rows written one job at a time: read them back
+        cache.wrote(phases.flush(here, done))
+        if one_by_one or done.touched:
             missed: list[store.Unreadable] = []
             seen.reread(db.live_jobs(unreadable=missed, cache=cache.live), missed)
+        elif done.changed():  # only the batch wrote: the cache holds what it wrote
+            seen.reread(cache.live_now(seen.live), seen.unreadable)
         for bad in seen.unreadable:
             if not memory.faulty.active(bad.id, now):
                 self._job_error(db, bad.id, "reading the stored job", bad.error, now)

@@ -66,10 +66,14 @@ class EventWrite:
     data: dict[str, Any]
 
 
-def set_phases(*, session: Session, writes: Sequence[PhaseWrite], now: datetime) -> list[str]:
-    """Each write's phase move, with its event, in one transaction; the ids written."""
+Written = dict[str, dict[str, Any]]  # job id -> the columns written at its expected version
+
+
+def set_phases(*, session: Session, writes: Sequence[PhaseWrite], now: datetime) -> Written:
+    """Each write's phase move, with its event, in one transaction; what was written."""
     rows = _rows(session, [w.job_id for w in writes])
-    done, events = [], []
+    done: Written = {}
+    events = []
     conn = session.connection()
     for w in writes:
         row = rows.get(w.job_id)
@@ -77,7 +81,7 @@ def set_phases(*, session: Session, writes: Sequence[PhaseWrite], now: datetime)
             continue
         values = phase_values(row.conditions, w.phase, w.reason, w.message, now)
         if _cas(conn, w.job_id, w.expected_version, values):
-            done.append(w.job_id)
+            done[w.job_id] = values
             events.append(_event(w.job_id, w.phase.value, w.reason, w.message, {}, now))
     _insert_events(conn, events)
     session.commit()
@@ -86,11 +90,12 @@ def set_phases(*, session: Session, writes: Sequence[PhaseWrite], now: datetime)
 
 def record_placements(
     *, session: Session, writes: Sequence[PlacementWrite], now: datetime
-) -> dict[str, int]:
+) -> Written:
     """Each Pending job's placement (Scheduled), with its event, in one transaction,
-    before anything is launched; the new version of each job written."""
+    before anything is launched; what was written."""
     rows = _rows(session, [w.job_id for w in writes])
-    done, events = {}, []
+    done: Written = {}
+    events = []
     conn = session.connection()
     for w in writes:
         row = rows.get(w.job_id)
@@ -98,7 +103,7 @@ def record_placements(
             continue
         values = placement_values(row.conditions, w.placements, w.attempt, now)
         if _cas(conn, w.job_id, w.expected_version, values):
-            done[w.job_id] = w.expected_version + 1
+            done[w.job_id] = values
             said = scheduled_event(values)
             events.append(_event(w.job_id, "Scheduled", "", said["message"], said["data"], now))
     _insert_events(conn, events)

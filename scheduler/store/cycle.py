@@ -21,7 +21,7 @@ from scheduler.store.cluster import (
 )
 from scheduler.store.events import append_event
 from scheduler.store.lease import acquire_lease, database_now, lease_holder, release_lease
-from scheduler.store.live import LIVE, LiveCache, LiveJob, Unreadable, live_jobs
+from scheduler.store.live import LIVE, LiveCache, LiveJob, Unreadable, live_jobs, written
 from scheduler.store.transitions import (
     TRANSITIONS,
     record_placement,
@@ -51,4 +51,5 @@ __all__ = [
     "set_pending_reason",
     "set_pending_reasons",
     "set_phase",
+    "written",
 ]

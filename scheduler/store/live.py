@@ -7,8 +7,9 @@ what it built last time and only rows whose `version` moved are read and parsed 
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
@@ -53,6 +54,21 @@ class LiveJob:
             since.timestamp() if since else 0.0,
             attempt=self.attempt,
         )
+
+
+def written(lj: LiveJob, values: Mapping[str, Any]) -> LiveJob:
+    """`lj` as its row reads after a write of `values` (columns) at its version: the
+    columns a `LiveJob` holds taken over, the version one on. A writer that knows what it
+    wrote (the loop, `store.batches`) keeps its cached job without reading the row."""
+    fields: dict[str, Any] = {"version": lj.version + 1}
+    for column in ("attempt", "restarts", "cancel_requested", "scheduled_at", "started_at"):
+        if column in values:
+            fields[column] = values[column]
+    if "phase" in values:
+        fields["phase"] = Phase(values["phase"])
+    if "placements" in values:
+        fields["placements"] = convert.placements(values["placements"])
+    return dataclasses.replace(lj, **fields)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,11 +18,19 @@ from scheduler import model
 from scheduler.spec import Phase
 from scheduler.store import batches, cluster, draining, events, lease, live, retention, rows, schema
 from scheduler.store import transitions as moves
-from scheduler.store.batches import EventWrite, PhaseWrite, PlacementWrite
+from scheduler.store.batches import EventWrite, PhaseWrite, PlacementWrite, Written
 from scheduler.store.db import Database, Session
 from scheduler.store.live import LiveCache, LiveJob, Unreadable
 
-__all__ = ["EventWrite", "LiveStore", "PhaseWrite", "PlacementWrite", "SqlLiveStore", "opened"]
+__all__ = [
+    "EventWrite",
+    "LiveStore",
+    "PhaseWrite",
+    "PlacementWrite",
+    "SqlLiveStore",
+    "Written",
+    "opened",
+]
 
 
 class LiveStore(Protocol):
@@ -86,10 +94,8 @@ class LiveStore(Protocol):
     ) -> None: ...
 
     # Many jobs' writes in one transaction (`store.batches`): the ids (versions) written.
-    def set_phases(self, *, writes: Sequence[PhaseWrite], now: datetime) -> list[str]: ...
-    def record_placements(
-        self, *, writes: Sequence[PlacementWrite], now: datetime
-    ) -> dict[str, int]: ...
+    def set_phases(self, *, writes: Sequence[PhaseWrite], now: datetime) -> Written: ...
+    def record_placements(self, *, writes: Sequence[PlacementWrite], now: datetime) -> Written: ...
     def append_events(self, *, events: Sequence[EventWrite], now: datetime) -> None: ...
 
     # The single-scheduler lease.
@@ -212,12 +218,10 @@ class SqlLiveStore:
             now=now,
         )
 
-    def set_phases(self, *, writes: Sequence[PhaseWrite], now: datetime) -> list[str]:
+    def set_phases(self, *, writes: Sequence[PhaseWrite], now: datetime) -> Written:
         return batches.set_phases(session=self.session, writes=writes, now=now)
 
-    def record_placements(
-        self, *, writes: Sequence[PlacementWrite], now: datetime
-    ) -> dict[str, int]:
+    def record_placements(self, *, writes: Sequence[PlacementWrite], now: datetime) -> Written:
         return batches.record_placements(session=self.session, writes=writes, now=now)
 
     def append_events(self, *, events: Sequence[EventWrite], now: datetime) -> None:

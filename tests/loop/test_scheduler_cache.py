@@ -128,13 +128,42 @@ def test_a_replay_decides_the_same_with_the_cache_as_without(
     assert (cached.cycles, cached.end, cached.delays) == (full.cycles, full.end, full.delays)
 
 
-def test_a_pending_reason_the_loop_wrote_needs_no_second_read(env: Env) -> None:
+def test_a_pending_reason_the_loop_wrote_needs_no_read_back(env: Env) -> None:
     db, _, loop, clock = env
     job = submit(db, clock, workers=1, gpu=64)  # never fits: it waits, with a reason
     first = cycle(loop, clock)
     assert [k.job_id for k in first.result.pending] == [job]
-    assert first.applied.reasons_at == [(job, 1)]  # written at version 1: now at 2
+    assert first.applied.wrote == [(job, 1, {})]  # its reason, at version 1: now at 2
     assert cycle(loop, clock).cache.looked_at == 0  # the cached job stands for version 2
     loop.cache.full_every = 1
     full = cycle(loop, clock)
     assert full.cache.full and full.cache.looked_at == 1 and not full.cache.drift
+
+
+def test_what_the_loop_wrote_is_what_the_store_reads(tmp_path: Path) -> None:
+    """A full pass every cycle compares the cache, which takes over the loop's own writes
+    instead of reading them back, with the rows: placements, Running, Succeeded,
+    preemptions (Requeued), cancels and failed attempts leave no drift."""
+    db = store.open_database(f"sqlite:///{tmp_path / 's.db'}")
+    clock = VirtualClock()
+    backend = SimBackend(cluster.load_nodes(), clock)  # 2 nodes x 4 GPUs
+    core = model.Config(min_runtime_s=0.0)
+    config = LoopConfig(holder="t", lease_ttl_s=1e6, full_pass_every=1, core=core)
+    loop = Loop(db, backend, clock=clock, config=config)
+    with db.session() as s:
+        for name, guaranteed in (("a", 0), ("b", 8)):
+            spec = QueueSpec.model_validate({"name": name, "guaranteed": guaranteed})
+            store.create_queue(session=s, spec=spec)
+    borrowed = [submit(db, clock, name=f"a{i}", queue="a", gpu=1) for i in range(8)]
+    backend.durations[borrowed[0]] = 3  # ends: Succeeded
+    reports = [cycle(loop, clock) for _ in range(4)]
+    owned = [submit(db, clock, name=f"b{i}", queue="b", gpu=1, backoffLimit=1) for i in range(3)]
+    reports += [cycle(loop, clock) for _ in range(4)]
+    with db.session() as s:
+        store.cancel_job(session=s, job_id=owned[0], by="t")
+    reports += [cycle(loop, clock, dt=20) for _ in range(4)]  # past the victims' grace
+    assert all(r.cache.full for r in reports)
+    assert [r.cache.drift for r in reports if r.cache.drift] == []
+    assert sum(len(r.applied.preempted) for r in reports) >= 2
+    assert phase(db, borrowed[0]) is Phase.SUCCEEDED and phase(db, owned[0]) is Phase.CANCELLED
+    assert {phase(db, j) for j in owned[1:]} == {Phase.RUNNING}

@@ -58,12 +58,12 @@ def test_placements_and_phases_as_one_job_writes_leave_them(db: Database) -> Non
         placed = batches.record_placements(
             session=s, writes=[batches.PlacementWrite(j, 1, ON_A, 1) for j in many], now=T1
         )
-        assert placed == {j: 2 for j in many}
+        assert list(placed) == many and placed[many[0]]["attempt"] == 1
         moves = [
             batches.PhaseWrite(j, 2, phase, "R", "m")
             for j, phase in zip(many, [Phase.RUNNING, Phase.SUCCEEDED, Phase.RUNNING], strict=True)
         ]
-        assert batches.set_phases(session=s, writes=moves, now=T1) == many
+        assert list(batches.set_phases(session=s, writes=moves, now=T1)) == many
     for a, b in zip(one, many, strict=True):
         assert _seen(db, a) == _seen(db, b)
 
@@ -77,13 +77,13 @@ def test_a_job_that_moved_on_is_left_out_and_the_others_written(db: Database) ->
         s.commit()
         writes = [batches.PlacementWrite(j, 1, ON_A, 1) for j in (moved, cancelled, fine, gone)]
         writes[-1] = batches.PlacementWrite("no-such-job", 1, ON_A, 1)
-        assert batches.record_placements(session=s, writes=writes, now=T1) == {fine: 2}
+        assert list(batches.record_placements(session=s, writes=writes, now=T1)) == [fine]
         # Scheduled -> Scheduled is no move; at the wrong version, nothing either.
         bad = [
             batches.PhaseWrite(fine, 2, Phase.SCHEDULED),
             batches.PhaseWrite(fine, 1, Phase.RUNNING),
         ]
-        assert batches.set_phases(session=s, writes=bad, now=T1) == []
+        assert batches.set_phases(session=s, writes=bad, now=T1) == {}
     with db.session() as s:
         assert store.get_job(session=s, job_id=moved).phase == Phase.PENDING.value
         assert store.get_job(session=s, job_id=fine).phase == Phase.SCHEDULED.value
