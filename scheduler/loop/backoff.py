@@ -32,6 +32,10 @@ class Backoff:
     def active(self, job_id: str, now: float) -> bool:
         return self._until.get(job_id, 0.0) > now
 
+    def held(self, now: float) -> set[str]:
+        """The jobs held at `now` (as many as are in this backoff, not as many as exist)."""
+        return {k for k, u in self._until.items() if u > now}
+
     def until(self, job_id: str) -> float | None:
         return self._until.get(job_id)
 

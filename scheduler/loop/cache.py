@@ -129,13 +129,23 @@ class SchedulerCache:
 
     def attempts_held(
         self,
+        looked: Mapping[AttemptKey, list[WorkerStatus]],
         attempts: Mapping[AttemptKey, list[WorkerStatus]],
         by_id: Mapping[str, store.LiveJob],
         draining: Sequence[AttemptKey],
     ) -> None:
-        """Remember the attempts that are not draining (held by their job, or ended)."""
+        """Remember the attempts looked at that are not draining (held by their job, or
+        ended); forget those draining and those no longer reported."""
+        seen = {} if self.full else self.attempts
         out = set(draining)
-        self.attempts = {k: (ws, by_id.get(k[0])) for k, ws in attempts.items() if k not in out}
+        for k in out:
+            seen.pop(k, None)
+        for k, ws in looked.items():
+            if k not in out:
+                seen[k] = (ws, by_id.get(k[0]))
+        if len(seen) > len(attempts):
+            seen = {k: v for k, v in seen.items() if k in attempts}
+        self.attempts = seen
 
     def running(self, live: Sequence[store.LiveJob]) -> list[model.RunningJob]:
         """The core's entry of each job that holds GPUs, made once per row version."""

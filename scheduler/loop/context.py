@@ -38,9 +38,9 @@ class Memory:
     elsewhere: dict[str, str] = field(default_factory=dict)
     violations: set[model.Violation] = field(default_factory=set)
 
-    def held_back(self, job_id: str, now: float) -> bool:
-        """Whether a backoff keeps the job out of this cycle's pending set."""
-        return any(b.active(job_id, now) for b in (self.launches, self.retries, self.faulty))
+    def held_back(self, now: float) -> set[str]:
+        """Every job a backoff keeps out of this cycle's pending set."""
+        return self.launches.held(now) | self.retries.held(now) | self.faulty.held(now)
 
     def keep_only(self, live: set[str], foreign: set[str], unreadable: set[str]) -> None:
         """Forget the jobs that are gone: the memory shrinks with the live jobs."""

@@ -277,7 +277,7 @@ class Loop:
         # their GPUs stay reserved (as draining) until the job is fixed or cancelled.
         look = cache.unsettled_attempts(seen.attempts, by_id)
         seen.draining = phases.orphans(here.backend, by_id, look, done, db, keep=unreadable)
-        cache.attempts_held(seen.attempts, by_id, seen.draining)
+        cache.attempts_held(look, seen.attempts, by_id, seen.draining)
         cache.forget(by_id)
 
     def _reconcile_jobs(self, here: Cycle, seen: _Seen) -> None:
@@ -310,8 +310,7 @@ class Loop:
         for fp in seen.foreign_pending:
             if fp.queue not in known:
                 log.debug("foreign pod %s: unknown queue %r, not scheduled", fp.id, fp.queue)
-        ids = (*(lj.id for lj in seen.live), *(f.id for f in seen.foreign_pending))
-        wait = {k for k in ids if self.memory.held_back(k, now)}
+        wait = self.memory.held_back(now)
         stopping = snapshots.draining_attempts(seen.draining, seen.attempts, seen.by_id, now)
         shown = tuple(sorted((r.job.id, r.attempt, r.placements) for r in stopping))
         if shown != self._draining_shown:  # every view of the inventory shows them

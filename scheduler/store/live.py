@@ -116,21 +116,35 @@ def live_jobs(
         fresh = _read(rows, reader, unreadable)
         reader.parsed = {lj.id: reader.parsed[lj.id] for lj in fresh}
         return fresh
-    current = session.execute(select(j.id, j.version).where(live).order_by(j.seq)).all()
-    stale = {jid for jid, version in current if _version(cache, jid) != version}
+    current = _ids_and_versions(session)
+    jobs = cache.jobs
+    stale = {
+        jid for jid, version in current if (hit := jobs.get(jid)) is None or hit.version != version
+    }
     rows = []
     for chunk in _chunks(sorted(stale)):
         rows.extend(session.execute(_FULL.where(live, j.id.in_(chunk))))
     # A stale row that left the live phases meanwhile, or cannot be read, is left out.
     by_id = {lj.id: lj for lj in _read(rows, cache, unreadable)}
-    out = []
-    for jid, _ in current:
-        lj = by_id.get(jid) if jid in stale else cache.jobs[jid]
-        if lj is not None:
-            out.append(lj)
-    cache.jobs = {lj.id: lj for lj in out}
-    cache.parsed = {k: v for k, v in cache.parsed.items() if k in cache.jobs}
+    out = [lj for jid, _ in current if (lj := by_id.get(jid) if jid in stale else jobs[jid])]
+    jobs.update(by_id)
+    if len(jobs) != len(out):  # some are no longer live: forget them
+        cache.jobs = {lj.id: lj for lj in out}
+        cache.parsed = {k: v for k, v in cache.parsed.items() if k in cache.jobs}
     return out
+
+
+def _ids_and_versions(session: Session) -> list[tuple[str, int]]:
+    """(id, version) of every live job, oldest first: the one read a cycle makes of every
+    live row, so straight through the driver's cursor (no per-row result objects)."""
+    phases = ", ".join(f"'{p.value}'" for p in LIVE)
+    sql = f"SELECT id, version FROM jobs WHERE phase IN ({phases}) ORDER BY seq"
+    cursor = session.connection().connection.cursor()
+    try:
+        cursor.execute(sql)
+        return [(jid, version) for jid, version in cursor.fetchall()]
+    finally:
+        cursor.close()
 
 
 def _version(cache: LiveCache, job_id: str) -> int | None:
