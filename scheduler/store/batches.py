@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import Connection, Row, Table, Update, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -71,21 +71,14 @@ Written = dict[str, dict[str, Any]]  # job id -> the columns written at its expe
 
 def set_phases(*, session: Session, writes: Sequence[PhaseWrite], now: datetime) -> Written:
     """Each write's phase move, with its event, in one transaction; what was written."""
-    rows = _rows(session, [w.job_id for w in writes])
-    done: Written = {}
-    events = []
-    conn = session.connection()
-    for w in writes:
-        row = rows.get(w.job_id)
-        if row is None or w.phase not in TRANSITIONS[Phase(row.phase)]:
-            continue
+
+    def move(w: PhaseWrite, row: Row[Any]) -> _Change | None:
+        if w.phase not in TRANSITIONS[Phase(row.phase)]:
+            return None
         values = phase_values(row.conditions, w.phase, w.reason, w.message, now)
-        if _cas(conn, w.job_id, w.expected_version, values):
-            done[w.job_id] = values
-            events.append(_event(w.job_id, w.phase.value, w.reason, w.message, {}, now))
-    _insert_events(conn, events)
-    session.commit()
-    return done
+        return values, _event(w.job_id, w.phase.value, w.reason, w.message, {}, now)
+
+    return _write(session, writes, move)
 
 
 def record_placements(
@@ -93,19 +86,36 @@ def record_placements(
 ) -> Written:
     """Each Pending job's placement (Scheduled), with its event, in one transaction,
     before anything is launched; what was written."""
+
+    def place(w: PlacementWrite, row: Row[Any]) -> _Change | None:
+        if row.phase != Phase.PENDING.value or row.cancel_requested:
+            return None
+        values = placement_values(row.conditions, w.placements, w.attempt, now)
+        said = scheduled_event(values)
+        return values, _event(w.job_id, "Scheduled", "", said["message"], said["data"], now)
+
+    return _write(session, writes, place)
+
+
+_Change = tuple[dict[str, Any], dict[str, Any]]  # (the columns to write, the event row)
+W = TypeVar("W", PhaseWrite, PlacementWrite)
+
+
+def _write(
+    session: Session, writes: Sequence[W], change: Callable[[W, Row[Any]], _Change | None]
+) -> Written:
+    """Each write's change (None: not allowed from the row's phase) at its expected
+    version, then the events of those written, in one transaction."""
     rows = _rows(session, [w.job_id for w in writes])
     done: Written = {}
     events = []
     conn = session.connection()
     for w in writes:
         row = rows.get(w.job_id)
-        if row is None or row.phase != Phase.PENDING.value or row.cancel_requested:
-            continue
-        values = placement_values(row.conditions, w.placements, w.attempt, now)
-        if _cas(conn, w.job_id, w.expected_version, values):
-            done[w.job_id] = values
-            said = scheduled_event(values)
-            events.append(_event(w.job_id, "Scheduled", "", said["message"], said["data"], now))
+        made = None if row is None else change(w, row)
+        if made is not None and _cas(conn, w.job_id, w.expected_version, made[0]):
+            done[w.job_id] = made[0]
+            events.append(made[1])
     _insert_events(conn, events)
     session.commit()
     return done
