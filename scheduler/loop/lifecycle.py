@@ -32,12 +32,43 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Protocol
 
 from scheduler.backends.base import StopReason, WorkerState, WorkerStatus
-from scheduler.model import PendingReason, ReasonCode, WorkerPlacement
+from scheduler.loop.transition import (
+    Event,
+    Outcome,
+    Placement,
+    Stop,
+    Transition,
+    Write,
+    follows_workers,
+    launch_refused,
+    place,
+    preempt,
+)
 from scheduler.spec import JobSpec, Phase
+
+# The transitions' vocabulary lives in `transition`; named here too, where the loop and
+# its tests have always found it.
+__all__ = [
+    "MISSING_GRACE_S",
+    "Event",
+    "Facts",
+    "Job",
+    "Outcome",
+    "Placement",
+    "Stop",
+    "Transition",
+    "Write",
+    "decide",
+    "follows_workers",
+    "launch_refused",
+    "needs_history",
+    "place",
+    "preempt",
+    "quiet_until",
+]
 
 # After a launch completed, workers the backend does not report are only called missing
 # once this long has passed (a watch cache may lag behind the launch that made them).
@@ -77,75 +108,6 @@ class Facts:
     launch_held: bool = False
     retry_delay_s: float = 0.0
     launched_elsewhere: str | None = None
-
-
-class Outcome(StrEnum):
-    """Which line of the cycle's report a transition counts on."""
-
-    REQUEUED = "requeued"
-    CANCELLED = "cancelled"
-    LAUNCH = "launch"  # finish a recorded launch; no phase change
-    RETRIED = "retried"
-    FAILED = "failed"
-    SUCCEEDED = "succeeded"
-    RUNNING = "running"
-    PREEMPTED = "preempted"
-    PLACED = "placed"  # the core placed it: the attempt recorded, the launch follows
-    LAUNCH_REFUSED = "launch_refused"  # the cluster refused the launch: Pending again
-
-
-@dataclass(frozen=True, slots=True)
-class Write:
-    """One phase write, and the crash point reached right after it."""
-
-    phase: Phase
-    reason: str
-    message: str = ""
-    count_restart: bool = False
-    fault: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    kind: str
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class Stop:
-    """`backend.stop` after the writes, and the crash point reached after it."""
-
-    grace_s: float
-    reason: StopReason
-    fault: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """A placement to record as a new attempt (Scheduled), and the crash point after it."""
-
-    placements: tuple[WorkerPlacement, ...]
-    attempt: int
-    fault: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Transition:
-    """What to do about one job: `event`, then `place` (a new attempt) or `writes` in
-    order (each against the version the previous one returned), then `pending` (the
-    reason it waits), then `stop`. `hold_launch`: start the job's launch backoff (a
-    broken node must not be a hot loop); `hold_retry`: start its retry backoff (the
-    delay `Facts.retry_delay_s` promised)."""
-
-    outcome: Outcome
-    writes: tuple[Write, ...] = ()
-    event: Event | None = None
-    stop: Stop | None = None
-    hold_launch: bool = False
-    hold_retry: bool = False
-    place: Placement | None = None
-    pending: PendingReason | None = None
 
 
 def needs_history(job: Job, workers: Sequence[WorkerStatus]) -> bool:
@@ -203,15 +165,6 @@ def decide(
         message = f"{len(workers)} workers running"
         return Transition(Outcome.RUNNING, (Write(Phase.RUNNING, "WorkersRunning", message),))
     return None
-
-
-def follows_workers(t: Transition) -> bool:
-    """Whether `t` is one phase write and nothing else (Running, Succeeded, Requeued):
-    no event, placement, stop, backoff or crash point, so the loop may write many such
-    moves in one transaction."""
-    if t.event or t.place or t.stop or t.pending or t.hold_launch or t.hold_retry:
-        return False
-    return len(t.writes) == 1 and t.writes[0].fault is None and not t.writes[0].count_restart
 
 
 def quiet_until(job: Job, workers: Sequence[WorkerStatus], now: float) -> float:
@@ -292,47 +245,4 @@ def _broken(
         stop=stop,
         hold_launch=interrupted,
         hold_retry=True,
-    )
-
-
-def preempt(grace_s: float, message: str) -> Transition:
-    """A preemption the core decided: Preempted (a restart counted), then Pending again
-    with its submission time untouched (it keeps its place), then the stop with the
-    grace period."""
-    return Transition(
-        Outcome.PREEMPTED,
-        (
-            Write(
-                Phase.PREEMPTED, "Preempted", message, count_restart=True, fault="preempt:recorded"
-            ),
-            Write(
-                Phase.PENDING,
-                "Requeued",
-                "back in its queue at its original place",
-                fault="preempt:requeued",
-            ),
-        ),
-        stop=Stop(grace_s, StopReason.PREEMPTED, fault="preempt:stopped"),
-    )
-
-
-def place(placements: tuple[WorkerPlacement, ...], attempt: int) -> Transition:
-    """A placement the core decided: recorded as attempt `attempt` (Scheduled) before
-    anything is launched, so a crash after it leaves a launch the next cycle finishes."""
-    return Transition(Outcome.PLACED, place=Placement(placements, attempt, "place:recorded"))
-
-
-def launch_refused(message: str, attempt: int, delay_s: float, grace_s: float) -> Transition:
-    """The cluster refused a launch (a webhook, a quota, RBAC, an invalid object): Pending
-    again with the cluster's words as its reason, retried after `delay_s` (the launch
-    backoff, already held); what the attempt made so far is stopped. No `backoffLimit`
-    is used up: the job never ran."""
-    reason = PendingReason(
-        ReasonCode.LAUNCH_FAILED, message, {"attempt": attempt, "retryInSeconds": round(delay_s)}
-    )
-    return Transition(
-        Outcome.LAUNCH_REFUSED,
-        (Write(Phase.PENDING, "LaunchFailed", message),),
-        pending=reason,
-        stop=Stop(grace_s, StopReason.STOPPED),
     )

@@ -43,7 +43,6 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from scheduler import model
 from scheduler.backends import base
@@ -55,6 +54,7 @@ from scheduler.loop.cache import SchedulerCache
 from scheduler.loop.config import CycleReport, LoopConfig
 from scheduler.loop.context import Cycle, Memory
 from scheduler.loop.fence import Fenced
+from scheduler.loop.seen import Seen, Steps
 from scheduler.store import cycle as store
 from scheduler.store import port
 from scheduler.store.db import Database
@@ -65,41 +65,6 @@ __all__ = ["CycleReport", "Loop", "LoopConfig", "ScheduleFn"]
 log = logging.getLogger(__name__)
 
 ScheduleFn = isolation.ScheduleFn
-
-
-@dataclass
-class _Seen:
-    """What one cycle has found so far (steps 2 and 3)."""
-
-    nodes: tuple[model.Node, ...]
-    foreign: base.ForeignWorkloads | None
-    foreign_running: tuple[model.RunningJob, ...]
-    foreign_pending: tuple[model.JobRequest, ...]
-    attempts: dict[phases.AttemptKey, list[base.WorkerStatus]]
-    live: list[store.LiveJob]
-    unreadable: list[store.Unreadable]
-    done: phases.Reconciled = field(default_factory=phases.Reconciled)
-    draining: list[phases.AttemptKey] = field(default_factory=list)
-    by_id: dict[str, store.LiveJob] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.by_id = {lj.id: lj for lj in self.live}
-
-    def reread(self, live: list[store.LiveJob], unreadable: list[store.Unreadable]) -> None:
-        self.live, self.unreadable = live, unreadable
-        self.by_id = {lj.id: lj for lj in live}
-
-
-class _Steps:
-    """Seconds spent in each step of the cycle, for the report."""
-
-    def __init__(self) -> None:
-        self.start = self._last = time.perf_counter()
-        self.seconds: dict[str, float] = {}
-
-    def mark(self, step: str) -> None:
-        t = time.perf_counter()
-        self.seconds[step], self._last = t - self._last, t
 
 
 class Loop:
@@ -158,7 +123,7 @@ class Loop:
             return self._cycle()
 
     def _cycle(self) -> CycleReport | None:
-        steps = _Steps()
+        steps = Steps()
         now = self.clock.now()
         if self.config.is_leader is not None and not self.config.is_leader():
             self.leading = False
@@ -232,7 +197,7 @@ class Loop:
             ),
         )
 
-    def _observe(self, db: LiveStore, now: float) -> _Seen:
+    def _observe(self, db: LiveStore, now: float) -> Seen:
         """Nodes and workers from the backend (foreign pods too); live jobs from the store."""
         nodes = tuple(self.backend.nodes())
         if nodes != self._inventory:
@@ -252,9 +217,9 @@ class Loop:
         attempts = phases.by_attempt([w for w in self.backend.workers() if w.job_id not in adopted])
         unreadable: list[store.Unreadable] = []
         live = self.cache.read(db, unreadable)
-        return _Seen(nodes, foreign, f_running, f_pending, attempts, live, unreadable)
+        return Seen(nodes, foreign, f_running, f_pending, attempts, live, unreadable)
 
-    def _reconcile(self, here: Cycle, seen: _Seen) -> None:
+    def _reconcile(self, here: Cycle, seen: Seen) -> None:
         """Phases follow workers (`phases.job`, per job, its errors its own); then the
         loop's memory shrinks to the live jobs, and orphaned attempts stop."""
         done, memory, db, now, cache = seen.done, self.memory, here.db, here.now, self.cache
@@ -280,7 +245,7 @@ class Loop:
         cache.attempts_held(look, seen.attempts, by_id, seen.draining)
         cache.forget(by_id)
 
-    def _reconcile_jobs(self, here: Cycle, seen: _Seen) -> None:
+    def _reconcile_jobs(self, here: Cycle, seen: Seen) -> None:
         """`phases.job` for each live job the cache does not know to be quiet (all of
         them in a full pass), its errors its own."""
         done, cache, now = seen.done, self.cache, here.now
@@ -304,7 +269,7 @@ class Loop:
     ) -> None:
         isolation.record(db, self.memory, job_id, step, error, now)
 
-    def _snapshot(self, db: LiveStore, now: float, seen: _Seen) -> model.Snapshot:
+    def _snapshot(self, db: LiveStore, now: float, seen: Seen) -> model.Snapshot:
         queues = db.load_queues()
         known = {q.name for q in queues}
         for fp in seen.foreign_pending:
