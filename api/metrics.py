@@ -212,6 +212,20 @@ class Metrics:
             registry=r,
         )
         self.cycles = Counter("shoal_scheduling_cycles", "scheduling cycles run", registry=r)
+        self.reconciled = Histogram(
+            "shoal_cycle_jobs_reconciled",
+            "live jobs a cycle reconciled (the scheduler cache skips the settled ones)",
+            buckets=(0, 1, 10, 100, 1_000, 10_000, 100_000),
+            registry=r,
+        )
+        self.full_passes = Counter(
+            "shoal_cache_full_passes", "cycles that read and reconciled everything", registry=r
+        )
+        self.drift = Counter(
+            "shoal_cache_drift",
+            "what a full pass found the scheduler cache had wrong (should stay 0)",
+            registry=r,
+        )
         self.leader = Gauge(
             "shoal_leader", "1 while this replica schedules (holds the lease)", registry=r
         )
@@ -230,6 +244,11 @@ class Metrics:
         self.cycle.observe(float(getattr(report, "seconds", 0.0)))
         for step, seconds in getattr(report, "steps", {}).items():
             self.step.labels(step).observe(seconds)
+        cache = getattr(report, "cache", None)
+        if cache is not None:
+            self.reconciled.observe(cache.looked_at)
+            self.full_passes.inc(int(cache.full))
+            self.drift.inc(len(cache.drift))
         result: model.CycleResult | None = getattr(report, "result", None)
         snap: model.Snapshot | None = getattr(report, "snapshot", None)
         if result is None:

@@ -167,3 +167,21 @@ def test_what_the_loop_wrote_is_what_the_store_reads(tmp_path: Path) -> None:
     assert sum(len(r.applied.preempted) for r in reports) >= 2
     assert phase(db, borrowed[0]) is Phase.SUCCEEDED and phase(db, owned[0]) is Phase.CANCELLED
     assert {phase(db, j) for j in owned[1:]} == {Phase.RUNNING}
+
+
+def test_metrics_count_full_passes_drift_and_jobs_reconciled(env: Env) -> None:
+    from prometheus_client import generate_latest
+
+    from api.metrics import Metrics
+
+    db, _, loop, clock = env
+    metrics = Metrics(db)
+    loop.observers.append(metrics.observe_cycle)
+    submit(db, clock, workers=1, gpu=1)
+    for _ in range(4):
+        cycle(loop, clock)
+    text = generate_latest(metrics.registry).decode()
+    assert "shoal_cache_full_passes_total 1.0" in text  # the start
+    assert "shoal_cache_drift_total 0.0" in text
+    assert "shoal_cycle_jobs_reconciled_count 4.0" in text
+    assert "shoal_cycle_jobs_reconciled_sum 3.0" in text  # placed, Running, settled; then none
