@@ -81,7 +81,7 @@ class SchedulerCache:
         """The live jobs: the rows whose version moved read again, or all in a full pass."""
         if not self.full:
             return db.live_jobs(unreadable=unreadable, cache=self.live)
-        before, self.live = self.live.jobs, store.LiveCache()
+        before, self.live = self.live.jobs, self.live.emptied()
         live = db.live_jobs(unreadable=unreadable, cache=self.live)
         for lj in live:
             old = before.get(lj.id)

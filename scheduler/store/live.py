@@ -97,6 +97,13 @@ class LiveCache:
         # reason) re-uses them. Checked by value.
         self.parsed: dict[str, _Parsed] = {}
 
+    def emptied(self) -> LiveCache:
+        """A cache to which every row is stale (a full read), keeping the parsed specs:
+        those are reused only where the stored values they were made from are the same."""
+        out = LiveCache()
+        out.parsed = self.parsed
+        return out
+
 
 def live_jobs(
     *,
