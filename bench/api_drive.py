@@ -20,6 +20,12 @@ from typing import Any
 JOB_SECONDS = "5"  # jobs run `sleep` for a few seconds: no worker outlives the run for long
 
 
+def _job(name: str) -> dict[str, object]:
+    """One submission's body: half a GPU, a few seconds of `sleep`."""
+    return {"name": name, "queue": "bench", "image": "img:1", "gpu": 0.5,
+            "command": ["sleep", JOB_SECONDS]}  # fmt: skip
+
+
 def _quantile(xs: list[float], q: float) -> float:
     if not xs:
         return float("nan")
@@ -85,13 +91,7 @@ async def _open_loop(url: str, token: str, rate: float, duration: float) -> dict
         async def one(i: int) -> None:
             due = t0 + i / rate
             await asyncio.sleep(max(0.0, due - loop.time()))
-            body = {
-                "name": f"j{run}-{i}",
-                "queue": "bench",
-                "image": "img:1",
-                "gpu": 0.5,
-                "command": ["sleep", JOB_SECONDS],
-            }
+            body = _job(f"j{run}-{i}")
             try:
                 async with client.post("/api/v1/jobs", json=body) as r:
                     await r.read()
@@ -147,13 +147,7 @@ async def _closed_jobs(
             i = 0
             while loop.time() < end:
                 i += 1
-                body = {
-                    "name": f"c{run}-{w}-{i}",
-                    "queue": "bench",
-                    "image": "img:1",
-                    "gpu": 0.5,
-                    "command": ["sleep", JOB_SECONDS],
-                }
+                body = _job(f"c{run}-{w}-{i}")
                 t = loop.time()
                 async with client.post("/api/v1/jobs", json=body) as r:
                     await r.read()
