@@ -37,9 +37,10 @@ class WakeOnWrite:
     """ASGI middleware: a successful write through the API wakes the loop (`wake`: the
     loop's own in one process, `scheduler.store.wakeup.Notifier`'s through the database
     with `--role api`), at once unless the last wake was under `min_gap_s` ago; then one
-    wake at the end of the gap stands for all the writes inside it. Every cycle reads all
-    live jobs, so one wake per submission under a burst made the loop take most of the
-    process's CPU (docs/benchmarks.md). `wake` must not block: it runs on the event loop."""
+    wake at the end of the gap stands for all the writes inside it. Every cycle scans the
+    live set and runs the core on all of it, so one wake per submission under a burst made
+    the loop take most of the process's CPU (docs/benchmarks.md). `wake` must not block:
+    it runs on the event loop."""
 
     def __init__(
         self, app: ASGIApp, wake: Callable[[], None], min_gap_s: float = WAKE_GAP_S
