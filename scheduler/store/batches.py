@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar, cast
@@ -26,14 +26,13 @@ from scheduler import model
 from scheduler.spec import Phase
 from scheduler.store import errors, schema
 from scheduler.store.events import append_event
+from scheduler.store.rows import id_chunks
 from scheduler.store.transitions import (
     TRANSITIONS,
     phase_values,
     placement_values,
     scheduled_event,
 )
-
-_CHUNK = 500  # bounded IN lists: old SQLite builds allow 999 bound parameters
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,14 +142,9 @@ def _rows(session: Session, ids: Sequence[str]) -> dict[str, Row[Any]]:
     j = schema.JobRow
     cols = (j.id, j.version, j.phase, j.cancel_requested, j.conditions)
     out: dict[str, Row[Any]] = {}
-    for chunk in _chunks(sorted(set(ids))):
+    for chunk in id_chunks(ids):
         out.update((r.id, r) for r in session.execute(select(*cols).where(j.id.in_(chunk))))
     return out
-
-
-def _chunks(ids: list[str]) -> Iterator[list[str]]:
-    for i in range(0, len(ids), _CHUNK):
-        yield ids[i : i + _CHUNK]
 
 
 def _cas(conn: Connection, job_id: str, expected: int, values: dict[str, Any]) -> bool:

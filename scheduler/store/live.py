@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from scheduler import model
 from scheduler.spec import STORED, JobSpec, Origin, Phase
 from scheduler.store import convert, schema
+from scheduler.store.rows import id_chunks
 
 LIVE = (Phase.PENDING, Phase.SCHEDULED, Phase.RUNNING, Phase.PREEMPTED)
 HOLDS_GPUS = (Phase.SCHEDULED, Phase.RUNNING)
@@ -129,7 +130,7 @@ def live_jobs(
         jid for jid, version in current if (hit := jobs.get(jid)) is None or hit.version != version
     }
     rows = []
-    for chunk in _chunks(sorted(stale)):
+    for chunk in id_chunks(stale):
         rows.extend(session.execute(_FULL.where(live, j.id.in_(chunk))))
     # A stale row that left the live phases meanwhile, or cannot be read, is left out.
     by_id = {lj.id: lj for lj in _read(rows, cache, unreadable)}
@@ -157,11 +158,6 @@ def _ids_and_versions(session: Session) -> list[tuple[str, int]]:
 def _version(cache: LiveCache, job_id: str) -> int | None:
     hit = cache.jobs.get(job_id)
     return None if hit is None else hit.version
-
-
-def _chunks(ids: list[str], size: int = 500) -> list[list[str]]:
-    # Bounded IN lists: old SQLite builds allow 999 bound parameters.
-    return [ids[i : i + size] for i in range(0, len(ids), size)]
 
 
 def _full_select() -> Select[Any]:

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from scheduler.store import errors, schema
 from scheduler.store.jobs import get_job
+from scheduler.store.rows import id_chunks
 
 FINISHED = schema.FINISHED_PHASES
 PURGE_BATCH = 500
@@ -70,10 +71,7 @@ def purge_finished(*, session: Session, finished_before: datetime) -> list[str]:
 def deleted_among(*, session: Session, job_ids: Collection[str]) -> set[str]:
     """Those of `job_ids` the store no longer has (deleted, or purged by the TTL): a
     backend that keeps files per job (local logs) drops theirs."""
-    ids = set(job_ids)
     kept: set[str] = set()
-    chunk = sorted(ids)
-    for i in range(0, len(chunk), PURGE_BATCH):
-        part = chunk[i : i + PURGE_BATCH]
+    for part in id_chunks(job_ids):
         kept.update(session.scalars(select(schema.JobRow.id).where(schema.JobRow.id.in_(part))))
-    return ids - kept
+    return set(job_ids) - kept

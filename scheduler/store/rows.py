@@ -1,13 +1,13 @@
 """One job's row, found and changed safely: `get_job` (a read limited to the caller's
 visible queues), `current_row` (a fresh re-read before a write), `cas_update` (an UPDATE
-only at the version read: optimistic concurrency) and `add_event` (the event staged in
-the same transaction). Every module that changes a job goes through these, so two
-writers racing on one job cannot both win.
+only at the version read: optimistic concurrency), `add_event` (the event staged in
+the same transaction) and `id_chunks` (many ids as IN lists). Every module that changes
+a job goes through these, so two writers racing on one job cannot both win.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +15,14 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from scheduler.store import errors, schema
+
+IN_CHUNK = 500  # ids per IN list: old SQLite builds allow 999 bound parameters
+
+
+def id_chunks(ids: Iterable[str]) -> list[list[str]]:
+    """`ids`, sorted and each once, cut into IN lists short enough for any SQLite."""
+    ordered = sorted(set(ids))
+    return [ordered[i : i + IN_CHUNK] for i in range(0, len(ordered), IN_CHUNK)]
 
 
 def add_event(
