@@ -64,16 +64,18 @@ class Reconciled:
         if outcome in lists:
             lists[outcome].append(job_id)
 
+    def _moved(self) -> tuple[list[str], ...]:
+        """The lists whose entries each moved a job on in the store or the cluster."""
+        return (self.launched, self.running, self.succeeded, self.failed, self.retried,
+                self.cancelled)  # fmt: skip
+
     def size(self) -> int:
         """How much was done so far (grows with every write, launch or stop)."""
-        lists = (self.launched, self.running, self.succeeded, self.failed, self.retried)
-        n = len(self.cancelled) + len(self.orphans_stopped) + len(self.elsewhere)
-        n += len(self.deferred)
-        return self.touched + n + sum(len(x) for x in lists)
+        n = len(self.orphans_stopped) + len(self.elsewhere) + len(self.deferred)
+        return self.touched + n + sum(len(x) for x in self._moved())
 
     def changed(self) -> bool:
-        lists = (self.launched, self.running, self.succeeded, self.failed, self.retried)
-        return self.touched > 0 or any(lists) or bool(self.cancelled)
+        return self.touched > 0 or any(self._moved())
 
 
 def by_attempt(

@@ -28,7 +28,7 @@ class Seen:
     by_id: dict[str, store.LiveJob] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.by_id = {lj.id: lj for lj in self.live}
+        self.reread(self.live, self.unreadable)
 
     def reread(self, live: list[store.LiveJob], unreadable: list[store.Unreadable]) -> None:
         self.live, self.unreadable = live, unreadable
