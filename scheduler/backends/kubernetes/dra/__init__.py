@@ -1,0 +1,53 @@
+"""Dynamic Resource Allocation (resource.k8s.io/v1) for the kubernetes backend, pure.
+
+Objects come in as the API server returns them (plain dicts, camelCase); nothing here
+talks to the cluster. The layers, bottom up: quantities; devices and counters read from
+ResourceSlices; the CEL environment and DeviceClass selectors; what claims already hold;
+the per-node GPU view; the choice of devices for one worker.
+"""
+
+from scheduler.backends.kubernetes.dra.choose import Choice, Pick, Unfit, choose, offered
+from scheduler.backends.kubernetes.dra.devices import (
+    Device,
+    Inventory,
+    RequestPolicy,
+    Version,
+    qualified,
+    read_slices,
+    split_qualified,
+)
+from scheduler.backends.kubernetes.dra.gpus import GpuDevice, NodeGpus, is_mig, node_gpus
+from scheduler.backends.kubernetes.dra.quantity import parse_quantity, quantity_int
+from scheduler.backends.kubernetes.dra.selectors import (
+    DeviceClasses,
+    Selector,
+    SelectorError,
+    compile_selectors,
+)
+from scheduler.backends.kubernetes.dra.usage import Usage
+
+__all__ = [
+    "Choice",
+    "Device",
+    "DeviceClasses",
+    "GpuDevice",
+    "Inventory",
+    "NodeGpus",
+    "Pick",
+    "RequestPolicy",
+    "Selector",
+    "SelectorError",
+    "Unfit",
+    "Usage",
+    "Version",
+    "choose",
+    "compile_selectors",
+    "is_mig",
+    "node_gpus",
+    "offered",
+    "parse_quantity",
+    "qualified",
+    "quantity_int",
+    "read_slices",
+    "split_qualified",
+]
