@@ -91,8 +91,8 @@ def _quantity(text: Any) -> Any:
 def _semver(text: Any, normalize: Any = False) -> Any:
     text = str(text)
     if normalize:  # "v1.2" -> "1.2.0", as the Kubernetes library's normalize argument
-        text = text.removeprefix("v")
-        text += ".0" * max(0, 2 - text.split("-")[0].count("."))
+        core, sep, rest = text.removeprefix("v").partition("-")
+        text = core + ".0" * max(0, 2 - core.count(".")) + sep + rest
     try:
         return Semver(text)
     except ValueError as e:

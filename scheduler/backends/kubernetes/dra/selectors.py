@@ -177,7 +177,8 @@ class DeviceClasses:
     def explain(
         self, class_name: str, device: Device, extra_selectors: Sequence[Mapping[str, Any]] = ()
     ) -> str | None:
-        """None if the device is of the class and meets the request's own selectors."""
+        """None if the device is of the class and meets the request's own selectors, else
+        why not. SelectorError if the request's selectors do not compile."""
         c = self._classes.get(class_name)
         if c is None:
             return f"no DeviceClass {class_name}"
