@@ -14,13 +14,17 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MODS=$ROOT/tests/cluster/controlplane
-K8S_VERSION=v1.35.4
+K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
 KEY=k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION
 CACHE=${SHOAL_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/shoal-controlplane}
 BIN=$CACHE/$KEY/bin
 STATE=${TMPDIR:-/tmp}/shoal-controlplane.dir
+# Beta in 1.37 but off by default: the Workload and PodGroup API (scheduling.k8s.io/v1beta1,
+# also in --runtime-config) and ResourceClaims shared per PodGroup. DRA itself (GA), its
+# partitionable devices and consumable capacity (Beta, on by default) need nothing here.
+FEATURE_GATES=GenericWorkload=true,DRAWorkloadResourceClaims=true
 BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 
 log() { echo "controlplane.sh: $*" >&2; }
@@ -41,7 +45,7 @@ build() {
   need=" $(missing | xargs) "
   # Version stamps: without them the apiserver reports v0.0.0 and Helm refuses charts
   # with a kubeVersion constraint.
-  local ldk="-s -w -X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=35"
+  local ldk="-s -w -X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=37"
   ldk+=" -X $v.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
   log "building${need% } (etcd $ETCD_VERSION, kubernetes $K8S_VERSION, kwok $KWOK_VERSION) into $BIN"
   # Each into a temporary name first, so an interrupted build leaves nothing half-made.
@@ -169,7 +173,8 @@ start() {
     --enable-admission-plugins OwnerReferencesPermissionEnforcement \
     --service-cluster-ip-range 10.96.0.0/16 \
     --max-requests-inflight 1000 --max-mutating-requests-inflight 500 \
-    --endpoint-reconciler-type none --profiling=false --v 1
+    --endpoint-reconciler-type none --profiling=false --v 1 \
+    --feature-gates "$FEATURE_GATES" --runtime-config scheduling.k8s.io/v1beta1=true
   wait_for kube-apiserver 120 curl -sf --cacert "$DIR/ca.crt" --cert "$DIR/admin.crt" \
     --key "$DIR/admin.key" "https://127.0.0.1:$api_port/readyz"
 
@@ -177,12 +182,16 @@ start() {
   # deletion, default ServiceAccounts (pods need one), ResourceQuota status (its admission
   # needs it), Deployments/ReplicaSets/Jobs (the chart, foreign pods), root CA ConfigMaps,
   # node lifecycle (it lifts the not-ready taint admission puts on every new node once
-  # the node is Ready, and taints NotReady ones; kwok renews the node Leases), and the
-  # PersistentVolume binder (claims bound to volumes: a foreign pod's volume affinity).
+  # the node is Ready, and taints NotReady ones; kwok renews the node Leases), the
+  # PersistentVolume binder (claims bound to volumes: a foreign pod's volume affinity),
+  # and the ResourceClaim controller: it makes the claims a pod's resourceClaimTemplates
+  # ask for and deletes them with the pod, and deallocates a claim (clears its
+  # reservedFor and allocation) once the pods it was reserved for are done or gone.
   spawn kube-controller-manager "$BIN/kube-controller-manager" \
     --kubeconfig "$kc" --authentication-kubeconfig "$kc" --authorization-kubeconfig "$kc" \
     --bind-address 127.0.0.1 --secure-port 0 \
-    --controllers garbage-collector-controller,namespace-controller,serviceaccount-controller,resourcequota-controller,replicaset-controller,deployment-controller,job-controller,root-ca-certificate-publisher-controller,node-lifecycle-controller,persistentvolume-binder-controller \
+    --controllers garbage-collector-controller,namespace-controller,serviceaccount-controller,resourcequota-controller,replicaset-controller,deployment-controller,job-controller,root-ca-certificate-publisher-controller,node-lifecycle-controller,persistentvolume-binder-controller,resourceclaim-controller \
+    --feature-gates "$FEATURE_GATES" \
     --root-ca-file "$DIR/ca.crt" --service-account-private-key-file "$DIR/sa.key" \
     --concurrent-gc-syncs 20 --kube-api-qps 200 --kube-api-burst 400 --leader-elect=false --v 1
 
@@ -195,7 +204,7 @@ start() {
     spawn kube-scheduler "$BIN/kube-scheduler" --kubeconfig "$kc" \
       --authentication-kubeconfig "$kc" --authorization-kubeconfig "$kc" \
       --bind-address 127.0.0.1 --secure-port 0 --leader-elect=false \
-      --kube-api-qps 500 --kube-api-burst 1000 --v 1
+      --kube-api-qps 500 --kube-api-burst 1000 --feature-gates "$FEATURE_GATES" --v 1
   fi
   # The default ServiceAccount appears in a namespace only once the controller runs.
   wait_for "default ServiceAccount" 60 "$(kubectl_bin)" --kubeconfig "$kc" get serviceaccount default

@@ -64,3 +64,13 @@ def by_kind(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> d
     found = [d for d in docs if d["kind"] == kind and name in (None, d["metadata"]["name"])]
     assert len(found) == 1, f"expected one {kind} {name or ''}, got {len(found)}"
     return found[0]
+
+
+def role_rules(docs: list[dict[str, Any]], kind: str, name: str) -> dict[tuple[str, str], set[str]]:
+    """A (Cluster)Role's verbs by (apiGroup, resource), its rules merged."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for rule in by_kind(docs, kind, name)["rules"]:
+        for group in rule["apiGroups"]:
+            for res in rule["resources"]:
+                out.setdefault((group, res), set()).update(rule["verbs"])
+    return out

@@ -1,7 +1,7 @@
 """Issue 24, "can never run": both front doors judge a job against what the nodes could
 hold if empty, not against the free room the loop last saw. A pod of another scheduler
 holding one GPU of an 8-GPU node, and a cordoned 8-GPU node, leave a job that needs 8
-GPUs per worker pending with a reason, never refused (real kube-apiserver 1.35.4)."""
+GPUs per worker pending with a reason, never refused (real kube-apiserver 1.37.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 24, working beside Kueue and kube-scheduler on a real kube-apiserver 1.35.4:
+"""Issue 24, working beside Kueue and kube-scheduler on a real kube-apiserver 1.37.2:
 a pod still carrying `schedulingGates` is left alone until they are removed (no Binding
 the API server must refuse, again and again), and a pending pod of another scheduler
 with a `nominatedNodeName` counts as holding its room on that node."""

@@ -1,6 +1,6 @@
 """Issue 24: a GPU reservation whose container finds no GPU (the reserver's exit 3) turns
 off sharing on its node only: whole-GPU jobs still run there, and a fraction waits with
-the reason in words (real kube-apiserver 1.35.4, kwok as the kubelet)."""
+the reason in words (real kube-apiserver 1.37.2, kwok as the kubelet)."""
 
 from __future__ import annotations
 

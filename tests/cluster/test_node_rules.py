@@ -1,4 +1,4 @@
-"""Issue 24 item 1 on a real kube-apiserver 1.35.4 (+ kwok): a pod's own scheduling
+"""Issue 24 item 1 on a real kube-apiserver 1.37.2 (+ kwok): a pod's own scheduling
 constraints hold as kube-scheduler would hold them. A foreign pod's nodeSelector, node
 affinity and tolerations pick its node; a bound volume's node affinity too; what Shoal
 cannot do (bind a WaitForFirstConsumer claim, allocate a DRA ResourceClaim) leaves the

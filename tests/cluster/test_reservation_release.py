@@ -1,6 +1,6 @@
 """Issue 24 item 5: a GPU a reservation pod held is offered to a whole-GPU job only once
 that pod is gone (idle for its reuse grace, then Terminating), not as soon as its last
-share ends (real kube-apiserver 1.35.4, kwok as the kubelet)."""
+share ends (real kube-apiserver 1.37.2, kwok as the kubelet)."""
 
 from __future__ import annotations
 

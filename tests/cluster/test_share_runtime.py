@@ -1,5 +1,5 @@
 """Issue 24 item 4: GPU sharing where the device plugin hands GPUs over by CDI (real
-kube-apiserver 1.35.4, kwok as the kubelet; its RuntimeClass admission checks the class
+kube-apiserver 1.37.2, kwok as the kubelet; its RuntimeClass admission checks the class
 exists). With the chart's workerRuntimeClassName and shareCdiKind, shares and their
 reservation run in the NVIDIA runtime's class and a share's NVIDIA_VISIBLE_DEVICES names
 its GPU by CDI device name; without a worker RuntimeClass, a node whose reservation got its
