@@ -153,7 +153,8 @@ class ControlPlane:
 
     def reset(self) -> None:
         """Remove what a test left: TrainingJobs, Queues, the jobs namespace's pods,
-        Services and ConfigMaps, ResourceQuotas, and the kwok nodes."""
+        Services and ConfigMaps, ResourceQuotas, Workloads, PodGroups, ResourceClaims,
+        the DRA driver's slices and classes, and the kwok nodes."""
         for kind in ("trainingjobs", "resourcequotas"):
             self.kubectl("delete", kind, "--all", "-n", JOBS_NS, "--wait=false", check=False)
         self.kubectl("delete", "queues", "--all", "--wait=false", check=False)
@@ -171,5 +172,10 @@ class ControlPlane:
                 "app.kubernetes.io/managed-by=shoal",
                 check=False,
             )
+        for kind in ("workloads", "podgroups", "resourceclaims"):
+            self.kubectl("delete", kind, "--all", "-n", JOBS_NS, "--wait=false", check=False)
+        self.kubectl("delete", "resourceclaims", "--all", "-n", "default", check=False)
+        for kind in ("resourceslices", "deviceclasses"):
+            self.kubectl("delete", kind, "--all", check=False)
         self.kubectl("delete", "nodes", "-l", KWOK_LABEL, "--wait=true", check=False)
         eventually(lambda: not self.pods() and not self.pods("default"), timeout=60)

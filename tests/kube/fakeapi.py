@@ -37,10 +37,28 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "leases": ("Lease", "coordination.k8s.io/v1", True),
     "trainingjobs": ("TrainingJob", "shoal.dev/v1alpha1", True),
     "queues": ("Queue", "shoal.dev/v1alpha1", False),
+    "workloads": ("Workload", "scheduling.k8s.io/v1beta1", True),
+    "podgroups": ("PodGroup", "scheduling.k8s.io/v1beta1", True),
+    "resourceslices": ("ResourceSlice", "resource.k8s.io/v1", False),
+    "deviceclasses": ("DeviceClass", "resource.k8s.io/v1", False),
+    "resourceclaims": ("ResourceClaim", "resource.k8s.io/v1", True),
 }
 CUSTOM = {"trainingjobs", "queues"}
-VALIDATED = {"Node", "Pod", "Service", "ConfigMap", "Event", "Lease", "Binding"}
-K8S_VERSION = "1.30"
+VALIDATED = {
+    "Node",
+    "Pod",
+    "Service",
+    "ConfigMap",
+    "Event",
+    "Lease",
+    "Binding",
+    "Workload",
+    "PodGroup",
+    "ResourceSlice",
+    "DeviceClass",
+    "ResourceClaim",
+}
+K8S_VERSION = "1.37"
 
 
 class ApiError(Exception):

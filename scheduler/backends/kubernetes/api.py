@@ -62,6 +62,13 @@ _RESOURCES: dict[str, tuple[str, str, bool]] = {
     "persistentvolumeclaims": ("CoreV1Api", "persistent_volume_claim", True),
     "persistentvolumes": ("CoreV1Api", "persistent_volume", False),
     "storageclasses": ("StorageV1Api", "storage_class", False),
+    # DRA (resource.k8s.io/v1) and gangs (scheduling.k8s.io/v1beta1, Kubernetes 1.37)
+    "resourceslices": ("ResourceV1Api", "resource_slice", False),
+    "deviceclasses": ("ResourceV1Api", "device_class", False),
+    "resourceclaims": ("ResourceV1Api", "resource_claim", True),
+    "resourceclaims/status": ("ResourceV1Api", "resource_claim_status", True),
+    "workloads": ("SchedulingV1beta1Api", "workload", True),
+    "podgroups": ("SchedulingV1beta1Api", "pod_group", True),
 }
 
 

@@ -30,6 +30,7 @@ from scheduler.backends.kubernetes import (
 )
 from scheduler.backends.kubernetes.api import Kube, Unavailable
 from scheduler.backends.kubernetes.config import KubeConfig, api_client
+from scheduler.backends.kubernetes.draclaims import DraClaims
 from scheduler.backends.kubernetes.foreign import ForeignBindings
 from scheduler.backends.kubernetes.nodeview import NodeView
 from scheduler.backends.kubernetes.objects import graceful
@@ -67,11 +68,20 @@ class KubernetesBackend:
         self.events = events.Recorder(self.kube.fork(), self.config.event_component)
         self.reservations = shares.Reservations(self.kube, self.config, self.events)
         self.volumes = podrules.VolumeRules(self.kube)  # foreign pods' claims, as node rules
+        # DRA: the devices drivers publish, their classes, and every claim's allocation.
+        self.dra_caches = (
+            [Reflector(self.kube, r) for r in ("resourceslices", "deviceclasses", "resourceclaims")]
+            if self.config.dra
+            else []
+        )
+        self.claims = (
+            DraClaims(self.kube, self.config, *self.dra_caches) if self.dra_caches else None
+        )
         self.is_leader = is_leader
         self.last_error: str | None = None
         self._lock = threading.RLock()  # launch/stop/reconcile never interleave
         self._closed = threading.Event()
-        self._nodes = NodeView(self.node_cache, self.index, self.reservations)
+        self._nodes = NodeView(self.node_cache, self.index, self.reservations, self.claims)
         self._thread: threading.Thread | None = None
         self._make_collaborators()
         if start:
@@ -79,7 +89,7 @@ class KubernetesBackend:
 
     def _make_collaborators(self) -> None:
         kube, cfg = self.kube, self.config
-        self._binder = PodBinder(kube, cfg, self.reservations, self.events)
+        self._binder = PodBinder(kube, cfg, self.reservations, self.events, self.claims)
         self._workers = WorkerPods(
             kube,
             cfg,
@@ -88,6 +98,7 @@ class KubernetesBackend:
             binder=self._binder,
             lock=self._lock,
             mps_replicas=self._nodes.mps_replicas,
+            dra=self._nodes.dra,
             reservations=self.reservations,
             recorder=self.events,
         )
@@ -121,9 +132,9 @@ class KubernetesBackend:
 
     def start(self, sync_timeout_s: float = 30.0) -> None:
         """Start the caches (and the reconcile thread); wait for their first list."""
-        self.node_cache.start()
-        self.pod_cache.start()
-        for cache in (self.node_cache, self.pod_cache):
+        for cache in self._all_caches():
+            cache.start()
+        for cache in self._all_caches():
             if not cache.wait_synced(sync_timeout_s):
                 raise Unavailable(
                     503, "Unavailable", f"could not list {cache.resource}: {cache.last_error}"
@@ -137,13 +148,16 @@ class KubernetesBackend:
     def close(self) -> None:
         self._closed.set()
         self.kube.closed.set()
-        self.node_cache.stop()
-        self.pod_cache.stop()
+        for cache in self._all_caches():
+            cache.stop()
         self._foreign.close()
+
+    def _all_caches(self) -> list[Reflector]:
+        return [self.node_cache, self.pod_cache, *self.dra_caches]
 
     def errors(self) -> dict[str, str]:
         """What is failing now (empty when healthy): caches and the reconcile step."""
-        out = {c.resource: c.last_error for c in (self.node_cache, self.pod_cache)}
+        out = {c.resource: c.last_error for c in self._all_caches()}
         out["reconcile"] = self.last_error
         return {k: v for k, v in out.items() if v}
 

@@ -100,6 +100,17 @@ class KubeConfig:
     # in CDI mode resolves (its RuntimeClass: `runtime_class`). None: the bare UUID,
     # which its legacy mode takes, and its CDI mode qualifies with its default kind.
     share_cdi_kind: str | None = None
+    # DRA (resource.k8s.io/v1): watch ResourceSlices, DeviceClasses and ResourceClaims,
+    # and allocate claims for workers on nodes whose GPUs a DRA driver publishes. Off:
+    # device-plugin GPUs only (a cluster without the API). The DeviceClasses whose
+    # devices are whole GPUs and MIG slices: those of NVIDIA's DRA driver by default.
+    dra: bool = True
+    dra_gpu_class: str = "gpu.nvidia.com"
+    dra_mig_class: str = "mig.nvidia.com"
+    # Give every multi-worker attempt a Workload and a PodGroup (scheduling.k8s.io/v1beta1,
+    # Kubernetes 1.37 with GenericWorkload), so cluster tools see the gang. Off where the
+    # API is not served.
+    workloads: bool = True
     finished_ttl_s: float | None = 3600.0  # delete finished jobs' objects after; None: keep
     reservation_grace_s: float = 30.0  # an unshared reservation younger than this stays
     request_timeout_s: float = 10.0

@@ -46,15 +46,16 @@ def is_ready(node: Obj) -> bool:
     return False
 
 
-def unschedulable_reason(node: Obj) -> str | None:
+def unschedulable_reason(node: Obj, *, dra: bool = False) -> str | None:
     """Why Shoal may not place on `node`, or None. A taint is no such reason: the node
-    is offered with its taints, to the jobs and pods that tolerate them."""
+    is offered with its taints, to the jobs and pods that tolerate them. Where a DRA
+    driver publishes the node's GPUs (`dra`), the device plugin's sharing is moot."""
     spec = node.get("spec") or {}
     if spec.get("unschedulable"):
         return "cordoned"
     if not is_ready(node):
         return "NotReady"
-    return sharing_reason(node)
+    return None if dra else sharing_reason(node)
 
 
 def _int(text: Any, default: int) -> int:

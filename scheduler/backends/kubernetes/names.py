@@ -40,6 +40,9 @@ GPU_DEVICE = f"{DOMAIN}/gpu-device"
 # volume-mounts or cdi (a share then needs the NVIDIA runtime's RuntimeClass).
 GPU_DELIVERY = f"{DOMAIN}/gpu-delivery"
 ENFORCEMENT = f"{DOMAIN}/gpu-enforcement"
+# A worker whose GPUs a DRA driver serves: the ResourceClaim Shoal made for it and
+# allocates before the bind (no `nvidia.com/gpu`, no reservation).
+DRA_CLAIM = f"{DOMAIN}/resource-claim"
 PREEMPTED = f"{DOMAIN}/preempted"
 STOP_REASON = f"{DOMAIN}/stop-reason"  # base.StopReason, a file in the pod
 WORKERS = f"{DOMAIN}/workers"
@@ -80,6 +83,17 @@ def pod_name(base: str, attempt: int, worker: int) -> str:
 
 def hostfile_name(base: str, attempt: int) -> str:
     return f"{base}-a{attempt}-hostfile"
+
+
+def claim_name(pod: str) -> str:
+    """The ResourceClaim of a worker pod whose GPUs come from DRA (a pod name is at most
+    63 characters here, so the suffix keeps it a DNS subdomain)."""
+    return f"{pod}-gpu"
+
+
+def group_name(base: str, attempt: int) -> str:
+    """The Workload and PodGroup of one attempt of a gang (scheduling.k8s.io)."""
+    return f"{base}-a{attempt}"
 
 
 def reservation_name(node: str, gpu: int) -> str:

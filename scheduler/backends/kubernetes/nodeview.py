@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from scheduler.backends.kubernetes import inventory, podindex, shares
+from scheduler.backends.kubernetes.draclaims import DraClaims, NodeOffer
 from scheduler.backends.kubernetes.reflector import Reflector
 from scheduler.model import Node
 
@@ -18,11 +19,18 @@ Obj = dict[str, Any]
 
 class NodeView:
     def __init__(
-        self, node_cache: Reflector, index: podindex.PodIndex, reservations: shares.Reservations
+        self,
+        node_cache: Reflector,
+        index: podindex.PodIndex,
+        reservations: shares.Reservations,
+        claims: DraClaims | None = None,
     ) -> None:
         self.node_cache, self.index, self.reservations = node_cache, index, reservations
-        # node name -> (Node object, foreign usage, what nodes() made of them)
-        self._node_memo: dict[str, tuple[Obj, tuple[int, int, int], Node | None]] = {}
+        self.claims = claims
+        # node name -> (Node object, foreign usage, DRA offer, what nodes() made of them)
+        self._node_memo: dict[
+            str, tuple[Obj, tuple[int, int, int], NodeOffer | None, Node | None]
+        ] = {}
         self._capacity = inventory.Capacity()
 
     def nodes(self) -> list[Node]:
@@ -30,26 +38,37 @@ class NodeView:
         object and foreign usage are unchanged since the last call is not worked out
         again (the cache replaces an object on every change, never mutates it)."""
         used = self.index.usage()
-        memo: dict[str, tuple[Obj, tuple[int, int, int], Node | None]] = {}
+        memo: dict[str, tuple[Obj, tuple[int, int, int], NodeOffer | None, Node | None]] = {}
         for n in self.node_cache.items():
             name = n["metadata"]["name"]
             u = used.get(name, (0, 0, 0))
+            offer = self.claims.offer(name) if self.claims is not None else None
             hit = self._node_memo.get(name)
-            if hit is not None and hit[0] is n and hit[1] == u:
+            if hit is not None and hit[0] is n and hit[1] == u and hit[2] == offer:
                 memo[name] = hit
                 continue
-            ok = inventory.unschedulable_reason(n) is None
-            memo[name] = (n, u, inventory.to_node(n, u) if ok else None)
+            ok = inventory.unschedulable_reason(n, dra=offer is not None) is None
+            memo[name] = (n, u, offer, _offered(n, u, offer) if ok else None)
         self._node_memo = memo
         # A reservation found no GPU there: no fractions, whole GPUs still (issue 24).
         no_gpu = self.reservations.excluded()
-        out = [m[2] for m in memo.values() if m[2] is not None]
+        out = [m[3] for m in memo.values() if m[3] is not None]
         out = [replace(n, no_sharing=no_gpu[n.name]) if n.name in no_gpu else n for n in out]
         return sorted(out, key=lambda n: n.name)
 
     def capacity(self) -> list[Node]:
         """Every node as if empty, cordoned and NotReady ones too (`inventory.Capacity`)."""
-        return self._capacity(self.node_cache.items())
+        nodes = self._capacity(self.node_cache.items())
+        if self.claims is None:
+            return nodes
+        out = []
+        for n in nodes:
+            offer = self.claims.offer(n.name)
+            if offer is not None:
+                n = replace(n, gpu_count=offer.total, gpu_model=offer.model)
+                n = replace(n, gpu_memory_mib=offer.memory_mib, slices=0)
+            out.append(n)
+        return out
 
     def mps_replicas(self, node: str) -> int:
         """N when `node`'s device plugin shares each GPU as N MPS replicas, else 0."""
@@ -58,6 +77,12 @@ class NodeView:
             obj = next((n for n in self.node_cache.items() if n["metadata"]["name"] == node), None)
             return inventory.mps_replicas(obj) if obj is not None else 0
         return inventory.mps_replicas(hit[0])
+
+    def dra(self, node: str) -> NodeOffer | None:
+        """What a DRA driver offers on `node`, as the last `nodes()` saw it; None: its
+        GPUs come from the device plugin."""
+        hit = self._node_memo.get(node)
+        return hit[2] if hit is not None else None
 
     def excluded_nodes(self) -> dict[str, str]:
         """node -> why Shoal does not offer it (cordoned, a taint, NotReady, shared
@@ -74,4 +99,20 @@ class NodeView:
 
     def gpu_counts(self) -> dict[str, int]:
         """node -> its GPUs, as the last `nodes()` saw them (offered nodes only)."""
-        return {n: m[2].gpu_count for n, m in self._node_memo.items() if m[2] is not None}
+        return {n: m[3].gpu_count for n, m in self._node_memo.items() if m[3] is not None}
+
+
+def _offered(node: Obj, used: tuple[int, int, int], offer: NodeOffer | None) -> Node:
+    """`inventory.to_node`; where a DRA driver publishes the node's GPUs, they are
+    counted from its devices alone (not `nvidia.com/gpu`, nor pods' requests of it)."""
+    if offer is None:
+        return inventory.to_node(node, used)
+    return replace(
+        inventory.to_node(node, (used[0], used[1], 0)),
+        gpu_count=offer.gpus,
+        gpu_model=offer.model,
+        gpu_memory_mib=offer.memory_mib,
+        enforcement=offer.enforcement,
+        slices=0,
+        no_sharing=offer.no_sharing,
+    )

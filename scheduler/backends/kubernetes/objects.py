@@ -44,10 +44,12 @@ def ensure(kube: Kube, resource: str, body: Obj, job_id: str) -> Obj:
     return found
 
 
-def delete_job_objects(kube: Kube, namespace: str, job_id: str) -> None:
-    """Delete the Services and ConfigMaps Shoal made for `job_id` (its pods go apart)."""
+def delete_job_objects(kube: Kube, namespace: str, job_id: str, *, gangs: bool = False) -> None:
+    """Delete the Services and ConfigMaps Shoal made for `job_id` (its pods go apart),
+    and with `gangs` its Workloads and PodGroups."""
     selector = f"{names.JOB}={names.label_value(job_id)},{names.MANAGED_BY}={names.SHOAL}"
-    for resource in ("services", "configmaps"):
+    kinds = ("services", "configmaps", *(("workloads", "podgroups") if gangs else ()))
+    for resource in kinds:
         items, _ = kube.list(resource, namespace, labels=selector)
         for obj in items:
             if names.annotations_of(obj).get(names.JOB_ID) == job_id:

@@ -11,6 +11,7 @@ from typing import Any
 from scheduler.backends.kubernetes import events, names, shares, status
 from scheduler.backends.kubernetes.api import Kube
 from scheduler.backends.kubernetes.config import KubeConfig
+from scheduler.backends.kubernetes.draclaims import DraClaims
 
 Obj = dict[str, Any]
 
@@ -22,15 +23,19 @@ class PodBinder:
         config: KubeConfig,
         reservations: shares.Reservations,
         recorder: events.Recorder,
+        claims: DraClaims | None = None,
     ) -> None:
         self.kube = kube
+        self.claims = claims
         self.config = config
         self.reservations = reservations
         self.events = recorder
         self.bound: set[str] = set()  # pod uids this process bound (the cache may lag)
 
     def bind_if_ready(self, pod: Obj) -> bool:
-        """Bind to the annotated node; a fraction first gets its reservation's UUID."""
+        """Bind to the annotated node; a fraction first gets its reservation's UUID,
+        and a worker whose GPUs a DRA driver serves its allocated claim (raises
+        `DraUnfit` when no device there fits: the job's reason)."""
         meta = pod["metadata"]
         if pod["spec"].get("nodeName") or meta.get("uid") in self.bound:
             return True
@@ -38,7 +43,11 @@ class PodBinder:
             return False
         ann, node = names.annotations_of(pod), names.annotations_of(pod).get(names.NODE, "")
         replica = bool(ann.get(names.GPU_REPLICA))  # the device plugin supplies the GPU
-        if names.GPU_FRACTION in ann and not ann.get(names.GPU_UUID) and not replica:
+        if names.DRA_CLAIM in ann:
+            if self.claims is None:
+                return False
+            self.claims.allocate(pod)
+        elif names.GPU_FRACTION in ann and not ann.get(names.GPU_UUID) and not replica:
             uuid = self.reservations.uuid(names.labels_of(pod).get(names.RESERVATION, ""))
             if not uuid:
                 return False

@@ -59,6 +59,10 @@ KUBE_OPTIONS = {
     "workerPriorityClass": "priority_class",
     "workerRuntimeClass": "runtime_class",
     "workerShmMiB": "shm_mib",
+    "dra": "dra",
+    "draGpuClass": "dra_gpu_class",
+    "draMigClass": "dra_mig_class",
+    "workloads": "workloads",
 }
 
 

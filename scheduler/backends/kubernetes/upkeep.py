@@ -122,5 +122,7 @@ class Upkeep:
                 log.info("deleting finished job %s's objects (ttl %.0fs)", job, ttl)
                 for p in group:
                     self.kube.delete("pods", p["metadata"]["name"], p["metadata"]["namespace"])
-                delete_job_objects(self.kube, self.config.namespace, job)
+                delete_job_objects(
+                    self.kube, self.config.namespace, job, gangs=self.config.workloads
+                )
                 self.finished_since.pop(job, None)

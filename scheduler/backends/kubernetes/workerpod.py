@@ -29,6 +29,7 @@ def worker_pod(
     config: KubeConfig,
     *,
     replica: bool = False,
+    dra: base.Enforcement | None = None,
 ) -> Obj:
     """One worker. Whole GPUs: `nvidia.com/gpu: N` (the device plugin then picks and
     exposes them). A fraction: no GPU request; NVIDIA_VISIBLE_DEVICES comes from the
@@ -36,10 +37,16 @@ def worker_pod(
     which Shoal sets before it binds the worker (the kubelet resolves it when the
     container starts; the NVIDIA runtime, `config.runtime_class`, reads it). A
     fraction on a node that shares GPUs by MPS (`replica`): `nvidia.com/gpu: 1`, one
-    replica, which the device plugin picks, exposes and enforces."""
+    replica, which the device plugin picks, exposes and enforces. On a node whose GPUs
+    a DRA driver publishes (`dra`: how a fraction is held there), whole GPUs and
+    fractions alike come from the ResourceClaim `names.claim_name(pod)`, which Shoal
+    allocates before the bind; the driver exposes the devices (CDI)."""
     spec = req.spec
     name = names.pod_name(base_name, req.attempt, p.worker)
-    container = _worker_container(req, p, hosts, config, replica)
+    # Who hands a fraction its GPU: the device plugin (an MPS replica), the DRA driver,
+    # or (None) Shoal's reservation through the pod's annotation.
+    device = base.Enforcement.MPS if replica else dra
+    container = _worker_container(req, p, hosts, config, device)
     volumes = _worker_volumes(req, base_name, container)
     if p.gpus and (shm := shm_mib(req, config)):
         container["volumeMounts"].append({"name": "dshm", "mountPath": "/dev/shm"})
@@ -57,6 +64,18 @@ def worker_pod(
     }
     _add_placement_fields(pod_spec, req, config)
     labels, ann = _worker_marks(req, p, base_name, replica)
+    if dra is not None and p.gpus:
+        claim = names.claim_name(name)
+        pod_spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+        resources = container["resources"]
+        for part in ("requests", "limits"):
+            resources[part].pop(GPU, None)
+        resources["claims"] = [{"name": "gpu"}]
+        ann[names.DRA_CLAIM] = claim
+        labels.pop(names.RESERVATION, None)
+        if is_fractional(p):
+            ann[names.ENFORCEMENT] = str(dra)
+            ann.pop(names.GPU_REPLICA, None)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -99,12 +118,16 @@ def shm_mib(req: base.LaunchRequest, config: KubeConfig) -> int:
 
 
 def _worker_env(
-    req: base.LaunchRequest, p: WorkerPlacement, hosts: Sequence[str], replica: bool
+    req: base.LaunchRequest,
+    p: WorkerPlacement,
+    hosts: Sequence[str],
+    device: base.Enforcement | None,
 ) -> list[Obj]:
     """The container's environment; a reserved fraction's GPU comes from the pod's
-    annotation, whole GPUs' and an MPS replica's from the device plugin."""
-    frac = is_fractional(p) and not replica
-    how = base.Enforcement.MPS if replica else base.Enforcement.ADVISORY
+    annotation, whole GPUs', an MPS replica's and a DRA claim's from the device's
+    plugin or driver (`device`: how that holds a fraction)."""
+    frac = is_fractional(p) and device is None
+    how = device or base.Enforcement.ADVISORY
     env = workerenv.worker_env(
         req.spec, p, hosts, job_id=req.job_id, attempt=req.attempt, enforcement=how
     )
@@ -135,12 +158,12 @@ def _worker_container(
     p: WorkerPlacement,
     hosts: Sequence[str],
     config: KubeConfig,
-    replica: bool,
+    device: base.Enforcement | None,
 ) -> Obj:
     spec = req.spec
     requests: Obj = {"cpu": f"{spec.cpu_milli}m", "memory": f"{spec.memory_mib}Mi"}
     limits: Obj = {"memory": f"{spec.memory_mib}Mi"}
-    if p.gpus and (replica or not is_fractional(p)):
+    if p.gpus and (device is not None or not is_fractional(p)):
         requests[GPU] = limits[GPU] = str(len(p.gpus))  # an MPS replica: one
     ports = [{"name": "rendezvous", "containerPort": workerenv.MASTER_PORT}]
     if spec.framework is Framework.TENSORFLOW:
@@ -148,7 +171,7 @@ def _worker_container(
     container: Obj = {
         "name": "worker",
         "image": spec.image,
-        "env": _worker_env(req, p, hosts, replica),
+        "env": _worker_env(req, p, hosts, device),
         "ports": ports,
         "resources": {"requests": requests, "limits": limits},
         "securityContext": dict(config.security_context),

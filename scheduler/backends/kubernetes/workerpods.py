@@ -13,6 +13,7 @@ from typing import Any
 from scheduler.backends import base
 from scheduler.backends.kubernetes import (
     events,
+    gangs,
     inventory,
     manifests,
     names,
@@ -21,6 +22,7 @@ from scheduler.backends.kubernetes import (
 )
 from scheduler.backends.kubernetes.api import Kube
 from scheduler.backends.kubernetes.config import KubeConfig
+from scheduler.backends.kubernetes.draclaims import NodeOffer
 from scheduler.backends.kubernetes.objects import (
     delete_job_objects,
     ensure,
@@ -47,12 +49,14 @@ class WorkerPods:
         binder: PodBinder,
         lock: threading.RLock,
         mps_replicas: Callable[[str], int],
+        dra: Callable[[str], NodeOffer | None] = lambda node: None,
     ) -> None:
         self.kube, self.config = kube, config
         self.pod_cache, self.index = pod_cache, index
         self.reservations, self.events, self.binder = reservations, recorder, binder
         self.lock = lock  # the backend's: launch/stop/reconcile never interleave
         self.mps_replicas = mps_replicas
+        self.dra = dra  # what a DRA driver offers on a node (None: the device plugin)
         self.stopped: set[str] = set()  # jobs stop() has deleted (see stop)
 
     def launch(self, request: base.LaunchRequest) -> None:
@@ -68,22 +72,30 @@ class WorkerPods:
             if req.spec.framework is Framework.MPI:
                 body = manifests.hostfile(req, stem, ns, hosts)
                 ensure(self.kube, "configmaps", body, req.job_id)
+            group = self._ensure_gang(req, stem, ns)
+            offers = {p.node: self.dra(p.node) for p in req.placements}
             replica = {p.worker: self.mps_replicas(p.node) > 0 for p in req.placements}
             for p in req.placements:
-                if manifests.is_fractional(p) and not replica[p.worker]:
+                frac = manifests.is_fractional(p) and not replica[p.worker]
+                if frac and offers[p.node] is None:
                     share = f"{ns}/{names.pod_name(stem, req.attempt, p.worker)}"
                     self.reservations.ensure(p.node, p.gpus[0], share)
-            pods = [
-                ensure(
-                    self.kube,
-                    "pods",
-                    manifests.worker_pod(
-                        req, p, stem, ns, hosts, self.config, replica=replica[p.worker]
-                    ),
-                    req.job_id,
+            pods = []
+            for p in req.placements:
+                offer = offers[p.node]
+                body = manifests.worker_pod(
+                    req,
+                    p,
+                    stem,
+                    ns,
+                    hosts,
+                    self.config,
+                    replica=replica[p.worker] and offer is None,
+                    dra=offer.enforcement if offer is not None else None,
                 )
-                for p in req.placements
-            ]
+                if group:
+                    gangs.join(body, group)
+                pods.append(ensure(self.kube, "pods", body, req.job_id))
             for pod in pods:
                 self.binder.bind_if_ready(pod)
             if pods:
@@ -93,6 +105,14 @@ class WorkerPods:
                     "Launched",
                     f"attempt {req.attempt} of job {req.job_id}: {len(pods)} worker(s) on {where}",
                 )
+
+    def _ensure_gang(self, req: base.LaunchRequest, stem: str, ns: str) -> str | None:
+        """A multi-worker attempt's Workload and PodGroup (`gangs`); their name."""
+        if not (self.config.workloads and gangs.is_gang(req)):
+            return None
+        ensure(self.kube, "workloads", gangs.workload(req, stem, ns), req.job_id)
+        ensure(self.kube, "podgroups", gangs.pod_group(req, stem, ns), req.job_id)
+        return names.group_name(stem, req.attempt)
 
     def stop(self, job_id: str, grace_period_s: float, *, reason: str = "Stopped") -> None:
         """See `KubernetesBackend.stop`."""
@@ -119,7 +139,9 @@ class WorkerPods:
                 self.kube.delete(
                     "pods", meta["name"], meta["namespace"], grace_period_s=graceful(grace_period_s)
                 )
-            delete_job_objects(self.kube, self.config.namespace, job_id)
+            delete_job_objects(
+                self.kube, self.config.namespace, job_id, gangs=self.config.workloads
+            )
             for name in sorted(str(u) for u in used):
                 self.reservations.release_if_unused(name)
 

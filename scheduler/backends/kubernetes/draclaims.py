@@ -1,0 +1,234 @@
+"""GPUs a DRA driver publishes: what each node offers, and the claims of Shoal's workers.
+
+Read from three caches (ResourceSlices, DeviceClasses, ResourceClaims) and worked out
+again only when one of them moved. A node whose devices of the GPU DeviceClass appear
+in a ResourceSlice counts its GPUs from DRA alone, never also from `nvidia.com/gpu`
+(extended-resource mapping serves that name from the same devices). A GPU another
+scheduler's claim holds, wholly or in part, is not offered; Shoal's own claims are its
+placements' and are counted by the loop.
+
+A worker on such a node gets a claim of its own (`claimobjects`), allocated here before
+its pod is bound: the placement chose the node and how much of which GPU index; the
+devices are chosen here (`dra.choose`) among those no claim holds, a fraction on the
+device its GPU index already shares. Each step is idempotent: a launch cut short is
+finished, and a device is never given twice (Shoal's own writes count before the cache
+shows them).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.backends.kubernetes import claimobjects, dra, names
+from scheduler.backends.kubernetes.api import ApiError, Kube
+from scheduler.backends.kubernetes.config import KubeConfig
+from scheduler.backends.kubernetes.objects import ensure
+from scheduler.backends.kubernetes.reflector import Reflector, key_of
+from scheduler.model import Enforcement
+
+Obj = dict[str, Any]
+
+
+class DraUnfit(Exception):
+    """No device on the chosen node satisfies the worker's claim (the job's reason)."""
+
+
+@dataclass(frozen=True)
+class DraState:
+    nodes: dict[str, dra.NodeGpus]  # node -> its GPUs of the GPU DeviceClass
+    usage: dra.Usage  # every claim's allocation, Shoal's own included
+    foreign: dra.Usage  # other schedulers' claims only
+    claims: dict[str, Obj]  # every claim by namespace/name, Shoal's writes on top
+
+
+@dataclass(frozen=True)
+class NodeOffer:
+    """What a DRA node offers the placement (see `DraClaims.offer`)."""
+
+    gpus: int
+    total: int  # every GPU, held or not (admission's "could it ever run")
+    model: str
+    memory_mib: int
+    enforcement: Enforcement
+    no_sharing: str
+
+
+class DraClaims:
+    def __init__(
+        self,
+        kube: Kube,
+        config: KubeConfig,
+        slices: Reflector,
+        classes: Reflector,
+        claims: Reflector,
+    ) -> None:
+        self.kube, self.config = kube, config
+        self.slices, self.classes, self.claims = slices, classes, claims
+        self._classes = dra.DeviceClasses()
+        self._lock = threading.Lock()
+        self._memo: tuple[tuple[str, ...], DraState] | None = None
+        # claim key -> (resourceVersion, the claim) as Shoal last wrote it: the cache
+        # may not show it yet, and a device must not be chosen twice meanwhile.
+        self._written: dict[str, tuple[int, Obj]] = {}
+
+    # ---- reading ----
+
+    def state(self) -> DraState:
+        with self._lock:
+            seen = _rv(self.claims.resource_version)
+            self._written = {k: w for k, w in self._written.items() if w[0] > seen}
+            key = (
+                self.slices.resource_version,
+                self.classes.resource_version,
+                self.claims.resource_version,
+                *(f"{k}@{w[0]}" for k, w in sorted(self._written.items())),
+            )
+            if self._memo is not None and self._memo[0] == key:
+                return self._memo[1]
+            claims = {key_of(c): c for c in self.claims.items()}
+            claims.update({k: w[1] for k, w in self._written.items()})
+            inventory = dra.read_slices(self.slices.items())
+            self._classes.update(self.classes.items())
+            nodes = dra.node_gpus(
+                inventory, self._classes, self.config.dra_gpu_class, self.config.dra_mig_class
+            )
+            state = DraState(
+                nodes=nodes,
+                usage=dra.Usage.from_claims(claims.values(), inventory),
+                foreign=dra.Usage.from_claims(claims.values(), inventory, exclude=names.is_managed),
+                claims=claims,
+            )
+            self._memo = (key, state)
+            return state
+
+    def offer(self, node: str) -> NodeOffer | None:
+        """What `node` offers when a DRA driver publishes its GPUs, else None: the GPUs
+        no other scheduler's claim holds, their model and memory, and how a fraction
+        is held there (a MIG slice: enforced; a share of a device shared by capacity:
+        advisory; neither: no fractions, and why)."""
+        gpus = self.state().nodes.get(node)
+        if gpus is None or not gpus.gpus:
+            return None
+        free = dra.offered(gpus, self.state().foreign)
+        first = gpus.gpus[0]
+        if gpus.migs:
+            how, why = Enforcement.ENFORCED, ""
+        elif gpus.shareable:
+            how, why = Enforcement.ADVISORY, ""
+        else:
+            how = Enforcement.ADVISORY
+            why = "its DRA GPUs are neither shared by capacity nor partitionable (MIG)"
+        return NodeOffer(len(free), len(gpus.gpus), first.model, first.memory_mib, how, why)
+
+    # ---- allocating ----
+
+    def allocate(self, pod: Obj) -> None:
+        """Make `pod`'s claim and allocate it for the pod, unless that is done.
+        Raises `DraUnfit` when no device fits."""
+        ann, meta = names.annotations_of(pod), pod["metadata"]
+        key = f"{meta['namespace']}/{ann[names.DRA_CLAIM]}"
+        state = self.state()
+        found = state.claims.get(key)
+        if found is not None and claimobjects.reserved_for(found, pod):
+            return
+        node = ann.get(names.NODE, "")
+        gpus = state.nodes.get(node)
+        if gpus is None:
+            raise DraUnfit(
+                f"node {node} publishes no device of DeviceClass {self.config.dra_gpu_class}"
+            )
+        indices = names.parse_gpus(ann.get(names.GPUS, ""))
+        fraction = float(ann.get(names.GPU_FRACTION, "1"))
+        choice = self._choose(state, gpus, indices, fraction)
+        if isinstance(choice, dra.Unfit):
+            raise DraUnfit(choice.reason)
+        made = self._claim_for(pod, choice, indices[0] if fraction < 1 else None)
+        if found is None:
+            found = ensure(self.kube, "resourceclaims", made, ann.get(names.JOB_ID, ""))
+        body = claimobjects.allocation(
+            found, pod, node, [(d.key, _local(consumed, d)) for d, consumed in choice.devices]
+        )
+        try:
+            written = self.kube.patch(
+                "resourceclaims/status", found["metadata"]["name"], body, meta["namespace"]
+            )
+        except ApiError as e:
+            if e.status == 404:  # its pod went and took it along: nothing left to do
+                return
+            raise
+        with self._lock:
+            self._written[key] = (_rv(written["metadata"].get("resourceVersion")), written)
+
+    def _choose(
+        self, state: DraState, gpus: dra.NodeGpus, indices: tuple[int, ...], fraction: float
+    ) -> dra.Choice | dra.Unfit:
+        """`dra.choose` at the placement's GPU indices (index i: the i-th GPU other
+        schedulers leave). Whole GPUs whose index moved (another scheduler's claim came
+        or went since the placement) are taken from those still free instead."""
+        offered = dra.offered(gpus, state.foreign)
+        held = self._held(state, gpus)
+        choice = dra.choose(gpus, state.usage, indices, fraction, held, gpus=offered)
+        if isinstance(choice, dra.Choice) or fraction < 1:
+            return choice
+        free = [i for i, g in enumerate(offered) if state.usage.is_free(g.device)]
+        if len(free) < len(indices):
+            return choice
+        return dra.choose(gpus, state.usage, free[: len(indices)], 1.0, held, gpus=offered)
+
+    def _claim_for(self, pod: Obj, choice: dra.Choice, index: int | None) -> Obj:
+        """The claim's spec says what was chosen: the class, how many, how much of a
+        shared device, and a MIG slice's profile."""
+        devices = choice.devices
+        first, consumed = devices[0]
+        cls, selectors = self.config.dra_gpu_class, tuple[str, ...]()
+        if choice.mig_profile:
+            cls = self.config.dra_mig_class
+            attr = f'device.attributes["{first.driver}"].profile'
+            selectors = (f'{attr} == "{choice.mig_profile}"',)
+        capacity = _local(consumed, first)
+        return claimobjects.claim(
+            pod,
+            device_class=cls,
+            count=len(devices),
+            capacity=capacity,
+            selectors=selectors,
+            gpu_index=index,
+        )
+
+    def _held(self, state: DraState, gpus: dra.NodeGpus) -> dict[int, dra.Device]:
+        """GPU index -> the device Shoal's fractions at that index use on the node (a
+        MIG slice: its GPU is its parent), so that a share goes where the placement put
+        it, next to the others of that index."""
+        out: dict[int, dra.Device] = {}
+        inventory = state.usage.inventory
+        for c in state.claims.values():
+            ann = names.annotations_of(c)
+            index = ann.get(names.GPU_INDEX)
+            if index is None or not names.is_managed(c) or ann.get(names.NODE) != gpus.node:
+                continue
+            for k in claimobjects.allocated_devices(c):
+                device = inventory.by_key.get(k)
+                if device is not None:
+                    out[int(index)] = device
+        return out
+
+
+def _local(consumed: Mapping[str, int] | None, device: dra.Device) -> dict[str, int] | None:
+    """Capacity names as the driver's slice spells them: its own domain left out."""
+    if consumed is None:
+        return None
+    out = {}
+    for name, amount in consumed.items():
+        domain, ident = dra.split_qualified(name)
+        out[ident if domain in ("", device.driver) else name] = amount
+    return out
+
+
+def _rv(text: object) -> int:
+    try:
+        return int(str(text))
+    except ValueError:
+        return 0
