@@ -1,7 +1,7 @@
 """Issue 24 item 1 on a real kube-apiserver 1.37.2 (+ kwok): a pod's own scheduling
 constraints hold as kube-scheduler would hold them. A foreign pod's nodeSelector, node
 affinity and tolerations pick its node; a bound volume's node affinity too; what Shoal
-cannot do (bind a WaitForFirstConsumer claim, allocate a DRA ResourceClaim) leaves the
+cannot do (bind a WaitForFirstConsumer claim, allocate a ResourceClaim that is not there) leaves the
 pod pending with the reason on its PodScheduled condition. A TrainingJob's nodeSelector
 and tolerations place its workers and reach their pods."""
 
@@ -136,7 +136,7 @@ def test_volumes_and_claims_place_or_hold_a_foreign_pod_with_the_reason(
         assert 'persistentvolumeclaim "late" waits for its first consumer' in why, why
         assert "WaitForFirstConsumer" in why, why
         why = eventually(lambda: unschedulable(cluster, "dra"), 60)
-        assert "ResourceClaim(s) gpu: Shoal does not allocate DRA devices" in why, why
+        assert 'ResourceClaim "gpu-claim" is not there' in why, why
         assert node_of(cluster, "late") is None and node_of(cluster, "dra") is None
     finally:
         cluster.kubectl("delete", "pods", "--all", "-n", "default", "--force", check=False)

@@ -73,7 +73,7 @@ def test_claim_and_allocation_are_what_the_api_server_takes() -> None:
     assert exact["capacity"]["requests"] == {"memory": str(40 << 30)}
     claim["metadata"]["uid"] = "9a9a9a9a-1111-4a4a-8c8c-222233334444"
     body = claimobjects.allocation(
-        claim, pod, "n1", [(("gpu.nvidia.com", "n1", "gpu-0"), {"memory": 40 << 30})]
+        claim, pod, "n1", [("gpu", ("gpu.nvidia.com", "n1", "gpu-0"), {"memory": 40 << 30})]
     )
     whole = {**claim, **body}
     kubernetes_validate.validate(whole, K8S, strict=True)

@@ -22,7 +22,7 @@ PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
     ("spec", "says"),
     [
         ({}, ""),
-        ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]}, "ResourceClaim(s) gpu"),
+        ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]}, ""),  # allocated
         ({"affinity": {"podAffinity": {REQUIRED: [{}]}}}, "required podAffinity"),
         ({"affinity": {"podAntiAffinity": {REQUIRED: [{}]}}}, "required podAntiAffinity"),
         ({"affinity": {"podAntiAffinity": {PREFERRED: [{}]}}}, ""),
@@ -33,6 +33,20 @@ PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 def test_what_shoal_cannot_honour_is_said(spec: Obj, says: str) -> None:
     got = podrules.unsupported(spec)
     assert (says in got) if says else got == ""
+
+
+def test_resource_claims_named_or_made_from_a_template() -> None:
+    pod = {
+        "spec": {
+            "resourceClaims": [
+                {"name": "own", "resourceClaimName": "mine"},
+                {"name": "made", "resourceClaimTemplateName": "t"},
+                {"name": "later", "resourceClaimTemplateName": "t"},
+            ]
+        },
+        "status": {"resourceClaimStatuses": [{"name": "made", "resourceClaimName": "p-made-x1"}]},
+    }
+    assert podrules.resource_claims(pod) == ("mine", "p-made-x1", "")
 
 
 def test_volume_claims_named_and_ephemeral() -> None:

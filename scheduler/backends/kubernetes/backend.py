@@ -31,6 +31,7 @@ from scheduler.backends.kubernetes import (
 from scheduler.backends.kubernetes.api import Kube, Unavailable
 from scheduler.backends.kubernetes.config import KubeConfig, api_client
 from scheduler.backends.kubernetes.draclaims import DraClaims
+from scheduler.backends.kubernetes.draforeign import ForeignClaims
 from scheduler.backends.kubernetes.foreign import ForeignBindings
 from scheduler.backends.kubernetes.nodeview import NodeView
 from scheduler.backends.kubernetes.objects import graceful
@@ -112,6 +113,7 @@ class KubernetesBackend:
             closed=self._closed,
             mps_replicas=self._nodes.mps_replicas,
             on_change=lambda: self.on_change(),  # read per call: it may be replaced
+            dra=ForeignClaims(kube, self.claims) if self.claims is not None else None,
             reservations=self.reservations,
             recorder=self.events,
         )

@@ -75,14 +75,13 @@ def allocation(
     claim_obj: Obj,
     pod: Obj,
     node: str,
-    devices: Sequence[tuple[tuple[str, str, str], Mapping[str, int] | None]],
-    request: str = REQUEST,
+    devices: Sequence[tuple[str, tuple[str, str, str], Mapping[str, int] | None]],
 ) -> Obj:
     """The status that allocates `claim_obj` on `node` and reserves it for `pod`:
-    `devices` are ((driver, pool, device), capacity consumed or None) pairs. A share
+    `devices` are (request, (driver, pool, device), capacity consumed or None). A share
     of a device (capacity consumed) carries a share ID, as the API server requires."""
     results = []
-    for (driver, pool, device), consumed in devices:
+    for request, (driver, pool, device), consumed in devices:
         r: Obj = {"request": request, "driver": driver, "pool": pool, "device": device}
         if consumed is not None:
             r["consumedCapacity"] = {k: str(v) for k, v in consumed.items()}

@@ -149,18 +149,29 @@ class DraClaims:
         if found is None:
             found = ensure(self.kube, "resourceclaims", made, ann.get(names.JOB_ID, ""))
         body = claimobjects.allocation(
-            found, pod, node, [(d.key, _local(consumed, d)) for d, consumed in choice.devices]
+            found,
+            pod,
+            node,
+            [(claimobjects.REQUEST, d.key, _local(consumed, d)) for d, consumed in choice],
         )
+        self.write_status(key, body)
+
+    def write_status(self, key: str, body: Obj) -> None:
+        """Write a claim's allocation; it counts from now on, before the cache shows it."""
+        namespace, name = key.split("/", 1)
         try:
-            written = self.kube.patch(
-                "resourceclaims/status", found["metadata"]["name"], body, meta["namespace"]
-            )
+            written = self.kube.patch("resourceclaims/status", name, body, namespace)
         except ApiError as e:
             if e.status == 404:  # its pod went and took it along: nothing left to do
                 return
             raise
         with self._lock:
             self._written[key] = (_rv(written["metadata"].get("resourceVersion")), written)
+
+    def device_classes(self) -> dra.DeviceClasses:
+        """The DeviceClasses as `state()` last read them."""
+        self.state()
+        return self._classes
 
     def _choose(
         self, state: DraState, gpus: dra.NodeGpus, indices: tuple[int, ...], fraction: float

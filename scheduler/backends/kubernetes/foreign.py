@@ -22,9 +22,10 @@ from scheduler.backends import base
 from scheduler.backends.kubernetes import events, manifests, names, podindex, podrules, shares
 from scheduler.backends.kubernetes.api import STRATEGIC_PATCH, Kube
 from scheduler.backends.kubernetes.config import KubeConfig
+from scheduler.backends.kubernetes.draforeign import ForeignClaims
 from scheduler.backends.kubernetes.podbinder import PodBinder
 from scheduler.backends.kubernetes.status import ForeignPod
-from scheduler.model import RunningJob, WorkerPlacement
+from scheduler.model import NodeRules, RunningJob, WorkerPlacement
 from scheduler.placement import eligible
 
 log = logging.getLogger(__name__)
@@ -46,11 +47,13 @@ class ForeignBindings:
         closed: threading.Event,
         mps_replicas: Callable[[str], int],
         on_change: Callable[[], None],
+        dra: ForeignClaims | None = None,
     ) -> None:
         self.kube, self.config, self.index, self.volumes = kube, config, index, volumes
         self.reservations, self.events, self.binder = reservations, recorder, binder
         self.lock, self.closed = lock, closed  # the backend's
         self.mps_replicas, self.on_change = mps_replicas, on_change
+        self.dra = dra  # its own ResourceClaims (None: DRA is off)
         self.pool = (
             ThreadPoolExecutor(config.bind_workers, thread_name_prefix="shoal-bind")
             if config.bind_workers > 0
@@ -77,14 +80,27 @@ class ForeignBindings:
         with self.flight_lock:
             flying = set(self.flight)
         return [
-            replace(f, rules=eligible.also(f.rules, self.volumes.rules(f.namespace, f.claims)))
-            if f.claims
-            else f
+            self._with_claims(f)
             for key, f in self.index.foreign_pending()
             if (allowed is None or f.namespace in allowed)
             and key not in flying
             and f.uid not in self.binder.bound
         ]
+
+    def _with_claims(self, f: ForeignPod) -> ForeignPod:
+        """`f` with what its volume claims and ResourceClaims ask of the placement."""
+        if f.claims:
+            f = replace(f, rules=eligible.also(f.rules, self.volumes.rules(f.namespace, f.claims)))
+        if not f.dra_claims:
+            return f
+        if self.dra is None:
+            why = (
+                f"uses ResourceClaim(s) {', '.join(f.dra_claims)}: DRA is off in Shoal's "
+                "configuration (dra: false), so it cannot bind this pod"
+            )
+            return replace(f, rules=eligible.also(f.rules, NodeRules(blocked=why)))
+        gpus, rules = self.dra.request(f)
+        return replace(f, gpu=gpus, rules=eligible.also(f.rules, rules))
 
     def bind(self, pod: ForeignPod, placement: WorkerPlacement) -> bool:
         """See `KubernetesBackend.bind`."""
@@ -93,6 +109,8 @@ class ForeignBindings:
             names.NODE: placement.node,
             names.GPUS: names.gpus_text(placement.gpus),
         }
+        if pod.dra_claims and self.dra is not None:
+            self.dra.allocate(pod, placement)  # its devices first, as kube-scheduler does
         if not manifests.is_fractional(placement):
             # One call: the Binding carries the annotations onto the pod (the API server
             # merges them), so the pod is never annotated and unbound, or the reverse.

@@ -33,12 +33,6 @@ PENDING_TTL_S = 5.0
 
 def unsupported(spec: Obj) -> str:
     """Why Shoal cannot bind a pod with this spec as its author meant ('' when it can)."""
-    claims = [str(c.get("name", "")) for c in spec.get("resourceClaims") or []]
-    if claims:
-        return (
-            f"uses ResourceClaim(s) {', '.join(claims)}: Shoal does not allocate DRA devices "
-            "yet, so it cannot bind this pod (the kubelet would not start it)"
-        )
     affinity = spec.get("affinity") or {}
     for kind in ("podAffinity", "podAntiAffinity"):
         if (affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
@@ -57,6 +51,19 @@ def unsupported(spec: Obj) -> str:
             "Shoal does not evaluate; use ScheduleAnyway or let kube-scheduler schedule it"
         )
     return ""
+
+
+def resource_claims(pod: Obj) -> tuple[str, ...]:
+    """The ResourceClaims (DRA) a pod names: its own, or the one the resourceclaim
+    controller made from its template (in `status.resourceClaimStatuses`; "" until then)."""
+    made = {
+        s.get("name"): s.get("resourceClaimName") or ""
+        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    }
+    return tuple(
+        str(c.get("resourceClaimName") or made.get(c.get("name"), ""))
+        for c in (pod.get("spec") or {}).get("resourceClaims") or []
+    )
 
 
 def volume_claims(pod: Obj) -> tuple[str, ...]:

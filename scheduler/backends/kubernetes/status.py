@@ -70,6 +70,9 @@ class ForeignPod:
     # all: `podrules.unsupported`); its volumes' node affinity is added by `VolumeRules`.
     rules: NodeRules | None = None
     claims: tuple[str, ...] = ()  # the PersistentVolumeClaims it mounts
+    # Its ResourceClaims (DRA), by name; "" for one the resourceclaim controller has not
+    # made from its template yet.
+    dra_claims: tuple[str, ...] = ()
 
     @property
     def job_id(self) -> str:
@@ -294,6 +297,7 @@ def foreign_pod(pod: Obj, scheduler_name: str) -> ForeignPod | None:
             blocked=podrules.unsupported(spec),
         ),
         claims=podrules.volume_claims(pod),
+        dra_claims=podrules.resource_claims(pod),
     )
 
 

@@ -7,6 +7,7 @@ the per-node GPU view; the choice of devices for one worker.
 """
 
 from scheduler.backends.kubernetes.dra.choose import Choice, Pick, Unfit, choose, offered
+from scheduler.backends.kubernetes.dra.claimfit import Request, nodes_for, pick, requests_of
 from scheduler.backends.kubernetes.dra.devices import (
     Device,
     Inventory,
@@ -34,6 +35,7 @@ __all__ = [
     "Inventory",
     "NodeGpus",
     "Pick",
+    "Request",
     "RequestPolicy",
     "Selector",
     "SelectorError",
@@ -44,10 +46,13 @@ __all__ = [
     "compile_selectors",
     "is_mig",
     "node_gpus",
+    "nodes_for",
     "offered",
     "parse_quantity",
+    "pick",
     "qualified",
     "quantity_int",
     "read_slices",
+    "requests_of",
     "split_qualified",
 ]
