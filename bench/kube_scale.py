@@ -25,6 +25,11 @@ per step over the cycles of (a), and over an idle stretch after (a) with every p
 (a) bound (`cycle_a`, `cycle_idle`). `--profile PATH` runs Shoal's loop under cProfile
 (only `Loop.run_once`, summed over all cycles; written as pstats to PATH at exit) and
 writes each cycle's step times to PATH.cycles.json.
+
+`--dra` runs the DRA workload instead (bench/kubescale_dra.py, issue 28 item 5): nodes
+with no `nvidia.com/gpu`, their GPUs published as ResourceSlices; `--pods` 1-GPU claims
+allocated by kube-scheduler (pods from a ResourceClaimTemplate), then by Shoal (1-worker
+jobs through its REST API), the claims checked after each.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from typing import Any
 if not __package__:  # run as `python bench/kube_scale.py`: make the `bench` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import kubescale_dra
 from bench.kubescale_cluster import JOBS_NS, NS, Cluster
 from bench.kubescale_jobs import rest_jobs
 from bench.kubescale_pods import single_gpu_pods
@@ -62,13 +68,7 @@ def run_shoal(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             {"metadata": {"name": "shoal-reserve"}},
         )
         shoal = ShoalProc(cluster, tmp / "shoal", args.profile)
-        total = args.nodes * args.gpus
-        for _ in range(60):  # 503 while the first cycle writes a large inventory
-            r = shoal.api.post("/queues", json={"name": "bench", "guaranteed": {"total": total}})
-            if r.status_code != 503:
-                break
-            time.sleep(1)
-        assert r.status_code < 300, r.text
+        shoal.queue("bench", args.nodes * args.gpus)
         before = shoal.steps()
         out["a"] = single_gpu_pods(
             cluster, args.pods, "shoal", args.timeout, args.gpus, args.creators
@@ -119,8 +119,16 @@ def main() -> None:
     ap.add_argument("--shoal-only", action="store_true", help="skip the kube-scheduler peer")
     ap.add_argument("--peer-only", action="store_true", help="only the kube-scheduler peer")
     ap.add_argument("--creators", type=int, default=4, help="pod-creating processes (x8 threads)")
+    ap.add_argument("--dra", action="store_true", help="DRA claims only (kubescale_dra)")
     args = ap.parse_args()
     results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
+    if args.dra:
+        with tempfile.TemporaryDirectory() as tmp_s:
+            results["dra"] = kubescale_dra.run(args, Path(tmp_s))
+        print(json.dumps(results, indent=1))
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=1))
+        return
 
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)

@@ -89,12 +89,23 @@ class Cluster:
         while self.http.get(sa).status_code != 200:
             time.sleep(0.2)
 
-    def nodes(self, n: int, gpus: int) -> float:
+    def nodes(self, n: int, gpus: int, device_plugin: bool = True) -> float:
+        """`n` kwok nodes `kw-0000`...; with `device_plugin`, `gpus` GPUs each as
+        `nvidia.com/gpu` and GFD labels; without, neither (a DRA driver's slices say)."""
         t0 = time.monotonic()
 
         def make(i: int) -> None:
             product, mem = MODELS[i % len(MODELS)]
             alloc = {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": str(gpus)}
+            gfd = {
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.product": product,
+                "nvidia.com/gpu.memory": str(mem),
+                "nvidia.com/gpu.count": str(gpus),
+            }
+            if not device_plugin:
+                alloc.pop("nvidia.com/gpu")
+                gfd = {}
             self.post(
                 "/api/v1/nodes",
                 {
@@ -103,10 +114,7 @@ class Cluster:
                         "labels": {
                             "type": "kwok",
                             "kubernetes.io/hostname": f"kw-{i:04d}",
-                            "nvidia.com/gpu.present": "true",
-                            "nvidia.com/gpu.product": product,
-                            "nvidia.com/gpu.memory": str(mem),
-                            "nvidia.com/gpu.count": str(gpus),
+                            **gfd,
                         },
                         "annotations": {"kwok.x-k8s.io/node": "fake"},
                     },

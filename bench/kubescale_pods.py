@@ -19,8 +19,10 @@ import httpx
 from bench.kubescale_cluster import NS, BindWatch, Cluster
 
 
-def pod_body(i: int, scheduler: str) -> bytes:
-    return json.dumps({
+def pod_body(i: int, scheduler: str, claim_template: str | None = None) -> bytes:
+    """A single-GPU pod: `nvidia.com/gpu: 1`, or with `claim_template` one DRA claim
+    made from that ResourceClaimTemplate (and no `nvidia.com/gpu`)."""
+    pod: dict[str, Any] = {
         "metadata": {"name": f"p{i:05d}", "labels": {"shoal.dev/queue": "bench"}},
         "spec": {
             "schedulerName": scheduler,
@@ -32,11 +34,25 @@ def pod_body(i: int, scheduler: str) -> bytes:
                 },
             }],
         },
-    }).encode()  # fmt: skip
+    }  # fmt: skip
+    if claim_template:
+        pod["spec"]["resourceClaims"] = [
+            {"name": "gpu", "resourceClaimTemplateName": claim_template}
+        ]
+        pod["spec"]["containers"][0]["resources"] = {
+            "requests": {"cpu": "100m", "memory": "128Mi"},
+            "claims": [{"name": "gpu"}],
+        }
+    return json.dumps(pod).encode()
 
 
 def create_pods(
-    server: str, certs: str, scheduler: str, indices: list[int], threads: int
+    server: str,
+    certs: str,
+    scheduler: str,
+    indices: list[int],
+    threads: int,
+    claim_template: str | None = None,
 ) -> dict[str, float]:
     """Create pods `indices` from `threads` threads, each with its own connection; runs
     in a creator process of its own (the watch's JSON parsing stays off its GIL).
@@ -57,7 +73,7 @@ def create_pods(
                     i = next(todo, None)
                 if i is None:
                     return
-                body = pod_body(i, scheduler)
+                body = pod_body(i, scheduler, claim_template)
                 for attempt in range(20):
                     r = c.post(url, content=body, headers=headers)
                     if r.status_code < 300 or r.status_code == 409:
@@ -76,7 +92,13 @@ def create_pods(
 
 
 def single_gpu_pods(
-    cluster: Cluster, n: int, scheduler: str, timeout: float, gpus: int, creators: int = 4
+    cluster: Cluster,
+    n: int,
+    scheduler: str,
+    timeout: float,
+    gpus: int,
+    creators: int = 4,
+    claim_template: str | None = None,
 ) -> dict[str, Any]:
     cluster.namespace(NS)
     watch = BindWatch(cluster, NS)
@@ -90,7 +112,7 @@ def single_gpu_pods(
         t0 = time.monotonic()
         parts = [
             ex.submit(create_pods, cluster.server, str(cluster.dir), scheduler,
-                      list(range(k, n, creators)), 8)
+                      list(range(k, n, creators)), 8, claim_template)
             for k in range(creators)
         ]  # fmt: skip
         for part in parts:

@@ -98,6 +98,16 @@ class ShoalProc:
             base_url=f"{self.url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60
         )
 
+    def queue(self, name: str, gpus: int) -> None:
+        """A queue guaranteed `gpus` GPUs (503 while the first cycle writes a large
+        inventory: retried)."""
+        for _ in range(60):
+            r = self.api.post("/queues", json={"name": name, "guaranteed": {"total": gpus}})
+            if r.status_code != 503:
+                break
+            time.sleep(1)
+        assert r.status_code < 300, r.text
+
     def steps(self) -> dict[str, tuple[float, float]]:
         return step_seconds(self.api.get(f"{self.url}/metrics").text)
 

@@ -210,7 +210,7 @@ def allocated_claim(
         driver, pool, device = r[:3]
         result: Obj = {"request": "gpu", "driver": driver, "pool": pool, "device": device}
         if len(r) == 4:
-            result["consumedCapacity"] = r[3]  # type: ignore[misc]
+            result["consumedCapacity"] = r[3]
         allocated.append(result)
     return {
         "apiVersion": "resource.k8s.io/v1",
