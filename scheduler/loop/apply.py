@@ -146,7 +146,8 @@ def _preempt(
 
 def _bind(cycle: Cycle, foreign: base.ForeignWorkloads, place: model.Place, out: Applied) -> None:
     try:
-        foreign.bind_foreign(place.job_id, place.placements[0])
+        for p in place.placements:  # one pod, or each pod of a PodGroup's gang
+            foreign.bind_foreign(place.job_id, p)
     except Exception as exc:
         delay = cycle.memory.launches.hold(place.job_id, cycle.now)
         log.warning("bind of %s failed (%s); retry in %.0fs", place.job_id, exc, delay)

@@ -245,7 +245,7 @@ class KubernetesBackend:
     # ---- ForeignWorkloads (for the loop) ----
 
     def foreign_requests(self) -> Sequence[JobRequest]:
-        return [f.to_job_request() for f in self.foreign_pods()]
+        return self._foreign.requests()
 
     def foreign_running(self) -> Sequence[RunningJob]:
         """Adopted foreign pods, and those whose binding is in flight (at the placement

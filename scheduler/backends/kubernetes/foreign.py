@@ -23,9 +23,10 @@ from scheduler.backends.kubernetes import events, manifests, names, podindex, po
 from scheduler.backends.kubernetes.api import STRATEGIC_PATCH, Kube
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.draforeign import ForeignClaims
+from scheduler.backends.kubernetes.foreigngangs import PREFIX, ForeignGang, Gangs
 from scheduler.backends.kubernetes.podbinder import PodBinder
 from scheduler.backends.kubernetes.status import ForeignPod
-from scheduler.model import NodeRules, RunningJob, WorkerPlacement
+from scheduler.model import JobRequest, NodeRules, RunningJob, WorkerPlacement
 from scheduler.placement import eligible
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,8 @@ class ForeignBindings:
         self.lock, self.closed = lock, closed  # the backend's
         self.mps_replicas, self.on_change = mps_replicas, on_change
         self.dra = dra  # its own ResourceClaims (None: DRA is off)
+        self.gangs = Gangs(kube)
+        self.last_gangs: dict[str, ForeignGang] = {}  # as `requests` offered them
         self.pool = (
             ThreadPoolExecutor(config.bind_workers, thread_name_prefix="shoal-bind")
             if config.bind_workers > 0
@@ -86,6 +89,13 @@ class ForeignBindings:
             and key not in flying
             and f.uid not in self.binder.bound
         ]
+
+    def requests(self) -> list[JobRequest]:
+        """The waiting pods as jobs for the core: one each, and one per gang of a
+        PodGroup (`foreigngangs`); the gangs are kept for `bind_foreign`."""
+        single, gangs = self.gangs.split(self.pending())
+        self.last_gangs = {g.job_id: g for g in gangs}
+        return [f.to_job_request() for f in single] + [g.to_job_request() for g in gangs]
 
     def _with_claims(self, f: ForeignPod) -> ForeignPod:
         """`f` with what its volume claims and ResourceClaims ask of the placement."""
@@ -162,7 +172,12 @@ class ForeignBindings:
         return sorted([*running, *flying, *held], key=lambda r: r.job.id)
 
     def note_pending(self, job_id: str, message: str) -> None:
-        """See `KubernetesBackend.note_pending`."""
+        """See `KubernetesBackend.note_pending`; a gang's reason goes on each pod."""
+        gang = self.last_gangs.get(job_id)
+        if gang is not None:
+            for member in gang.pods:
+                self.note_pending(member.job_id, message)
+            return
         key = self.index.key_of_job(job_id)
         pod = self.index.pending(key) if key is not None else None
         allowed = self.config.foreign_namespaces
@@ -189,7 +204,13 @@ class ForeignBindings:
             self.events.emit(obj, "FailedScheduling", message, events.WARNING, key=message)
 
     def bind_foreign(self, job_id: str, placement: WorkerPlacement) -> None:
-        """See `KubernetesBackend.bind_foreign`."""
+        """See `KubernetesBackend.bind_foreign`; a gang's worker i is its i-th pod."""
+        if job_id.startswith(PREFIX):
+            gang = self.last_gangs.get(job_id)
+            member = gang.member(placement) if gang is not None else None
+            if member is not None:
+                self.bind_foreign(member[0].job_id, member[1])
+            return
         with self.flight_lock:
             failed = self.failed.pop(job_id, None)
         if failed is not None:

@@ -73,6 +73,7 @@ class ForeignPod:
     # Its ResourceClaims (DRA), by name; "" for one the resourceclaim controller has not
     # made from its template yet.
     dra_claims: tuple[str, ...] = ()
+    group: str = ""  # the PodGroup it names (spec.schedulingGroup), in its namespace
 
     @property
     def job_id(self) -> str:
@@ -298,6 +299,7 @@ def foreign_pod(pod: Obj, scheduler_name: str) -> ForeignPod | None:
         ),
         claims=podrules.volume_claims(pod),
         dra_claims=podrules.resource_claims(pod),
+        group=str((spec.get("schedulingGroup") or {}).get("podGroupName") or ""),
     )
 
 
