@@ -197,6 +197,11 @@ def test_api_client_knobs_reach_the_backend_config(render: Render) -> None:
     assert (default.qps, default.burst, default.bind_workers) == (200, 400, 48)
     tuned = config("kubeClient.qps=50", "kubeClient.burst=80", "kubeClient.bindWorkers=0")
     assert (tuned.qps, tuned.burst, tuned.bind_workers) == (50, 80, 0)
+    # Issue 28: DRA and the gang objects, on by default; classes as the driver names them.
+    assert (default.dra, default.workloads) == (True, True)
+    assert (default.dra_gpu_class, default.dra_mig_class) == ("gpu.nvidia.com", "mig.nvidia.com")
+    off = config("dra.enabled=false", "workloads.enabled=false", "dra.gpuClass=gpu.example.com")
+    assert (off.dra, off.workloads, off.dra_gpu_class) == (False, False, "gpu.example.com")
 
 
 @pytest.mark.parametrize("name", ["shoal", "shoal-api"])  # the scheduler's, the API's

@@ -130,6 +130,10 @@ app.kubernetes.io/component: api
 {{- if not (kindIs "invalid" .Values.workerShmMiB) -}}
 {{- $_ := set $opts "workerShmMiB" (int .Values.workerShmMiB) -}}
 {{- end -}}
+{{- $_ := set $opts "dra" .Values.dra.enabled -}}
+{{- $_ := set $opts "draGpuClass" .Values.dra.gpuClass -}}
+{{- $_ := set $opts "draMigClass" .Values.dra.migClass -}}
+{{- $_ := set $opts "workloads" .Values.workloads.enabled -}}
 {{- toJson $opts -}}
 {{- end -}}
 
