@@ -20,10 +20,13 @@ import os
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.wait import eventually
 
+from scheduler.backends.kubernetes import KubernetesBackend
+from scheduler.backends.kubernetes.config import KubeConfig, api_client
 from scheduler.store.db import Database, open_database
 
 from .controlplane_client import (
@@ -136,3 +139,25 @@ def start_shoal(tmp_path: Path) -> Iterator[Callable[..., Shoal]]:
         s.stop()
     for d in databases:
         d.close()
+
+
+@pytest.fixture
+def make_backend(chart: Chart) -> Iterator[Callable[..., KubernetesBackend]]:
+    """A KubernetesBackend with the chart's ServiceAccount (its RBAC), closed after."""
+    made: list[KubernetesBackend] = []
+
+    def make(**overrides: Any) -> KubernetesBackend:
+        cfg = KubeConfig(
+            namespace=JOBS_NS,
+            reserve_namespace=RESERVATIONS_NS,
+            kubeconfig=str(chart.kubeconfig),
+            reconcile_interval_s=0.5,
+            **overrides,
+        )
+        b = KubernetesBackend(cfg, client=api_client(cfg), sync_timeout_s=120)
+        made.append(b)
+        return b
+
+    yield make
+    for b in made:
+        b.close()

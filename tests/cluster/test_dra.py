@@ -8,7 +8,7 @@ not before, and that a gang gets its Workload and PodGroup."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,10 +16,9 @@ from support.builders import launch_request as job
 from support.draslices import gpu_class, gpu_slice
 
 from scheduler.backends.kubernetes import KubernetesBackend
-from scheduler.backends.kubernetes.config import KubeConfig, api_client
 from scheduler.backends.kubernetes.draclaims import DraUnfit
 
-from .conftest import JOBS_NS, RESERVATIONS_NS, Chart, ControlPlane, eventually
+from .conftest import JOBS_NS, RESERVATIONS_NS, ControlPlane, eventually
 
 pytestmark = pytest.mark.cluster
 Make = Callable[..., KubernetesBackend]
@@ -27,25 +26,14 @@ Obj = dict[str, Any]
 DRIVER = "gpu.nvidia.com"
 
 
-@pytest.fixture
-def make_backend(chart: Chart) -> Iterator[Make]:
-    made: list[KubernetesBackend] = []
-
-    def make() -> KubernetesBackend:
-        cfg = KubeConfig(
-            namespace=JOBS_NS,
-            reserve_namespace=RESERVATIONS_NS,
-            kubeconfig=str(chart.kubeconfig),
-            reconcile_interval_s=0.5,
-            dra=True,
-        )
-        b = KubernetesBackend(cfg, client=api_client(cfg), sync_timeout_s=120)
-        made.append(b)
-        return b
-
-    yield make
-    for b in made:
-        b.close()
+def dra_node(cp: ControlPlane, make: Make, gpus: int, **kw: Any) -> KubernetesBackend:
+    """Node n1 with no device-plugin GPUs and `gpus` published by the driver; a backend
+    that sees them."""
+    cp.add_node("n1", gpus=0)
+    publish(cp, "n1", gpus=gpus, **kw)
+    b = make()
+    eventually(lambda: node_of(b, "n1").gpu_count == gpus)
+    return b
 
 
 def publish(cp: ControlPlane, node: str, **kw: Any) -> None:
@@ -98,10 +86,7 @@ def test_whole_gpus_are_counted_from_dra_alone_and_allocated_in_claims(
 def test_another_schedulers_claim_takes_its_gpu_away(
     cluster: ControlPlane, make_backend: Make
 ) -> None:
-    cluster.add_node("n1", gpus=0)
-    publish(cluster, "n1", gpus=2)
-    b = make_backend()
-    eventually(lambda: node_of(b, "n1").gpu_count == 2)
+    b = dra_node(cluster, make_backend, 2)
     foreign = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
@@ -138,10 +123,7 @@ def test_another_schedulers_claim_takes_its_gpu_away(
 def test_fractions_share_a_device_by_capacity_without_reservation_pods(
     cluster: ControlPlane, make_backend: Make
 ) -> None:
-    cluster.add_node("n1", gpus=0)
-    publish(cluster, "n1", gpus=2, consumable=True)
-    b = make_backend()
-    eventually(lambda: node_of(b, "n1").gpu_count == 2)
+    b = dra_node(cluster, make_backend, 2, consumable=True)
     assert node_of(b, "n1").no_sharing == ""
     for name in ("half-a", "half-b"):
         b.launch(job(name, gpu=0.5, gpus_of=lambda w: (0,)))
@@ -160,10 +142,7 @@ def test_fractions_share_a_device_by_capacity_without_reservation_pods(
 def test_a_fraction_of_a_partitionable_gpu_gets_a_mig_slice(
     cluster: ControlPlane, make_backend: Make
 ) -> None:
-    cluster.add_node("n1", gpus=0)
-    publish(cluster, "n1", gpus=1, mig=True)
-    b = make_backend()
-    eventually(lambda: node_of(b, "n1").gpu_count == 1)
+    b = dra_node(cluster, make_backend, 1, mig=True)
     assert str(node_of(b, "n1").enforcement) == "enforced"
     b.launch(job("small", gpu=0.25, gpus_of=lambda w: (0,)))
     eventually(lambda: any(p["spec"].get("nodeName") for p in cluster.job_pods("small")))
@@ -177,10 +156,7 @@ def test_a_fraction_of_a_partitionable_gpu_gets_a_mig_slice(
 def test_a_claim_is_deallocated_when_its_pod_is_gone_not_before(
     cluster: ControlPlane, make_backend: Make
 ) -> None:
-    cluster.add_node("n1", gpus=0)
-    publish(cluster, "n1", gpus=1)
-    b = make_backend()
-    eventually(lambda: node_of(b, "n1").gpu_count == 1)
+    b = dra_node(cluster, make_backend, 1)
     b.launch(job("short", gpu=1, gpus_of=lambda w: (0,)))
     pod = eventually(
         lambda: next(p for p in cluster.job_pods("short") if p["spec"].get("nodeName"))

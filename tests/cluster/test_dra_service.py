@@ -17,6 +17,7 @@ from support.draslices import gpu_class, gpu_slice
 from .conftest import JOBS_NS, ControlPlane, Shoal, eventually
 from .test_coexistence import gpu_pod, read
 from .test_jobs import queue, trainingjob
+from .test_node_rules import unschedulable
 
 pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
@@ -43,13 +44,6 @@ def claim(cp: ControlPlane, name: str, expression: str) -> None:
 def claim_status(cp: ControlPlane, name: str) -> Obj:
     got = cp.kubectl("get", "resourceclaim", name, "-n", "default", "-o", "json").stdout
     return dict(json.loads(got).get("status") or {})
-
-
-def unschedulable(cp: ControlPlane, pod: str) -> str:
-    for c in read(cp, pod)["status"].get("conditions") or []:
-        if c["type"] == "PodScheduled" and c["status"] == "False":
-            return str(c.get("message", ""))
-    return ""
 
 
 def claiming(name: str) -> Obj:

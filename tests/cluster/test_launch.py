@@ -7,7 +7,7 @@ stays there, against the fake server.)"""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,10 +15,9 @@ from support.builders import launch_request as job
 
 from scheduler.backends.base import WorkerState
 from scheduler.backends.kubernetes import ApiError, KubernetesBackend
-from scheduler.backends.kubernetes.config import KubeConfig, api_client
 from scheduler.spec import Origin
 
-from .conftest import JOBS_NS, RESERVATIONS_NS, Chart, ControlPlane, eventually
+from .conftest import JOBS_NS, RESERVATIONS_NS, ControlPlane, eventually
 
 pytestmark = pytest.mark.cluster
 Make = Callable[..., KubernetesBackend]
@@ -31,27 +30,6 @@ def nodes(cluster: ControlPlane) -> ControlPlane:
     for n in ("n1", "n2"):
         cluster.add_node(n)
     return cluster
-
-
-@pytest.fixture
-def make_backend(chart: Chart) -> Iterator[Make]:
-    made: list[KubernetesBackend] = []
-
-    def make(**overrides: Any) -> KubernetesBackend:
-        cfg = KubeConfig(
-            namespace=JOBS_NS,
-            reserve_namespace=RESERVATIONS_NS,
-            kubeconfig=str(chart.kubeconfig),
-            reconcile_interval_s=0.5,
-            **overrides,
-        )
-        b = KubernetesBackend(cfg, client=api_client(cfg), sync_timeout_s=120)
-        made.append(b)
-        return b
-
-    yield make
-    for b in made:
-        b.close()
 
 
 def env_of(pod: Obj) -> dict[str, Any]:

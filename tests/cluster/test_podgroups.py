@@ -11,8 +11,8 @@ import pytest
 
 from .conftest import ControlPlane, Shoal, eventually
 from .test_coexistence import gpu_pod, read
-from .test_dra_service import unschedulable
 from .test_jobs import queue
+from .test_node_rules import unschedulable
 
 pytestmark = pytest.mark.cluster
 
