@@ -11,6 +11,7 @@ import pytest
 
 from scheduler.backends.kubernetes import ApiError, KubernetesBackend
 
+from . import fakeapi
 from .conftest import NS, eventually, job, node
 from .fakeapi import FakeKube
 
@@ -91,3 +92,23 @@ def test_retry_after_is_honoured_and_calls_are_rate_limited(
     assert [bucket.take() for _ in range(3)] == [0.0, 0.0, pytest.approx(0.1)]
     t[0] += 1.0  # refilled (at most the burst)
     assert bucket.take() == 0.0 and slept == [pytest.approx(0.1)]
+
+
+def test_a_gang_goes_without_workloads_where_the_api_is_not_served(
+    cluster: FakeKube, make_backend: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kubernetes 1.35 (or 1.37 without GenericWorkload) serves no Workload: a gang's
+    launch and stop go on without one, and only the first launch asks."""
+    for resource in ("workloads", "podgroups"):
+        monkeypatch.delitem(fakeapi.RESOURCES, resource)
+    b = make_backend()
+    b.launch(job("ddp", workers=2))
+    pods = cluster.objects("pods", NS)
+    assert len(pods) == 2 and all(p["spec"].get("nodeName") == "n1" for p in pods)
+    assert not any("schedulingGroup" in p["spec"] for p in pods)
+    b.launch(job("ddp2", workers=2))
+    asked = [r for r in cluster.requests if "workloads" in r[1]]
+    assert len(asked) == 1, asked
+    b.stop("ddp", 30)
+    eventually(lambda: all(p["metadata"].get("deletionTimestamp") or p["metadata"]["name"]
+                           .startswith("ddp2") for p in cluster.objects("pods", NS)))  # fmt: skip

@@ -123,6 +123,6 @@ class Upkeep:
                 for p in group:
                     self.kube.delete("pods", p["metadata"]["name"], p["metadata"]["namespace"])
                 delete_job_objects(
-                    self.kube, self.config.namespace, job, gangs=self.config.workloads
+                    self.kube, self.config.namespace, job, gangs=self.workers.gangs_served
                 )
                 self.finished_since.pop(job, None)

@@ -6,6 +6,7 @@ draining attempt costs no API call while the pod cache shows nothing left to del
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +21,7 @@ from scheduler.backends.kubernetes import (
     podindex,
     shares,
 )
-from scheduler.backends.kubernetes.api import Kube
+from scheduler.backends.kubernetes.api import ApiError, Kube
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.draclaims import NodeOffer
 from scheduler.backends.kubernetes.objects import (
@@ -33,6 +34,7 @@ from scheduler.backends.kubernetes.podbinder import PodBinder
 from scheduler.backends.kubernetes.reflector import Reflector
 from scheduler.spec import Framework
 
+log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 
@@ -57,6 +59,7 @@ class WorkerPods:
         self.lock = lock  # the backend's: launch/stop/reconcile never interleave
         self.mps_replicas = mps_replicas
         self.dra = dra  # what a DRA driver offers on a node (None: the device plugin)
+        self.gangs_served = config.workloads  # False once the API said it has no Workloads
         self.stopped: set[str] = set()  # jobs stop() has deleted (see stop)
 
     def launch(self, request: base.LaunchRequest) -> None:
@@ -107,10 +110,19 @@ class WorkerPods:
                 )
 
     def _ensure_gang(self, req: base.LaunchRequest, stem: str, ns: str) -> str | None:
-        """A multi-worker attempt's Workload and PodGroup (`gangs`); their name."""
-        if not (self.config.workloads and gangs.is_gang(req)):
+        """A multi-worker attempt's Workload and PodGroup (`gangs`); their name. Where
+        the API is not served (before 1.37, or without GenericWorkload) gangs go
+        without them, said once in the log."""
+        if not (self.gangs_served and gangs.is_gang(req)):
             return None
-        ensure(self.kube, "workloads", gangs.workload(req, stem, ns), req.job_id)
+        try:
+            ensure(self.kube, "workloads", gangs.workload(req, stem, ns), req.job_id)
+        except ApiError as e:
+            if e.status != 404:
+                raise
+            log.warning("Workloads (scheduling.k8s.io/v1beta1) are not served: %s", e)
+            self.gangs_served = False
+            return None
         ensure(self.kube, "podgroups", gangs.pod_group(req, stem, ns), req.job_id)
         return names.group_name(stem, req.attempt)
 
@@ -139,9 +151,7 @@ class WorkerPods:
                 self.kube.delete(
                     "pods", meta["name"], meta["namespace"], grace_period_s=graceful(grace_period_s)
                 )
-            delete_job_objects(
-                self.kube, self.config.namespace, job_id, gangs=self.config.workloads
-            )
+            delete_job_objects(self.kube, self.config.namespace, job_id, gangs=self.gangs_served)
             for name in sorted(str(u) for u in used):
                 self.reservations.release_if_unused(name)
 
