@@ -16,7 +16,7 @@ from scheduler.backends.kubernetes import manifests
 
 from .conftest import JOBS_NS, ControlPlane, Shoal, eventually
 from .test_jobs import queue
-from .test_launch import Make, make_backend, nodes  # noqa: F401 (fixtures)
+from .test_launch import Make, nodes  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
@@ -111,7 +111,7 @@ def test_a_nominated_pod_of_another_scheduler_holds_its_room(
 
 def test_a_worker_pod_a_webhook_gated_waits_unbound_then_is_bound(
     nodes: ControlPlane,  # noqa: F811
-    make_backend: Make,  # noqa: F811
+    make_backend: Make,
 ) -> None:
     """Shoal's own worker pod, gated at creation (as a Kueue pod-integration webhook
     would): the launch leaves it unbound instead of failing on the refused Binding."""

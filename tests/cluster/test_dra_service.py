@@ -3,7 +3,7 @@ test plays NVIDIA's DRA driver on a node with no device-plugin GPUs. A TrainingJ
 workers run on DRA GPUs and are charged to their queue in GPUs; a foreign pod's own
 ResourceClaim is allocated by Shoal when a device satisfies its selector; one whose
 selector no device satisfies waits, with the selector's reason on its PodScheduled
-condition."""
+condition; a foreign pod asking `nvidia.com/gpu` goes to device-plugin nodes only."""
 
 from __future__ import annotations
 
@@ -76,9 +76,17 @@ def test_jobs_and_foreign_claims_on_dra_gpus(
 
     eventually(lambda: allocated() == 1, timeout=120)  # charged in GPUs, as placed
 
+    # A foreign pod asking nvidia.com/gpu does not go to the DRA node (a GPU is free
+    # there), only to a device-plugin node once there is one.
+    create = cluster.core.create_namespaced_pod
+    create("default", gpu_pod("plugin", 1, schedulerName="shoal"))
+    why = eventually(lambda: unschedulable(cluster, "plugin"), 60)
+    assert read(cluster, "plugin")["spec"].get("nodeName") is None, why
+    cluster.add_node("kw-plugin", gpus=1)
+    eventually(lambda: read(cluster, "plugin")["spec"].get("nodeName") == "kw-plugin", 60)
+
     claim(cluster, "h100", f'{PRODUCT} == "NVIDIA H100 80GB HBM3"')
     claim(cluster, "a100", f'{PRODUCT} == "NVIDIA A100-SXM4-80GB"')
-    create = cluster.core.create_namespaced_pod
     create("default", gpu_pod("fits", 0, schedulerName="shoal", **claiming("h100")))
     create("default", gpu_pod("nofit", 0, schedulerName="shoal", **claiming("a100")))
     create("default", gpu_pod("noclaim", 0, schedulerName="shoal", **claiming("missing")))

@@ -123,6 +123,10 @@ class DraClaims:
             why = "its DRA GPUs are neither shared by capacity nor partitionable (MIG)"
         return NodeOffer(len(free), len(gpus.gpus), first.model, first.memory_mib, how, why)
 
+    def dra_nodes(self) -> list[str]:
+        """The nodes whose GPUs a DRA driver publishes."""
+        return sorted(n for n, g in self.state().nodes.items() if g.gpus)
+
     # ---- allocating ----
 
     def allocate(self, pod: Obj) -> None:

@@ -26,7 +26,7 @@ from scheduler.backends.kubernetes.draforeign import ForeignClaims
 from scheduler.backends.kubernetes.foreigngangs import PREFIX, ForeignGang, Gangs
 from scheduler.backends.kubernetes.podbinder import PodBinder
 from scheduler.backends.kubernetes.status import ForeignPod
-from scheduler.model import JobRequest, NodeRules, RunningJob, WorkerPlacement
+from scheduler.model import JobRequest, NodeRules, Requirement, RunningJob, WorkerPlacement
 from scheduler.placement import eligible
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class ForeignBindings:
         if f.claims:
             f = replace(f, rules=eligible.also(f.rules, self.volumes.rules(f.namespace, f.claims)))
         if not f.dra_claims:
-            return f
+            return self._off_dra_nodes(f)
         if self.dra is None:
             why = (
                 f"uses ResourceClaim(s) {', '.join(f.dra_claims)}: DRA is off in Shoal's "
@@ -111,6 +111,16 @@ class ForeignBindings:
             return replace(f, rules=eligible.also(f.rules, NodeRules(blocked=why)))
         gpus, rules = self.dra.request(f)
         return replace(f, gpu=gpus, rules=eligible.also(f.rules, rules))
+
+    def _off_dra_nodes(self, f: ForeignPod) -> ForeignPod:
+        """A pod asking `nvidia.com/gpu` goes to device-plugin nodes only: on a DRA node
+        the name is served by a claim kube-scheduler would make for it, which Shoal
+        does not (docs/kubernetes.md, "Device plugin or DRA")."""
+        dra_nodes = self.dra.claims.dra_nodes() if self.dra is not None and f.gpu else ()
+        if not dra_nodes:
+            return f
+        term = (Requirement("metadata.name", "NotIn", tuple(dra_nodes), field=True),)
+        return replace(f, rules=eligible.also(f.rules, NodeRules(required=((term,),))))
 
     def bind(self, pod: ForeignPod, placement: WorkerPlacement) -> bool:
         """See `KubernetesBackend.bind`."""
