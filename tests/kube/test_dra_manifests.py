@@ -83,6 +83,8 @@ def test_claim_and_allocation_are_what_the_api_server_takes() -> None:
     assert claimobjects.allocated_devices(whole) == [("gpu.nvidia.com", "n1", "gpu-0")]
     other = {"metadata": {"uid": "another"}}
     assert not claimobjects.reserved_for(whole, other)
+    assert claimobjects.owner_uid(whole) == pod["metadata"]["uid"]
+    assert claimobjects.owner_uid({"metadata": {}}) == ""
 
 
 def test_a_gang_is_a_workload_and_a_pod_group_its_pods_name() -> None:

@@ -109,6 +109,12 @@ def reserved_for(claim_obj: Obj, pod: Obj) -> bool:
     )
 
 
+def owner_uid(claim_obj: Obj) -> str:
+    """The uid of the pod that owns `claim_obj` ("" for none)."""
+    refs = (claim_obj.get("metadata") or {}).get("ownerReferences") or []
+    return next((str(r.get("uid", "")) for r in refs if r.get("kind") == "Pod"), "")
+
+
 def allocated_devices(claim_obj: Obj) -> list[tuple[str, str, str]]:
     """The (driver, pool, device) keys `claim_obj`'s allocation names."""
     results = (((claim_obj.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(

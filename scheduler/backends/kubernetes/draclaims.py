@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.backends import base
 from scheduler.backends.kubernetes import claimobjects, dra, names
 from scheduler.backends.kubernetes.api import ApiError, Kube
 from scheduler.backends.kubernetes.config import KubeConfig
@@ -32,7 +33,7 @@ from scheduler.model import Enforcement
 Obj = dict[str, Any]
 
 
-class DraUnfit(Exception):
+class DraUnfit(base.BackendError):
     """No device on the chosen node satisfies the worker's claim (the job's reason)."""
 
 
@@ -138,6 +139,13 @@ class DraClaims:
         found = state.claims.get(key)
         if found is not None and claimobjects.reserved_for(found, pod):
             return
+        if found is not None and claimobjects.owner_uid(found) != meta.get("uid"):
+            # An earlier pod of that name owned it: the garbage collector takes it away.
+            err = base.BackendError(
+                f"ResourceClaim {key} is an earlier pod's; waiting for it to go"
+            )
+            err.transient = True
+            raise err
         node = ann.get(names.NODE, "")
         gpus = state.nodes.get(node)
         if gpus is None:
