@@ -231,6 +231,20 @@ class DrainingRow(Base):
     since: Mapped[datetime]
 
 
+class EstimateRow(Base):
+    """When a pending job is estimated to start, and its place in its queue (issue 29):
+    written by the scheduler's estimator beside the loop, read by every front door."""
+
+    __tablename__ = "start_estimates"
+
+    job_id: Mapped[str] = mapped_column(String(320), primary_key=True)
+    start_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    position: Mapped[int] = mapped_column(Integer)
+    basis: Mapped[str] = mapped_column(Text, default="")
+    unknown: Mapped[str] = mapped_column(Text, default="")  # why there is no estimate
+    computed_at: Mapped[datetime]
+
+
 class LeaseRow(Base):
     """The single scheduling lease: one row (id 1), created by the first migration."""
 

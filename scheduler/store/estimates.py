@@ -1,0 +1,65 @@
+"""Start-time estimates of pending jobs (issue 29 part 1).
+
+The scheduler's estimator replays the current state forward (`core.forecast`) beside the
+loop and replaces the whole set here when it has computed a new one; the API, the CLI and
+the dashboard read one job's (`of`) or a page's (`of_many`). A job that started, or left
+the queue, loses its row at the next replacement; readers show an estimate only for a
+job still pending.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from scheduler.store import rows, schema
+
+
+@dataclass(frozen=True, slots=True)
+class StartEstimate:
+    job_id: str
+    start_at: datetime | None  # None: unknown, and `unknown` says why
+    position: int  # 1-based, in its queue's pending order
+    basis: str  # what the estimate rests on (runtimes, and where they came from)
+    unknown: str
+    computed_at: datetime
+
+
+def replace_all(*, session: Session, estimates: Sequence[StartEstimate]) -> None:
+    """Make the table hold exactly these estimates."""
+    session.execute(delete(schema.EstimateRow))
+    session.add_all(
+        schema.EstimateRow(
+            job_id=e.job_id,
+            start_at=e.start_at,
+            position=e.position,
+            basis=e.basis,
+            unknown=e.unknown,
+            computed_at=e.computed_at,
+        )
+        for e in estimates
+    )
+    session.commit()
+
+
+def _of(row: schema.EstimateRow) -> StartEstimate:
+    return StartEstimate(
+        row.job_id, row.start_at, row.position, row.basis, row.unknown, row.computed_at
+    )
+
+
+def of(*, session: Session, job_id: str) -> StartEstimate | None:
+    row = session.get(schema.EstimateRow, job_id)
+    return _of(row) if row is not None else None
+
+
+def of_many(*, session: Session, job_ids: Collection[str]) -> dict[str, StartEstimate]:
+    out: dict[str, StartEstimate] = {}
+    for chunk in rows.id_chunks(list(job_ids)):
+        query = select(schema.EstimateRow).where(schema.EstimateRow.job_id.in_(chunk))
+        out.update((r.job_id, _of(r)) for r in session.scalars(query))
+    return out
