@@ -95,6 +95,17 @@ class Condition(_Model):
     last_transition_time: str = ""
 
 
+class StartEstimatePublic(_Model):
+    """When a pending job is estimated to start (a forward replay of the cluster as it
+    is, `docs/api.md`, "Estimated start"), and its place in its queue."""
+
+    at: datetime | None = Field(description="null when unknown: `unknown` says why")
+    position: int = Field(description="1-based, in its queue's pending order")
+    basis: str = Field(description="what the estimate rests on")
+    unknown: str = ""
+    computed_at: datetime
+
+
 class JobPublic(_Model):
     id: str
     name: str
@@ -106,6 +117,7 @@ class JobPublic(_Model):
     conditions: list[Condition]
     placements: list[Placement]
     pending_reason: PendingReasonPublic | None
+    estimated_start: StartEstimatePublic | None = None
     attempt: int
     restarts: int
     cancel_requested: bool

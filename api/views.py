@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from api import models, usage
 from api.auth import Principal
 from scheduler.spec import STORED, JobSpec, Phase, text
-from scheduler.store import draining, schema
+from scheduler.store import draining, estimates, schema
 from scheduler.store.db import Session
 from scheduler.store.views import node_enforcement, session_of
 
@@ -51,6 +51,7 @@ def job(row: schema.JobRow, spec: JobSpec | None = None) -> models.JobPublic:
         + _stopping(row.id, session_of(row)),
         placements=[_placement(p, _enforcement(session_of(row))) for p in row.placements],
         pending_reason=reason,
+        estimated_start=_estimate(row) if row.phase == Phase.PENDING else None,
         attempt=row.attempt,
         restarts=row.restarts,
         cancel_requested=row.cancel_requested,
@@ -59,6 +60,20 @@ def job(row: schema.JobRow, spec: JobSpec | None = None) -> models.JobPublic:
         started_at=row.started_at,
         finished_at=row.finished_at,
         version=row.version,
+    )
+
+
+def _estimate(row: schema.JobRow) -> models.StartEstimatePublic | None:
+    session = session_of(row)
+    got = estimates.of(session=session, job_id=row.id) if session is not None else None
+    if got is None:
+        return None
+    return models.StartEstimatePublic(
+        at=got.start_at,
+        position=got.position,
+        basis=got.basis,
+        unknown=got.unknown,
+        computed_at=got.computed_at,
     )
 
 
