@@ -23,11 +23,14 @@ err = Console(stderr=True, highlight=False)
 FINISHED = ("Succeeded", "Failed", "Cancelled")
 
 
+def span(s: float) -> str:
+    return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m" if s < 7200 else f"{s / 3600:.0f}h"
+
+
 def age(ts: str | None) -> str:
     if not ts:
         return "-"
-    s = (datetime.now(UTC) - datetime.fromisoformat(ts)).total_seconds()
-    return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m" if s < 7200 else f"{s / 3600:.0f}h"
+    return span((datetime.now(UTC) - datetime.fromisoformat(ts)).total_seconds())
 
 
 def build_spec(file: Path | None, flags: dict[str, Any], command: list[str]) -> dict[str, Any]:
@@ -83,11 +86,33 @@ def why(j: dict[str, Any]) -> str:
     return ""
 
 
+def eta(j: dict[str, Any]) -> str:
+    """A Pending job's estimated start, as `#position ~in 2h` (or `#position ?` when no
+    estimate is honest); '-' for a job that is not pending or has none yet."""
+    e = j.get("estimatedStart")
+    if j["phase"] != "Pending" or not e:
+        return "-"
+    if not e.get("at"):
+        return f"#{e['position']} ?"
+    left = datetime.fromisoformat(e["at"]).timestamp() - time.time()
+    return f"#{e['position']} now" if left <= 0 else f"#{e['position']} ~in {span(left)}"
+
+
+def eta_line(j: dict[str, Any]) -> str:
+    """The estimate in words, with what it rests on or why there is none."""
+    e = j.get("estimatedStart")
+    if j["phase"] != "Pending" or not e:
+        return ""
+    if not e.get("at"):
+        return f"position {e['position']} in its queue; start unknown: {e['unknown']}"
+    return f"position {e['position']} in its queue; estimated start {eta(j)} ({e['basis']})"
+
+
 def jobs_table(api: Api, queue: str | None, phase: str | None, limit: int) -> None:
     page = api.get("/jobs", queue=queue, phase=phase, limit=limit)
     t = Table(box=None, header_style="bold")
     # Names and ids stay whole on one line, to be copied at any width; the reason folds.
-    for col in ("NAME", "ID", "QUEUE", "SUBMITTER", "PHASE", "GPU", "RESTARTS", "AGE"):
+    for col in ("NAME", "ID", "QUEUE", "SUBMITTER", "PHASE", "GPU", "RESTARTS", "AGE", "ETA"):
         t.add_column(col, no_wrap=True)
     t.add_column("REASON", overflow="fold", ratio=1)
     for j in page["data"]:
@@ -100,6 +125,7 @@ def jobs_table(api: Api, queue: str | None, phase: str | None, limit: int) -> No
             gpu_of(j["spec"]),
             str(j["restarts"]),
             age(j["createdAt"]),
+            eta(j),
             why(j),
         )
     print_whole(t)
@@ -150,6 +176,8 @@ def show_job(api: Api, name: str) -> None:
     if j.get("pendingReason") and j["phase"] == "Pending":
         r = j["pendingReason"]
         out.print(f"  [yellow]pending:[/yellow] {r['code']}: {r['message']}")
+    if line := eta_line(j):
+        out.print(f"  {line}")
     if j["placements"]:
         t = Table(title="placement", box=None, header_style="bold")
         for col in ("WORKER", "NODE", "GPUS", "FRACTION"):
@@ -238,7 +266,8 @@ def waiting_line(j: dict[str, Any]) -> str:
     if phase == "Pending":
         r = j.get("pendingReason") or {}
         why = f"{r['code']}: {r['message']}" if r.get("code") else "waiting for the scheduler"
-        return f"job {j['name']}: Pending - {why}"
+        later = eta_line(j)
+        return f"job {j['name']}: Pending - {why}" + (f"; {later}" if later else "")
     if phase == "Scheduled":
         return f"job {j['name']}: Scheduled - starting {j['spec']['workers']} worker(s)"
     return ""
