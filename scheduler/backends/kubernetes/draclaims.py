@@ -71,6 +71,8 @@ class DraClaims:
         self._classes = dra.DeviceClasses()
         self._lock = threading.Lock()
         self._memo: tuple[tuple[str, ...], DraState] | None = None
+        # (slices and classes versions, their inventory, each node's GPUs)
+        self._devices: tuple[tuple[str, str], dra.Inventory, dict[str, dra.NodeGpus]] | None = None
         # claim key -> (resourceVersion, the claim) as Shoal last wrote it: the cache
         # may not show it yet, and a device must not be chosen twice meanwhile.
         self._written: dict[str, tuple[int, Obj]] = {}
@@ -78,12 +80,23 @@ class DraClaims:
     # ---- reading ----
 
     def state(self) -> DraState:
+        """The devices and what holds them, worked out again only in the part that moved:
+        slices and classes (the inventory and each node's GPUs) apart from claims (what
+        is in use), which every allocation moves."""
         with self._lock:
             seen = _rv(self.claims.resource_version)
             self._written = {k: w for k, w in self._written.items() if w[0] > seen}
+            devices_key = (self.slices.resource_version, self.classes.resource_version)
+            if self._devices is None or self._devices[0] != devices_key:
+                inventory = dra.read_slices(self.slices.items())
+                self._classes.update(self.classes.items())
+                nodes = dra.node_gpus(
+                    inventory, self._classes, self.config.dra_gpu_class, self.config.dra_mig_class
+                )
+                self._devices = (devices_key, inventory, nodes)
+            _, inventory, nodes = self._devices
             key = (
-                self.slices.resource_version,
-                self.classes.resource_version,
+                *devices_key,
                 self.claims.resource_version,
                 *(f"{k}@{w[0]}" for k, w in sorted(self._written.items())),
             )
@@ -91,11 +104,6 @@ class DraClaims:
                 return self._memo[1]
             claims = {key_of(c): c for c in self.claims.items()}
             claims.update({k: w[1] for k, w in self._written.items()})
-            inventory = dra.read_slices(self.slices.items())
-            self._classes.update(self.classes.items())
-            nodes = dra.node_gpus(
-                inventory, self._classes, self.config.dra_gpu_class, self.config.dra_mig_class
-            )
             state = DraState(
                 nodes=nodes,
                 usage=dra.Usage.from_claims(claims.values(), inventory),
