@@ -115,13 +115,22 @@ def _job_refs(j: models.JobPublic) -> set[str]:
     ids = {i for c in j.conditions for i in referenced_in(c.message)}
     if j.pending_reason is not None:
         ids |= referenced(j.pending_reason.details) | referenced_in(j.pending_reason.message)
+    if j.estimated_start is not None:  # it names the running jobs it waits for
+        ids |= referenced_in(j.estimated_start.basis) | referenced_in(j.estimated_start.unknown)
     return ids
 
 
 def _hide_job(hidden: Hidden, j: models.JobPublic) -> models.JobPublic:
     conditions = [c.model_copy(update={"message": hidden.text(c.message)}) for c in j.conditions]
+    e = j.estimated_start
+    if e is not None:
+        e = e.model_copy(update={"basis": hidden.text(e.basis), "unknown": hidden.text(e.unknown)})
     return j.model_copy(
-        update={"pending_reason": reason(hidden, j.pending_reason), "conditions": conditions}
+        update={
+            "pending_reason": reason(hidden, j.pending_reason),
+            "conditions": conditions,
+            "estimated_start": e,
+        }
     )
 
 

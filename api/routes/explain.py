@@ -18,9 +18,9 @@ from typing import Any
 from fastapi import APIRouter, Path
 from pydantic import field_validator
 
-from api import queuestats, redact
+from api import queuestats, redact, views
 from api.deps import PrincipalDep, ServicesDep, SessionDep
-from api.models import PendingReasonPublic, _Model, camel_keys
+from api.models import PendingReasonPublic, StartEstimatePublic, _Model, camel_keys
 from scheduler import model
 from scheduler.core import explain as core_explain
 from scheduler.spec import Phase
@@ -45,6 +45,8 @@ class ExplanationPublic(_Model):
     preempts: list[dict[str, Any]]
     candidates: list[core_explain.Candidate]
     policy: str  # the placement policy the account was computed with
+    # The estimator's last word on when it starts (a pending job; `GET /jobs/{id}`'s).
+    estimated_start: StartEstimatePublic | None = None
 
     @field_validator("placements", "preempts")
     @classmethod
@@ -95,7 +97,10 @@ def explain_job(
                 "message": hidden.text(reason["message"]),
                 "details": hidden.details(reason["details"]),
             }
-    return ExplanationPublic.model_validate({**found, "policy": str(config.policy)})
+    shown = redact.jobs(session, principal, [views.job(row)])[0].estimated_start
+    return ExplanationPublic.model_validate(
+        {**found, "policy": str(config.policy), "estimated_start": shown}
+    )
 
 
 def _countdown(reason: dict[str, Any] | None, now: float) -> None:

@@ -60,6 +60,7 @@ from scheduler.cli.wiring import (
     refuse_second_local_replica,
     team_refusal,
 )
+from scheduler.loop.estimator import Estimator, EstimatorConfig
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.loop.workerenv import ScopedWorkerEnv
 from scheduler.store.db import Database, open_database
@@ -267,8 +268,17 @@ def _stall_s(interval_s: float) -> float:
 def _run(
     app: Starlette, loop: Loop, sock: socket.socket, thread: threading.Thread, stop: threading.Event
 ) -> None:
-    """Serve `app` with the loop cycling on `thread` (stopped by `stop`), until uvicorn stops."""
+    """Serve `app` with the loop cycling on `thread` (stopped by `stop`), and the start-time
+    estimator beside it (SHOAL_ETA_INTERVAL_SECONDS, default 30; 0: off), until uvicorn
+    stops."""
     thread.start()
+    eta_s = float(os.environ.get("SHOAL_ETA_INTERVAL_SECONDS") or 30)
+    if eta_s > 0:
+        estimator = Estimator(loop.database, EstimatorConfig(interval_s=eta_s))
+        loop.observers.append(estimator.observe)
+        threading.Thread(
+            target=estimator.run_forever, args=(stop,), name="estimator", daemon=True
+        ).start()
     if threading.current_thread() is threading.main_thread():
         # uvicorn re-raises SIGTERM once it has stopped; with the default handler that
         # kills the process before the clean-up below (Lease release, store lease).

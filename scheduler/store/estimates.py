@@ -16,7 +16,8 @@ from datetime import datetime
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from scheduler.store import rows, schema
+from scheduler.spec import Phase
+from scheduler.store import convert, rows, schema
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,4 +63,26 @@ def of_many(*, session: Session, job_ids: Collection[str]) -> dict[str, StartEst
     for chunk in rows.id_chunks(list(job_ids)):
         query = select(schema.EstimateRow).where(schema.EstimateRow.job_id.in_(chunk))
         out.update((r.job_id, _of(r)) for r in session.scalars(query))
+    return out
+
+
+def finished_runtimes(
+    *, session: Session, limit: int = 2000
+) -> list[tuple[str, float, int, float]]:
+    """(queue, GPUs per worker, workers, runtime s) of the latest jobs that succeeded:
+    what `core.forecast.RuntimeModel` estimates a running job's end from."""
+    job = schema.JobRow
+    query = (
+        select(job)
+        .where(job.phase == Phase.SUCCEEDED.value, job.started_at.is_not(None))
+        .order_by(job.finished_at.desc())
+        .limit(limit)
+    )
+    out = []
+    for row in session.scalars(query):
+        if row.finished_at is None or row.started_at is None:
+            continue
+        spec = convert.job_spec(row)
+        took = (row.finished_at - row.started_at).total_seconds()
+        out.append((row.queue, float(spec.gpu or 0.0), spec.workers, max(0.0, took)))
     return out

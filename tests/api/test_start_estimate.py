@@ -34,6 +34,8 @@ def test_a_pending_job_shows_when_it_is_estimated_to_start(
     got = client.get(f"{J}/{a}", headers=VISION).json()["estimatedStart"]
     assert got["position"] == 1 and got["basis"] == "maxRuntime of j0"
     assert datetime.fromisoformat(got["at"]) == NOW + timedelta(hours=1)
+    explained = client.get(f"{J}/{a}/explain", headers=VISION).json()["estimatedStart"]
+    assert explained == got
     listed = {j["id"]: j["estimatedStart"] for j in client.get(J, headers=ADMIN).json()["data"]}
     assert listed[b]["at"] is None and "runtime unknown" in listed[b]["unknown"]
     assert client.post(f"{J}/{a}/cancel", headers=VISION).status_code == 200
