@@ -3,9 +3,10 @@
 Read from three caches (ResourceSlices, DeviceClasses, ResourceClaims) and worked out
 again only when one of them moved. A node whose devices of the GPU DeviceClass appear
 in a ResourceSlice counts its GPUs from DRA alone, never also from `nvidia.com/gpu`
-(extended-resource mapping serves that name from the same devices). A GPU another
-scheduler's claim holds, wholly or in part, is not offered; Shoal's own claims are its
-placements' and are counted by the loop.
+(extended-resource mapping serves that name from the same devices). A GPU other
+schedulers' claims leave nothing of (held whole, all its memory, every MIG slice) is not
+offered (`dra.offered`); Shoal's own claims are its placements' and are counted by the
+loop.
 
 A worker on such a node gets a claim of its own (`claimobjects`), allocated here before
 its pod is bound: the placement chose the node and how much of which GPU index; the
