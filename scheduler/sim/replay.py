@@ -93,10 +93,12 @@ def simulate(
     max_cycles: int = 100_000,
     progress: Callable[[int, int], None] | None = None,
     every_tick: bool = False,
+    observe: Callable[[CycleReport], None] | None = None,
 ) -> SimReport:
     """Replay `jobs`; `progress(done, total)` is called after every cycle with the number of
     jobs that have left the system (finished or never to be placed) out of all of them.
-    `every_tick` runs a cycle at every idle tick (the slow path, for comparison)."""
+    `every_tick` runs a cycle at every idle tick (the slow path, for comparison).
+    `observe` sees every cycle's report (its snapshot and decisions) as it happens."""
     if not jobs:
         raise ValueError("the trace has no GPU jobs")
     clock = VirtualClock(start=1_700_000_000.0)
@@ -108,7 +110,7 @@ def simulate(
     with tempfile.TemporaryDirectory() as tmp:
         db = store.open_database(f"sqlite:///{Path(tmp) / 'sim.db'}")
         run = _Run.start(db, arrivals, nodes, clock, queues, config, tick_s, every_tick)
-        run.drive(max_cycles, progress)
+        run.drive(max_cycles, progress, observe)
         db.close()
     return run.rep
 
@@ -175,7 +177,12 @@ class _Run:
         run.total_mem = sum(n.memory_mib for n in nodes)
         return run
 
-    def drive(self, max_cycles: int, progress: Callable[[int, int], None] | None) -> None:
+    def drive(
+        self,
+        max_cycles: int,
+        progress: Callable[[int, int], None] | None,
+        observe: Callable[[CycleReport], None] | None = None,
+    ) -> None:
         """Cycle from event to event until every job has left or nothing is left to happen."""
         rep = self.rep
         live: list[store.LiveJob] = []
@@ -187,6 +194,8 @@ class _Run:
             rep.cycles += 1
             if report is not None:
                 record(rep, report, t, self.submitted, self.first_start)
+                if observe is not None:
+                    observe(report)
             # A quiet cycle changed no job: what the store held before it, it holds now.
             if self.every_tick or arrived or not _quiet(report):
                 with self.db.session() as s:  # only the rows that moved are read whole
