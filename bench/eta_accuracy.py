@@ -105,7 +105,7 @@ class _Watch:
 def _kind(unknown: str) -> str:
     """An unknown's reason without its particulars: why the replay stopped, whether
     running jobs without a runtime were in the way, and the core's reason code."""
-    stop, _, now = unknown.partition(" (now: ")
+    stop, _, now = unknown.partition(" (the core: ")
     stop = re.sub(r"; \d+ running jobs have no known runtime.*", "; no runtime known", stop)
     stop = re.sub(r"at \+[\d,]+ s", "", stop)
     return f"{stop} [{now.split(':')[0]}]"

@@ -10,12 +10,15 @@ event (the next end, or the next instant a time rule of the core flips:
 decisions are applied: placed jobs run from then for their own estimated runtime;
 preemption victims drain for their grace period (holding their GPUs, as the loop does)
 and then go back to pending with their submission time, so they keep their place, and
-rerun their whole runtime when placed again (no checkpoint is assumed). The replay stops
-when every pending job of the snapshot is placed, at the horizon, or after `max_steps`
-cycles. Jobs submitted later are unknown to it, so a later arrival of higher priority
-(or of a queue further below its share) can delay a job past its estimate; a job whose
-runtime is unknown is assumed to keep running, so estimates made beside one are later
-than they may turn out.
+rerun their whole runtime when placed again (no checkpoint is assumed). The snapshot's
+own stopping entries drain for at most their grace from `now` and then wait again the
+same way (the core stops jobs to preempt them; a cancel during the drain is not told
+apart), unless another attempt of the job already runs. The replay stops when every
+pending job of the snapshot is placed, at the horizon, or after `max_steps` cycles. Jobs
+submitted later are unknown to it, so a later arrival of higher priority (or of a queue
+further below its share) can delay a job past its estimate; a job whose runtime is
+unknown is assumed to keep running, so estimates made beside one are later than they may
+turn out.
 
 Cost: one cycle per step, at most `max_steps` of them (docs/benchmarks.md, "Start-time
 estimates (issue 29)").
@@ -78,10 +81,14 @@ def forecast(
     result, t, event, steps = first.result, now, "", 1
     stop = ""
     while True:
+        # Jobs whose runtime is unknown are assumed to run on: a start after them may
+        # come earlier.
+        blind = sum(e.end is None for e in live.values()) if result.places else 0
+        assumed = f"; assumes {blind} jobs with no known runtime keep running" if blind else ""
         for place in result.places:
             job = pending.pop(place.job_id)
             if job.id in positions and job.id not in started:
-                started[job.id] = (t, event or "it fits now")
+                started[job.id] = (t, (event or "it fits now") + assumed)
             run = m.RunningJob(job, place.placements, t)
             live[run.key] = _Live(run, *_end(run, t, runtime))
         for pre in result.preempts:  # victims drain, then wait again (`_advance`)
@@ -159,7 +166,9 @@ def _advance(
     words = []
     for key in gone:
         entry = live.pop(key)
-        if entry.run.stopping and key.job_id not in pending:
+        # A drained victim waits again, unless another attempt of its job runs already.
+        again = key.job_id in pending or any(k.job_id == key.job_id for k in live)
+        if entry.run.stopping and not again:
             pending[key.job_id] = entry.run.job
         words.append(f"{entry.run.job.label} ends at {_at(t, now)} ({entry.basis})")
     if not words:
@@ -179,12 +188,9 @@ def _estimate(
     position = positions.get(job.id, 0)
     if job.id in started:
         at, basis = started[job.id]
-        unknown_runs = sum(e.end is None for e in live.values())
-        if unknown_runs:  # they were assumed to run on: the job may start earlier
-            basis += f"; assumes {unknown_runs} jobs with no known runtime keep running"
         return Estimate(at, position, basis)
-    reason = reasons.get(job.id)
-    said = f" (now: {reason.code}: {reason.message})" if reason is not None else ""
+    reason = reasons.get(job.id)  # the last cycle's
+    said = f" (the core: {reason.code}: {reason.message})" if reason is not None else ""
     blockers = [e for e in live.values() if e.end is None]
     if not blockers or positions.get(job.id) is None:
         return Estimate(None, position, "", (stop or "not placed") + said)

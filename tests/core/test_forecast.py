@@ -74,6 +74,16 @@ CASES = {
         {"p": None},
         {"p": "no known runtime (r: no history)"},
     ),
+    "beside a job with no known runtime": (
+        [
+            on(job("u", "q").gpu(4).obj(), "n0", started=NOW),
+            on(job("r", "q").gpu(4).runtime(100).obj(), "n0", first_gpu=4, started=NOW),
+        ],
+        [job("p", "q").gpu(4).obj()],
+        unknown,
+        {"p": NOW + 100},
+        {"p": "assumes 1 jobs with no known runtime keep running"},
+    ),
     "beyond the horizon": (
         [on(job("r", "q").gpu(8).runtime(30 * 86400).obj(), "n0", started=NOW)],
         [job("p", "q").gpu(8).obj()],
@@ -115,6 +125,17 @@ def test_reclaim_waits_for_the_victims_grace() -> None:
     assert got["p"].start_s == NOW + borrower.grace_period_s
     assert "v ends" in got["p"].basis and "preempted" in got["p"].basis
     assert set(got) == {"p"}  # the victim pends again, but was not asked about
+
+
+def test_a_draining_earlier_attempt_does_not_wait_again() -> None:
+    # "j" runs again (attempt 1) while attempt 0 drains on the other 4 GPUs: once drained,
+    # "p" gets them; "j" does not go back to pending ahead of it.
+    j = job("j", "q").gpu(4).runtime(1000).submitted(0).obj()
+    old = dataclasses.replace(on(j, "n0", started=0.0, stopping=True), attempt=0)
+    new = dataclasses.replace(on(j, "n0", first_gpu=4, started=NOW), attempt=1)
+    got = forecast(one_node([old, new], [job("p", "q").gpu(4).submitted(5).obj()]), unknown)
+    assert got["p"].start_s == NOW + j.grace_period_s
+    assert "stopping (grace period)" in got["p"].basis
 
 
 def test_max_steps_bounds_the_replay() -> None:
