@@ -5,8 +5,11 @@ snapshot). A thread of its own, at most every `interval_s` and only when the sna
 changed in what the forecast reads (what is pending, what runs and where), replays the
 state forward (`core.forecast`) with runtimes from finished jobs
 (`core.forecast.RuntimeModel`, re-read every `history_every_s`) and replaces the store's
-estimates. The forecast is bounded by `max_steps` cycles, and runs off the loop's thread,
-so a cycle never waits for it; the GIL still shares the CPU, which the interval bounds.
+estimates. It runs off the loop's thread, so a cycle never waits for it; the GIL still
+shares the CPU, so its share is bounded: `max_steps` cycles a forecast, and the next one
+waits at least `1 / cpu_share` times as long as the last took (a 4 s forecast at 1,000
+nodes: the next in 80 s at most 5% of a core; docs/benchmarks.md, "Start-time
+estimates").
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class EstimatorConfig:
     interval_s: float = 30.0
-    max_steps: int = 500
+    max_steps: int = 200
     history_every_s: float = 300.0
+    cpu_share: float = 0.05
 
 
 def _shape(snapshot: model.Snapshot) -> tuple[object, ...]:
@@ -91,8 +95,13 @@ class Estimator:
         self.runs += 1
         return True
 
+    def pause_s(self) -> float:
+        """How long to wait before the next forecast: the interval, or longer after a
+        costly one, so that forecasts take at most `cpu_share` of the time."""
+        return max(self.config.interval_s, self.last_seconds / self.config.cpu_share)
+
     def run_forever(self, stop: threading.Event) -> None:
-        while not stop.wait(self.config.interval_s):
+        while not stop.wait(self.pause_s()):
             try:
                 self.run_once()
             except Exception:  # a database away: the next round tries again

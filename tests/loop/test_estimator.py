@@ -71,3 +71,10 @@ def test_behind_a_job_of_unknown_runtime_the_estimate_is_unknown(env: Env) -> No
     got = estimate(db, waiting)
     assert got is not None and got.start_at is None
     assert got.unknown, got
+
+
+def test_a_costly_forecast_spaces_the_next_out(env: Env) -> None:
+    estimator = env[3]
+    assert estimator.pause_s() == estimator.config.interval_s
+    estimator.last_seconds = 4.0  # as at 1,000 nodes (docs/benchmarks.md)
+    assert estimator.pause_s() == 4.0 / estimator.config.cpu_share  # 5% of a core
