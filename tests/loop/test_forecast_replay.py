@@ -11,23 +11,9 @@ from scheduler import model
 from scheduler.backends.local import cluster
 from scheduler.core import forecast
 from scheduler.loop.config import CycleReport
-from scheduler.sim import replay, trace
+from scheduler.sim import replay
 
-
-def _trace(tmp_path: Path) -> list[trace.TraceJob]:
-    """`a` borrows all 8 GPUs, `b` reclaims its guarantee after the minimum runtime,
-    fractions and a gang fill in, and `huge` (2 x 8 GPUs) never fits."""
-    rows = [f"{{name: a{i}, queue: a, submit: 0, duration: 1500, gpu: 1}}" for i in range(8)]
-    rows += [f"{{name: b{i}, queue: b, submit: {30 + 7 * i}, duration: 400}}" for i in range(4)]
-    rows += [
-        f"{{name: f{i}, queue: {'ab'[i % 2]}, submit: {200 + 45 * i}, duration: 700, gpu: 0.4}}"
-        for i in range(6)
-    ]
-    rows += ["{name: gang, queue: b, submit: 500, duration: 300, gpu: 1, workers: 2}"]
-    rows += ["{name: huge, queue: a, submit: 90, duration: 100, gpu: 8, workers: 2}"]
-    f = tmp_path / "t.yaml"
-    f.write_text("jobs:\n" + "".join(f"  - {r}\n" for r in rows))
-    return trace.load(f)
+from .test_sim_fast import _trace  # the same trace: reclaim, a gang, a job that never fits
 
 
 def test_forecasts_after_the_last_arrival_are_exact(tmp_path: Path) -> None:
