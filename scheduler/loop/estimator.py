@@ -5,18 +5,20 @@ snapshot). A thread of its own, at most every `interval_s` and only when the sna
 changed in what the forecast reads (what is pending, what runs and where), replays the
 state forward (`core.forecast`) with runtimes from finished jobs
 (`core.forecast.RuntimeModel`, re-read every `history_every_s`) and replaces the store's
-estimates. It runs off the loop's thread, so a cycle never waits for it; the GIL still
-shares the CPU, so its share is bounded: `max_steps` cycles a forecast, and the next one
-waits at least `1 / cpu_share` times as long as the last took (a 4 s forecast at 1,000
-nodes: the next in 80 s at most 5% of a core; docs/benchmarks.md, "Start-time
-estimates").
+estimates. The forecast itself runs in a process of its own (`subprocess`; the thread
+only waits for it), so it never holds the loop's GIL: on a thread it slowed the cycles it
+overlapped about twofold (docs/benchmarks.md, "Start-time estimates"). Its CPU is bounded
+too: `max_steps` cycles a forecast, and the next one waits at least `1 / cpu_share` times
+as long as the last took (a 4 s forecast at 1,000 nodes: the next in 80 s, 5% of a core).
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -34,6 +36,16 @@ class EstimatorConfig:
     max_steps: int = 200
     history_every_s: float = 300.0
     cpu_share: float = 0.05
+    subprocess: bool = True  # False: on the thread itself (tests; one process)
+
+
+def _forecast(
+    snapshot: model.Snapshot, runtime: forecast.RuntimeModel, max_steps: int
+) -> tuple[dict[str, forecast.Estimate], float]:
+    """The forecast and the CPU seconds it took (in whichever process runs it)."""
+    began = time.process_time()
+    got = forecast.forecast(snapshot, runtime, max_steps=max_steps)
+    return got, time.process_time() - began
 
 
 def _shape(snapshot: model.Snapshot) -> tuple[object, ...]:
@@ -53,6 +65,7 @@ class Estimator:
         self._done: tuple[object, ...] | None = None
         self._model: forecast.RuntimeModel | None = None
         self._history_at = -float("inf")
+        self._pool: ProcessPoolExecutor | None = None
         self.runs = 0  # forecasts made (for tests and metrics)
         self.last_seconds = 0.0  # CPU time of the last forecast
 
@@ -74,9 +87,14 @@ class Estimator:
             with self.database.session() as session:
                 self._model = forecast.RuntimeModel(estimates.finished_runtimes(session=session))
             self._history_at = time.monotonic()
-        began = time.process_time()
-        got = forecast.forecast(snapshot, self._model, max_steps=self.config.max_steps)
-        self.last_seconds = time.process_time() - began
+        args = (snapshot, self._model, self.config.max_steps)
+        if self.config.subprocess:
+            if self._pool is None:  # spawn: the serving process has threads, never fork it
+                spawn = multiprocessing.get_context("spawn")
+                self._pool = ProcessPoolExecutor(1, mp_context=spawn)
+            got, self.last_seconds = self._pool.submit(_forecast, *args).result()
+        else:
+            got, self.last_seconds = _forecast(*args)
         at = datetime.fromtimestamp(snapshot.now, UTC)
         rows = [
             estimates.StartEstimate(
@@ -101,8 +119,16 @@ class Estimator:
         return max(self.config.interval_s, self.last_seconds / self.config.cpu_share)
 
     def run_forever(self, stop: threading.Event) -> None:
-        while not stop.wait(self.pause_s()):
-            try:
-                self.run_once()
-            except Exception:  # a database away: the next round tries again
-                log.exception("start-time estimate failed; retrying")
+        try:
+            while not stop.wait(self.pause_s()):
+                try:
+                    self.run_once()
+                except Exception:  # a database away: the next round tries again
+                    log.exception("start-time estimate failed; retrying")
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None

@@ -12,7 +12,7 @@ from scheduler import store
 from scheduler.backends.local import cluster
 from scheduler.backends.sim import SimBackend
 from scheduler.clock import VirtualClock
-from scheduler.loop.estimator import Estimator
+from scheduler.loop.estimator import Estimator, EstimatorConfig
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import QueueSpec
 from scheduler.store import estimates
@@ -30,7 +30,7 @@ def env(tmp_path: Path) -> Env:
                 config=LoopConfig(holder="t", lease_ttl_s=1e6))  # fmt: skip
     with db.session() as s:
         store.create_queue(session=s, spec=QueueSpec.model_validate({"name": "q", "guaranteed": 8}))
-    estimator = Estimator(db)
+    estimator = Estimator(db, EstimatorConfig(subprocess=False))
     loop.observers.append(estimator.observe)
     return db, loop, clock, estimator
 
@@ -78,3 +78,22 @@ def test_a_costly_forecast_spaces_the_next_out(env: Env) -> None:
     assert estimator.pause_s() == estimator.config.interval_s
     estimator.last_seconds = 4.0  # as at 1,000 nodes (docs/benchmarks.md)
     assert estimator.pause_s() == 4.0 / estimator.config.cpu_share  # 5% of a core
+
+
+def test_the_forecast_runs_in_a_process_of_its_own(env: Env) -> None:
+    """As `shoal serve` runs it: the same estimates, made in a spawned process."""
+    db, loop, clock, _ = env
+    apart = Estimator(db, EstimatorConfig(subprocess=True))
+    loop.observers.append(apart.observe)
+    submit(db, clock, name="a", workers=2, gpu=4, maxRuntime=3600)
+    loop.run_once()
+    waiting = submit(db, clock, name="b", workers=1, gpu=1, maxRuntime=60)
+    loop.run_once()
+    try:
+        assert apart.run_once()
+    finally:
+        apart.close()
+    got = estimate(db, waiting)
+    assert got is not None and got.start_at is not None, got
+    assert got.start_at.timestamp() == pytest.approx(clock.now() + 3600, abs=5)
+    assert apart.last_seconds > 0
