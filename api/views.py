@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -63,9 +64,26 @@ def job(row: schema.JobRow, spec: JobSpec | None = None) -> models.JobPublic:
     )
 
 
+def jobs(rows: Sequence[schema.JobRow]) -> list[models.JobPublic]:
+    """`job` of each row of a page; the pending ones' estimates read in one query."""
+    pending = [r.id for r in rows if r.phase == Phase.PENDING]
+    session = session_of(rows[0]) if rows else None
+    if session is not None and pending:
+        found = estimates.of_many(session=session, job_ids=pending)
+        known = session.info.setdefault(_ESTIMATES, {})
+        known.update({job_id: found.get(job_id) for job_id in pending})
+    return [job(r) for r in rows]
+
+
+_ESTIMATES = "shoal.estimates"  # session.info: job id -> its estimate (None: none), read
+
+
 def _estimate(row: schema.JobRow) -> models.StartEstimatePublic | None:
     session = session_of(row)
-    got = estimates.of(session=session, job_id=row.id) if session is not None else None
+    if session is None:
+        return None
+    known: dict[str, estimates.StartEstimate | None] = session.info.get(_ESTIMATES, {})
+    got = known[row.id] if row.id in known else estimates.of(session=session, job_id=row.id)
     if got is None:
         return None
     return models.StartEstimatePublic(

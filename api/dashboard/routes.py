@@ -255,7 +255,7 @@ def jobs_page(request: Request, queue: str = "", phase: str = "") -> Response:
             limit=200,
             cursor=None,
         )
-        rows = redact.jobs(session, principal, [views.job(r) for r in page.items])
+        rows = redact.jobs(session, principal, views.jobs(page.items))
         config = _services(request).wiring.core_config
         stats = queuestats.compute(queuestats.snapshot(session, config))
     names = [s.name for s in queuestats.visible(stats, principal.visible_queues)]

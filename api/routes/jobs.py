@@ -94,7 +94,7 @@ def list_jobs(
         limit=limit,
         cursor=cursor,
     )
-    items = redact.jobs(session, principal, [views.job(r) for r in page.items])
+    items = redact.jobs(session, principal, views.jobs(page.items))
     return models.JobsPublic(data=items, next_cursor=page.next_cursor)
 
 
