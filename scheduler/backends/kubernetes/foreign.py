@@ -82,8 +82,9 @@ class ForeignBindings:
         allowed = self.config.foreign_namespaces  # where RBAC lets Shoal patch and bind
         with self.flight_lock:
             flying = set(self.flight)
+        off_dra = self._off_dra_nodes()
         return [
-            self._with_claims(f)
+            self._with_claims(f, off_dra)
             for key, f in self.index.foreign_pending()
             if (allowed is None or f.namespace in allowed)
             and key not in flying
@@ -97,12 +98,13 @@ class ForeignBindings:
         self.last_gangs = {g.job_id: g for g in gangs}
         return [f.to_job_request() for f in single] + [g.to_job_request() for g in gangs]
 
-    def _with_claims(self, f: ForeignPod) -> ForeignPod:
-        """`f` with what its volume claims and ResourceClaims ask of the placement."""
+    def _with_claims(self, f: ForeignPod, off_dra: NodeRules | None) -> ForeignPod:
+        """`f` with what its volume claims and ResourceClaims ask of the placement;
+        `off_dra` keeps a pod asking `nvidia.com/gpu` off the DRA nodes."""
         if f.claims:
             f = replace(f, rules=eligible.also(f.rules, self.volumes.rules(f.namespace, f.claims)))
         if not f.dra_claims:
-            return self._off_dra_nodes(f)
+            return replace(f, rules=eligible.also(f.rules, off_dra)) if f.gpu and off_dra else f
         if self.dra is None:
             why = (
                 f"uses ResourceClaim(s) {', '.join(f.dra_claims)}: DRA is off in Shoal's "
@@ -112,15 +114,16 @@ class ForeignBindings:
         gpus, rules = self.dra.request(f)
         return replace(f, gpu=gpus, rules=eligible.also(f.rules, rules))
 
-    def _off_dra_nodes(self, f: ForeignPod) -> ForeignPod:
+    def _off_dra_nodes(self) -> NodeRules | None:
         """A pod asking `nvidia.com/gpu` goes to device-plugin nodes only: on a DRA node
         the name is served by a claim kube-scheduler would make for it, which Shoal
-        does not (docs/kubernetes.md, "Device plugin or DRA")."""
-        dra_nodes = self.dra.claims.dra_nodes() if self.dra is not None and f.gpu else ()
+        does not (docs/kubernetes.md, "Device plugin or DRA"). Worked out once a call of
+        `pending`, for all its pods. None: no DRA node."""
+        dra_nodes = self.dra.claims.dra_nodes() if self.dra is not None else ()
         if not dra_nodes:
-            return f
+            return None
         term = (Requirement("metadata.name", "NotIn", tuple(dra_nodes), field=True),)
-        return replace(f, rules=eligible.also(f.rules, NodeRules(required=((term,),))))
+        return NodeRules(required=((term,),))
 
     def bind(self, pod: ForeignPod, placement: WorkerPlacement) -> bool:
         """See `KubernetesBackend.bind`."""
