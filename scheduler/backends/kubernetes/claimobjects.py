@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scheduler.backends.kubernetes import names
+from scheduler.backends.kubernetes import dra, names
 
 Obj = dict[str, Any]
 GROUP = "resource.k8s.io/v1"
@@ -117,7 +117,4 @@ def owner_uid(claim_obj: Obj) -> str:
 
 def allocated_devices(claim_obj: Obj) -> list[tuple[str, str, str]]:
     """The (driver, pool, device) keys `claim_obj`'s allocation names."""
-    results = (((claim_obj.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
-        "results"
-    ) or []
-    return [(str(r["driver"]), str(r["pool"]), str(r["device"])) for r in results]
+    return [(str(r["driver"]), str(r["pool"]), str(r["device"])) for r in dra.results(claim_obj)]

@@ -25,7 +25,7 @@ from scheduler.backends.kubernetes.dra.selectors import (
     SelectorError,
     compile_selectors,
 )
-from scheduler.backends.kubernetes.dra.usage import Usage
+from scheduler.backends.kubernetes.dra.usage import Usage, results
 
 __all__ = [
     "Choice",
@@ -54,5 +54,6 @@ __all__ = [
     "quantity_int",
     "read_slices",
     "requests_of",
+    "results",
     "split_qualified",
 ]

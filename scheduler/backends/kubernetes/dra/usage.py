@@ -19,7 +19,8 @@ Obj = dict[str, Any]
 DeviceKey = tuple[str, str, str]
 
 
-def _results(claim: Obj) -> list[Obj]:
+def results(claim: Obj) -> list[Obj]:
+    """The device results of a claim's allocation (none while it is not allocated)."""
     allocation = (claim.get("status") or {}).get("allocation") or {}
     return list((allocation.get("devices") or {}).get("results") or ())
 
@@ -59,7 +60,7 @@ class Usage:
         for claim in claims:
             if exclude(claim):
                 continue
-            for r in _results(claim):
+            for r in results(claim):
                 if r.get("adminAccess"):  # admin access (monitoring) never blocks a device
                     continue
                 key = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
