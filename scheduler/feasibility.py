@@ -57,7 +57,7 @@ def _total_gpus(spec: JobSpec, nodes: Sequence[Node]) -> float:
     request = JobRequest(
         id="",
         queue=spec.queue,
-        workers=spec.workers,
+        workers=spec.min_workers,
         gpu=spec.gpu or 0.0,
         gpu_memory_mib=spec.gpu_memory_mib,
         gpu_types=tuple(spec.gpu_type),
@@ -131,11 +131,11 @@ def _capacity(spec: JobSpec, nodes: Sequence[Node]) -> list[Problem]:
     if max(n.memory_mib for n in gpu_nodes) < spec.memory_mib:
         return [Problem(("memory",), f"needs {spec.memory_mib} MiB per worker; no node has that")]
     capacity = sum(_workers_per_node(spec, n) for n in gpu_nodes)
-    if capacity < spec.workers:
+    if capacity < spec.min_workers:
         return [
             Problem(
                 ("workers",),
-                f"{spec.workers} workers can never run at once: the whole cluster "
+                f"{spec.min_workers} workers can never run at once: the whole cluster "
                 f"({len(gpu_nodes)} eligible nodes, empty) holds at most {capacity} of them",
             )
         ]

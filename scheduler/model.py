@@ -161,6 +161,12 @@ class JobRequest:
     enforced_only: bool = False
     # Where it may run (selector, affinity, tolerations). None: any node without a taint.
     nodes: NodeRules | None = None
+    # An elastic job's most workers (`workers` is its least, the gang); 0: not elastic.
+    max_workers: int = 0
+
+    @property
+    def elastic(self) -> bool:
+        return self.max_workers > self.workers
 
     @property
     def label(self) -> str:
@@ -197,6 +203,9 @@ class RunningJob:
     # Which attempt of the job holds these resources: an earlier attempt still draining
     # while its job runs again is a second entry with the same job and another attempt.
     attempt: int = 0
+    # When an elastic job last changed size (None: never): it is not grown again sooner
+    # than `Config.resize_interval_s` after, as each resize restarts its workers.
+    resized_at: float | None = None
 
     @property
     def key(self) -> RunKey:
@@ -223,6 +232,8 @@ class Config:
     min_runtime_s: float = 60.0  # a job younger than this is never a preemption victim
     starvation_s: float = 600.0  # a job pending this long gets a reservation
     preemption: bool = True
+    # An elastic job grows at most this often (torchrun restarts every worker to resize).
+    resize_interval_s: float = 300.0
     # Taints every worker Shoal launches tolerates (the chart's workerTolerations): added
     # to each of its own jobs' tolerations, never to a foreign pod's.
     worker_tolerations: tuple[Toleration, ...] = ()
@@ -292,6 +303,22 @@ class Preempt:
 
 
 @dataclass(frozen=True, slots=True)
+class Resize:
+    """An elastic running job's new placements: a grow adds workers after its last, a
+    shrink keeps its first ones (the newest go, with their grace period)."""
+
+    job_id: str
+    placements: tuple[WorkerPlacement, ...]
+    reason: str
+    grace_period_s: float = 30.0
+    for_job: str | None = None
+
+    @property
+    def workers(self) -> int:
+        return len(self.placements)
+
+
+@dataclass(frozen=True, slots=True)
 class KeepPending:
     job_id: str
     reason: PendingReason
@@ -312,3 +339,4 @@ class CycleResult:
     preempts: tuple[Preempt, ...] = ()
     pending: tuple[KeepPending, ...] = ()
     violations: tuple[Violation, ...] = ()
+    resizes: tuple[Resize, ...] = ()

@@ -49,6 +49,7 @@ class StopReason(StrEnum):
     MAX_RUNTIME = "MaxRuntimeExceeded"
     FAILED = "Failed"  # the rest of a broken gang
     STOPPED = "Stopped"  # an orphan whose job's fate is unknown
+    RESIZED = "Resized"  # a worker an elastic job's shrink removed; the job goes on
 
 
 class BackendError(Exception):
@@ -122,6 +123,22 @@ class ClusterBackend(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class Resizable(Protocol):
+    """Optional: a backend that resizes a running attempt of an elastic job in place (its
+    workers are torchrun agents of one c10d rendezvous, which re-forms at each change).
+    Without it, elastic jobs run at the size they start at."""
+
+    def grow(self, request: LaunchRequest) -> None:
+        """Start the workers of `request.placements` the attempt does not have yet (its
+        first ones run already, unchanged); a repeat does nothing."""
+        ...
+
+    def shrink(self, job_id: str, attempt: int, workers: Sequence[int], grace_period_s: float) -> None:
+        """Stop these workers of the attempt (the stop file says `Resized`; SIGTERM, a kill
+        after the grace period), leaving the others running; a repeat does nothing."""
+        ...
 
 
 class ForeignWorkloads(Protocol):
@@ -214,6 +231,7 @@ class Capabilities:
     """A backend's optional abilities, resolved once at wiring: the loop, the fence and
     `shoal serve` read these typed fields, never probe the backend object."""
 
+    resizable: Resizable | None = None
     foreign: ForeignWorkloads | None = None
     pending_notes: PendingNotes | None = None
     capacity: CapacityReporter | None = None

@@ -62,7 +62,9 @@ def worker_env(
     if placement.gpus and placement.fraction < 1:
         env["SHOAL_GPU_FRACTION"] = f"{placement.fraction:.4f}"
         env["SHOAL_GPU_ENFORCEMENT"] = str(enforcement)
-    if spec.framework in (Framework.PYTORCH, Framework.GENERIC):
+    if spec.elastic:
+        env.update(_elastic(spec, hosts, port, job_id, attempt, placement))
+    elif spec.framework in (Framework.PYTORCH, Framework.GENERIC):
         env.update(_torchrun(placement, hosts, port))
     elif spec.framework is Framework.TENSORFLOW:
         cluster = {"worker": [f"{h}:{port + 1 + i}" for i, h in enumerate(hosts)]}
@@ -92,4 +94,28 @@ def _torchrun(placement: WorkerPlacement, hosts: Sequence[str], port: int) -> di
         "PET_NNODES": str(n),
         "PET_NODE_RANK": str(rank),
         "PET_NPROC_PER_NODE": str(nproc),
+    }
+
+
+def _elastic(
+    spec: JobSpec,
+    hosts: Sequence[str],
+    port: int,
+    job_id: str,
+    attempt: int,
+    placement: WorkerPlacement,
+) -> dict[str, str]:
+    """An elastic job's torchrun (Kubeflow's elasticPolicy): `--nnodes=min:max` and a c10d
+    rendezvous hosted on worker 0's stable address, one rendezvous per attempt. Worker 0
+    is never removed by a shrink, so the store outlives every resize; torchrun sets each
+    process's RANK and WORLD_SIZE at every re-rendezvous, so Shoal sets none."""
+    return {
+        "PET_NNODES": f"{spec.min_workers}:{spec.max_workers}",
+        "PET_NPROC_PER_NODE": str(mpi_slots(placement)),
+        "PET_RDZV_BACKEND": "c10d",
+        "PET_RDZV_ENDPOINT": f"{hosts[0]}:{port}",
+        "PET_RDZV_ID": f"{job_id}-{attempt}",
+        # Each resize is a restart of the workers to torchrun; a job may resize often.
+        "PET_MAX_RESTARTS": "1000",
+        "SHOAL_ELASTIC": f"{spec.min_workers}:{spec.max_workers}",
     }

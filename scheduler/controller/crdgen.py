@@ -120,7 +120,7 @@ def trainingjob_crd() -> dict[str, Any]:
         validations=[IMMUTABLE_SPEC],
         columns=[
             _column("Queue", ".spec.queue"),
-            _column("Workers", ".spec.workers", "integer"),
+            _column("Workers", ".status.workers", "integer"),
             _column("GPUs", ".status.gpus"),
             _column("Phase", ".status.phase"),
             _column("Reason", ".status.reason", priority=1),

@@ -58,7 +58,7 @@ def _resolve(node: Any, defs: dict[str, Any]) -> Any:
 def _structural(node: dict[str, Any]) -> dict[str, Any]:
     """One pydantic schema node -> one structural-schema node."""
     node = dict(node)
-    any_of = node.pop("anyOf", None)
+    any_of = node.pop("anyOf", None) or node.pop("oneOf", None)
     if any_of is not None:
         options = [o for o in any_of if o.get("type") != "null"]
         if len(options) < len(any_of):
@@ -71,7 +71,7 @@ def _structural(node: dict[str, Any]) -> dict[str, Any]:
         elif types <= {"string", "number", "integer"}:
             # CPU quantities: "500m" or 2. Kubernetes' own quantity fields do the same.
             node["x-kubernetes-int-or-string"] = True
-        else:  # pragma: no cover - no such field today; keep the API server lenient
+        else:  # `workers`: a count or {min, max}; Shoal's own validation checks it
             node["x-kubernetes-preserve-unknown-fields"] = True
     if node.get("type") == "object":
         props = node.get("properties", {})

@@ -195,7 +195,7 @@ def _submit(meta: Mapping[str, Any], spec: JobSpec, generation: Any) -> Decision
         "phase": Phase.PENDING.value,
         "reason": "submitted to the scheduler",
         "queue": spec.queue,
-        "workers": spec.workers,
+        "workers": spec.min_workers,
         "observedGeneration": generation,
         "conditions": [condition("Valid", True, "Accepted")],
     }
@@ -248,6 +248,11 @@ def _gpus(placements: Sequence[Mapping[str, Any]]) -> str:
     return f"{total:g}"
 
 
+def _min_workers(workers: Any) -> int:
+    """The spec's worker count, or an elastic range's `min`: the size it starts from."""
+    return int(workers["min"] if isinstance(workers, Mapping) else workers)
+
+
 def status_for(job: StoredJob) -> dict[str, Any]:
     """The TrainingJob status that shows a stored job (phase, reason, placements...)."""
     phase = Phase(job.phase)
@@ -256,7 +261,7 @@ def status_for(job: StoredJob) -> dict[str, Any]:
         "jobId": job.id,
         "phase": phase.value,
         "queue": job.queue,
-        "workers": int(job.spec.get("workers", 1)),
+        "workers": len(placements) or _min_workers(job.spec.get("workers", 1)),
         "gpus": _gpus(placements),
         "attempt": job.attempt,
         "restarts": job.restarts,

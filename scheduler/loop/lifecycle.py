@@ -35,6 +35,7 @@ from datetime import datetime
 from typing import Protocol
 
 from scheduler.backends.base import StopReason, WorkerState, WorkerStatus
+from scheduler.model import WorkerPlacement
 from scheduler.loop.transition import (
     Event,
     Outcome,
@@ -90,6 +91,21 @@ class Job(Protocol):
     def cancel_requested(self) -> bool: ...
     @property
     def started_at(self) -> datetime | None: ...
+    @property
+    def placements(self) -> Sequence[WorkerPlacement]: ...
+
+
+def current(job: Job, workers: Sequence[WorkerStatus]) -> list[WorkerStatus]:
+    """The workers of the job's present size: a worker an elastic job's shrink removed
+    (an index past its placements) no longer decides its phase, even while it drains."""
+    size = size_of(job)
+    return [w for w in workers if w.worker < size]
+
+
+def size_of(job: Job) -> int:
+    """How many workers the job has now: its placements (an elastic job's change with each
+    resize), or, before its first, its spec's count (an elastic range's `min`)."""
+    return len(job.placements) or job.spec.min_workers
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +134,9 @@ def needs_history(job: Job, workers: Sequence[WorkerStatus]) -> bool:
         return False
     if job.cancel_requested:
         return not workers
+    workers = current(job, workers)
     present = {w.worker for w in workers}
-    return len(present) < job.spec.workers or any(w.state is WorkerState.FAILED for w in workers)
+    return len(present) < size_of(job) or any(w.state is WorkerState.FAILED for w in workers)
 
 
 def decide(
@@ -143,8 +160,9 @@ def decide(
         return None
     if job.cancel_requested:
         return _cancelled(grace)
+    workers = current(job, workers)
     failed = [w for w in workers if w.state is WorkerState.FAILED]
-    missing = sorted(set(range(job.spec.workers)) - {w.worker for w in workers})
+    missing = sorted(set(range(size_of(job))) - {w.worker for w in workers})
     if not failed and missing:
         if facts.launched_at is None:
             # The launch never completed (a crash, a transient API error): finish it,

@@ -15,7 +15,9 @@ from typing import Any
 
 from pydantic import (
     Field,
+    ValidationError,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
@@ -29,6 +31,8 @@ from scheduler.spec.common import (
     dns1123,
 )
 from scheduler.spec.common import SpecModel as _Spec
+from scheduler.spec import elastic
+from scheduler.spec.elastic import Workers, WorkerRange
 from scheduler.spec.quantities import (
     MAX_CPU_MILLI,
     MAX_MEMORY_MIB,
@@ -117,7 +121,11 @@ class JobSpec(_Spec):
     command: list[str] = Field(default_factory=list)
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
-    workers: int = Field(default=1, ge=1, le=4096)
+    workers: Workers = Field(
+        default=1,
+        description="how many workers; {min, max}: an elastic PyTorch job (torchrun "
+        "--nnodes=min:max) that Shoal sizes between the two",
+    )
     # The minimum is in the schema too, so OpenAPI and CRD clients see what the API refuses.
     gpu: float | None = Field(default=None, ge=MIN_GPU_FRACTION, strict=True)  # true is no GPU
     gpu_memory: str | None = None
@@ -167,6 +175,14 @@ class JobSpec(_Spec):
                 "must be a DNS-1123 subdomain (lower-case letters, digits, '-' and '.')"
             )
         return v
+
+    @field_validator("workers", mode="wrap")
+    @classmethod
+    def _workers(cls, v: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(v)
+        except ValidationError as e:
+            raise elastic.one_error(e) from None
 
     @field_validator("node_selector")
     @classmethod
@@ -248,7 +264,22 @@ class JobSpec(_Spec):
     def _one_gpu_request(self) -> JobSpec:
         if self.gpu is not None and self.gpu_memory is not None:
             raise ValueError("give either gpu or gpuMemory, not both")
+        if isinstance(self.workers, WorkerRange) and self.framework is not Framework.PYTORCH:
+            raise ValueError("workers: a {min, max} range is for pytorch jobs (torchrun elastic)")
         return self
+
+    @property
+    def min_workers(self) -> int:
+        """The gang: all of a rigid job's workers, an elastic job's `min`."""
+        return self.workers.min if isinstance(self.workers, WorkerRange) else self.workers
+
+    @property
+    def max_workers(self) -> int:
+        return self.workers.max if isinstance(self.workers, WorkerRange) else self.workers
+
+    @property
+    def elastic(self) -> bool:
+        return self.max_workers > self.min_workers
 
     @property
     def cpu_milli(self) -> int:

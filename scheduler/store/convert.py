@@ -44,7 +44,7 @@ def job_request(row: schema.JobRow, spec: JobSpec | None = None) -> model.JobReq
     return model.JobRequest(
         id=row.id,
         queue=row.queue,
-        workers=spec.workers,
+        workers=spec.min_workers,
         gpu=spec.gpu or 0.0,
         gpu_memory_mib=spec.gpu_memory_mib,
         cpu_milli=spec.cpu_milli,
@@ -59,6 +59,7 @@ def job_request(row: schema.JobRow, spec: JobSpec | None = None) -> model.JobReq
         distinct_gpus=spec.gpus_distinct,
         enforced_only=spec.enforcement is Enforcement.REQUIRED,
         nodes=node_rules(spec),
+        max_workers=spec.max_workers if spec.elastic else 0,
     )
 
 

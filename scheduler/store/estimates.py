@@ -84,5 +84,5 @@ def finished_runtimes(
             continue
         spec = convert.job_spec(row)
         took = (row.finished_at - row.started_at).total_seconds()
-        out.append((row.queue, float(spec.gpu or 0.0), spec.workers, max(0.0, took)))
+        out.append((row.queue, float(spec.gpu or 0.0), spec.min_workers, max(0.0, took)))
     return out

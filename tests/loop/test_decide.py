@@ -13,6 +13,7 @@ import pytest
 from scheduler.backends.base import StopReason, WorkerState, WorkerStatus
 from scheduler.loop import lifecycle
 from scheduler.loop.lifecycle import Facts, Outcome
+from scheduler.model import WorkerPlacement
 from scheduler.spec import JobSpec, Phase
 
 P, R, S, F = (WorkerState.PENDING, WorkerState.RUNNING, WorkerState.SUCCEEDED, WorkerState.FAILED)
@@ -27,6 +28,7 @@ class Job:
     attempt: int = 1
     cancel_requested: bool = False
     started_at: datetime | None = None
+    placements: tuple[WorkerPlacement, ...] = ()  # none: the spec's count
 
 
 def job(
