@@ -135,7 +135,9 @@ class Resizable(Protocol):
         first ones run already, unchanged); a repeat does nothing."""
         ...
 
-    def shrink(self, job_id: str, attempt: int, workers: Sequence[int], grace_period_s: float) -> None:
+    def shrink(
+        self, job_id: str, attempt: int, workers: Sequence[int], grace_period_s: float
+    ) -> None:
         """Stop these workers of the attempt (the stop file says `Resized`; SIGTERM, a kill
         after the grace period), leaving the others running; a repeat does nothing."""
         ...

@@ -35,7 +35,6 @@ from datetime import datetime
 from typing import Protocol
 
 from scheduler.backends.base import StopReason, WorkerState, WorkerStatus
-from scheduler.model import WorkerPlacement
 from scheduler.loop.transition import (
     Event,
     Outcome,
@@ -48,6 +47,7 @@ from scheduler.loop.transition import (
     place,
     preempt,
 )
+from scheduler.model import WorkerPlacement
 from scheduler.spec import JobSpec, Phase
 
 # The transitions' vocabulary lives in `transition`; named here too, where the loop and

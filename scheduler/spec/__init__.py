@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from scheduler.spec import nodes
+from scheduler.spec import elastic, nodes
 from scheduler.spec.common import (
     DNS1123_LABEL,
     DNS1123_SUBDOMAIN,
@@ -31,8 +31,7 @@ from scheduler.spec.common import (
     dns1123,
 )
 from scheduler.spec.common import SpecModel as _Spec
-from scheduler.spec import elastic
-from scheduler.spec.elastic import Workers, WorkerRange
+from scheduler.spec.elastic import WorkerRange, Workers
 from scheduler.spec.quantities import (
     MAX_CPU_MILLI,
     MAX_MEMORY_MIB,
