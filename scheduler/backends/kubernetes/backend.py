@@ -25,6 +25,7 @@ from scheduler.backends.kubernetes import (
     names,
     podindex,
     podrules,
+    resize,
     shares,
     status,
 )
@@ -167,7 +168,7 @@ class KubernetesBackend:
 
     def capabilities(self) -> base.Capabilities:
         return base.Capabilities(
-            foreign=self, pending_notes=self, capacity=self, excluded_nodes=self
+            resizable=self, foreign=self, pending_notes=self, capacity=self, excluded_nodes=self
         )
 
     def nodes(self) -> list[Node]:
@@ -195,6 +196,16 @@ class KubernetesBackend:
         costs no API call while the pod cache shows none of the job's pods still alive
         and undeleted: no LIST per draining job per cycle."""
         self._workers.stop(job_id, grace_period_s, reason=reason)
+
+    def grow(self, request: base.LaunchRequest) -> None:
+        """Create and bind the pods of the new workers only (`resize.grow`)."""
+        resize.grow(self._workers, request)
+
+    def shrink(
+        self, job_id: str, attempt: int, workers: Sequence[int], grace_period_s: float
+    ) -> None:
+        """Delete just these workers' pods, with the grace period (`resize.shrink`)."""
+        resize.shrink(self._workers, job_id, attempt, workers, grace_period_s)
 
     def workers(self) -> list[base.WorkerStatus]:
         """Every worker's state. A worker on a node that is gone or long NotReady, or
@@ -285,3 +296,4 @@ class KubernetesBackend:
 if TYPE_CHECKING:  # mypy checks that the backend satisfies the shared interface
     _conforms: type[base.ClusterBackend] = KubernetesBackend
     _foreign: type[base.ForeignWorkloads] = KubernetesBackend
+    _resizable: type[base.Resizable] = KubernetesBackend

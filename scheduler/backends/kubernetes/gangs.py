@@ -2,7 +2,9 @@
 a Workload with one PodGroup template, and the PodGroup its pods name in
 `spec.schedulingGroup`. Shoal places the gang whole itself; these objects say so to
 kube-scheduler, to `kubectl` and to tools that read gangs (queue dashboards, Kueue's
-workload view), with the gang's size as `minCount`. Pure builders, plain JSON dicts.
+workload view), with the gang's size as `minCount`: all of a rigid job's workers, an
+elastic job's `min` (it runs at any size from there up; the pods a grow adds join the
+same PodGroup). Pure builders, plain JSON dicts.
 """
 
 from __future__ import annotations
@@ -20,11 +22,17 @@ COMPONENT = "gang"
 
 
 def is_gang(req: base.LaunchRequest) -> bool:
-    return len(req.placements) > 1
+    """More than one worker, now or after a grow (an elastic job up to its `max`)."""
+    return max(len(req.placements), req.spec.max_workers) > 1
+
+
+def min_count(req: base.LaunchRequest) -> int:
+    """The workers the gang needs: an elastic job's `min`, not its present size."""
+    return req.spec.min_workers if req.spec.elastic else len(req.placements)
 
 
 def _policy(req: base.LaunchRequest) -> Obj:
-    return {"gang": {"minCount": len(req.placements)}}
+    return {"gang": {"minCount": min_count(req)}}
 
 
 def workload(req: base.LaunchRequest, stem: str, ns: str) -> Obj:

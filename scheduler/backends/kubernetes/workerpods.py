@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from scheduler.backends import base
@@ -32,6 +32,7 @@ from scheduler.backends.kubernetes.objects import (
 )
 from scheduler.backends.kubernetes.podbinder import PodBinder
 from scheduler.backends.kubernetes.reflector import Reflector
+from scheduler.model import WorkerPlacement
 from scheduler.spec import Framework
 
 log = logging.getLogger(__name__)
@@ -65,40 +66,13 @@ class WorkerPods:
     def launch(self, request: base.LaunchRequest) -> None:
         ns, req = self.config.namespace, request
         stem = names.job_base(req.job_id, req.spec.name)
-        hosts = [
-            f"{names.pod_name(stem, req.attempt, p.worker)}.{stem}.{ns}.svc"
-            for p in sorted(req.placements, key=lambda p: p.worker)
-        ]
         with self.lock:
             self.stopped.discard(req.job_id)
             ensure(self.kube, "services", manifests.service(req, stem, ns), req.job_id)
             if req.spec.framework is Framework.MPI:
-                body = manifests.hostfile(req, stem, ns, hosts)
+                body = manifests.hostfile(req, stem, ns, hosts_of(req, stem, ns))
                 ensure(self.kube, "configmaps", body, req.job_id)
-            group = self._ensure_gang(req, stem, ns)
-            offers = {p.node: self.dra(p.node) for p in req.placements}
-            replica = {p.worker: self.mps_replicas(p.node) > 0 for p in req.placements}
-            for p in req.placements:
-                frac = manifests.is_fractional(p) and not replica[p.worker]
-                if frac and offers[p.node] is None:
-                    share = f"{ns}/{names.pod_name(stem, req.attempt, p.worker)}"
-                    self.reservations.ensure(p.node, p.gpus[0], share)
-            pods = []
-            for p in req.placements:
-                offer = offers[p.node]
-                body = manifests.worker_pod(
-                    req,
-                    p,
-                    stem,
-                    ns,
-                    hosts,
-                    self.config,
-                    replica=replica[p.worker] and offer is None,
-                    dra=offer.enforcement if offer is not None else None,
-                )
-                if group:
-                    gangs.join(body, group)
-                pods.append(ensure(self.kube, "pods", body, req.job_id))
+            pods = self.create(req, req.placements)
             for pod in pods:
                 self.binder.bind_if_ready(pod)
             if pods:
@@ -108,6 +82,39 @@ class WorkerPods:
                     "Launched",
                     f"attempt {req.attempt} of job {req.job_id}: {len(pods)} worker(s) on {where}",
                 )
+
+    def create(self, req: base.LaunchRequest, placements: Sequence[WorkerPlacement]) -> list[Obj]:
+        """Create (or adopt) the pods of `placements`, workers of `req`'s attempt at the
+        size `req.placements` says (their env lists every worker's host), in the gang's
+        PodGroup, with the GPU reservations their fractions need; not yet bound."""
+        ns = self.config.namespace
+        stem = names.job_base(req.job_id, req.spec.name)
+        hosts = hosts_of(req, stem, ns)
+        group = self._ensure_gang(req, stem, ns)
+        offers = {p.node: self.dra(p.node) for p in placements}
+        replica = {p.worker: self.mps_replicas(p.node) > 0 for p in placements}
+        for p in placements:
+            frac = manifests.is_fractional(p) and not replica[p.worker]
+            if frac and offers[p.node] is None:
+                share = f"{ns}/{names.pod_name(stem, req.attempt, p.worker)}"
+                self.reservations.ensure(p.node, p.gpus[0], share)
+        pods = []
+        for p in placements:
+            offer = offers[p.node]
+            body = manifests.worker_pod(
+                req,
+                p,
+                stem,
+                ns,
+                hosts,
+                self.config,
+                replica=replica[p.worker] and offer is None,
+                dra=offer.enforcement if offer is not None else None,
+            )
+            if group:
+                gangs.join(body, group)
+            pods.append(ensure(self.kube, "pods", body, req.job_id))
+        return pods
 
     def _ensure_gang(self, req: base.LaunchRequest, stem: str, ns: str) -> str | None:
         """A multi-worker attempt's Workload and PodGroup (`gangs`); their name. Where
@@ -135,25 +142,31 @@ class WorkerPods:
             pods = self._job_pods(job_id)
             used = {names.labels_of(p).get(names.RESERVATION) for p in pods} - {None}
             for pod in pods:
-                meta = pod["metadata"]
-                if meta.get("deletionTimestamp"):
-                    continue
-                marks = {names.STOP_REASON: str(reason)}
-                if reason == base.StopReason.PREEMPTED:
-                    marks[names.PREEMPTED] = "1"
-                patch_quietly(self.kube, pod, marks)
-                self.events.emit(
-                    pod,
-                    reason,
-                    f"stopping worker (grace {grace_period_s:.0f}s)",
-                    events.WARNING if reason == "Preempted" else events.NORMAL,
-                )
-                self.kube.delete(
-                    "pods", meta["name"], meta["namespace"], grace_period_s=graceful(grace_period_s)
-                )
+                self.stop_pod(pod, grace_period_s, reason, "stopping worker")
             delete_job_objects(self.kube, self.config.namespace, job_id, gangs=self.gangs_served)
             for name in sorted(str(u) for u in used):
                 self.reservations.release_if_unused(name)
+
+    def stop_pod(self, pod: Obj, grace_period_s: float, reason: str, what: str) -> None:
+        """Say why on the pod (`shoal.dev/stop-reason`, and `shoal.dev/preempted` for a
+        preemption: files in it), as an Event too, and delete it with the grace period;
+        one already being deleted is left alone."""
+        meta = pod["metadata"]
+        if meta.get("deletionTimestamp"):
+            return
+        marks = {names.STOP_REASON: str(reason)}
+        if reason == base.StopReason.PREEMPTED:
+            marks[names.PREEMPTED] = "1"
+        patch_quietly(self.kube, pod, marks)
+        self.events.emit(
+            pod,
+            reason,
+            f"{what} (grace {grace_period_s:.0f}s)",
+            events.WARNING if reason == base.StopReason.PREEMPTED else events.NORMAL,
+        )
+        self.kube.delete(
+            "pods", meta["name"], meta["namespace"], grace_period_s=graceful(grace_period_s)
+        )
 
     def _alive_in_cache(self, job_id: str) -> bool:
         """Does the cache show a pod of `job_id` not yet deleted and not finished?"""
@@ -178,3 +191,11 @@ class WorkerPods:
             "pods", self.config.namespace, labels=f"{names.JOB}={names.label_value(job_id)}"
         )
         return [p for p in pods if names.annotations_of(p).get(names.JOB_ID) == job_id]
+
+
+def hosts_of(req: base.LaunchRequest, stem: str, ns: str) -> list[str]:
+    """Every worker's stable DNS name (through the job's headless Service), by index."""
+    return [
+        f"{names.pod_name(stem, req.attempt, p.worker)}.{stem}.{ns}.svc"
+        for p in sorted(req.placements, key=lambda p: p.worker)
+    ]

@@ -1,0 +1,90 @@
+"""Resizing a running attempt of an elastic job in place (`base.Resizable`).
+
+A grow creates and binds the pods of the workers the attempt does not have yet, exactly
+as the launch made the first ones (same names, labels, PodGroup, DRA claims or GPU
+reservations; their env lists every host of the new size); the pods already there are
+left alone. A shrink deletes just the named workers' pods with their grace period, each
+told why (`shoal.dev/stop-reason: Resized`); the Service, the PodGroup (whose `minCount`
+is the job's `min`) and the other workers stay. Both read the attempt's pods from the
+API server, not the cache (a grow's pods may not be in it yet), and are idempotent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from scheduler.backends import base
+from scheduler.backends.kubernetes import manifests, names
+from scheduler.backends.kubernetes.objects import ensure
+from scheduler.backends.kubernetes.workerpods import WorkerPods
+
+Obj = dict[str, Any]
+
+
+def grow(pods: WorkerPods, req: base.LaunchRequest) -> None:
+    """Create and bind `req.placements`' workers the attempt lacks. A worker whose pod of
+    an earlier shrink is still going away (the same name) cannot be made yet: a
+    transient `BackendError`, so the loop tries again later."""
+    ns = pods.config.namespace
+    stem = names.job_base(req.job_id, req.spec.name)
+    with pods.lock:
+        have = attempt_pods(pods, req.job_id, req.attempt)
+        going = sorted(
+            p.worker
+            for p in req.placements
+            if p.worker in have and have[p.worker]["metadata"].get("deletionTimestamp")
+        )
+        if going:
+            err = base.BackendError(
+                f"attempt {req.attempt} of job {req.job_id}: worker(s) "
+                f"{', '.join(map(str, going))} of an earlier size still going away"
+            )
+            err.transient = True
+            raise err
+        new = tuple(p for p in req.placements if p.worker not in have)
+        # A grow cut short before its binds: its repeat binds the pods it made.
+        unbound = [have[p.worker] for p in req.placements if p.worker in have]
+        unbound = [p for p in unbound if not (p.get("spec") or {}).get("nodeName")]
+        if new:
+            ensure(pods.kube, "services", manifests.service(req, stem, ns), req.job_id)
+        made = pods.create(req, new) if new else []
+        for pod in [*unbound, *made]:
+            pods.binder.bind_if_ready(pod)
+        if made:
+            where = ", ".join(sorted({p.node for p in new}))
+            pods.events.emit(
+                made[0],
+                str(base.StopReason.RESIZED),
+                f"attempt {req.attempt} of job {req.job_id} grows to {len(req.placements)} "
+                f"workers: {len(made)} new on {where}",
+            )
+
+
+def shrink(
+    pods: WorkerPods, job_id: str, attempt: int, workers: Sequence[int], grace_period_s: float
+) -> None:
+    """Delete these workers' pods with the grace period (one being deleted is left
+    alone), then any GPU reservation that was the last share of (`release_if_unused`;
+    the reconcile sweep releases one whose worker still runs out its grace). A DRA
+    claim is owned by its pod: the garbage collector deletes it after the pod."""
+    with pods.lock:
+        have = attempt_pods(pods, job_id, attempt)
+        going = [have[w] for w in sorted(set(workers)) if w in have]
+        used = {names.labels_of(p).get(names.RESERVATION) for p in going} - {None}
+        for pod in going:
+            pods.stop_pod(pod, grace_period_s, base.StopReason.RESIZED, "the job shrinks")
+        for name in sorted(str(u) for u in used):
+            pods.reservations.release_if_unused(name)
+
+
+def attempt_pods(pods: WorkerPods, job_id: str, attempt: int) -> dict[int, Obj]:
+    """worker index -> its pod, of this attempt of the job (read from the API server)."""
+    selector = f"{names.JOB}={names.label_value(job_id)},{names.ATTEMPT}={attempt}"
+    found, _ = pods.kube.list("pods", pods.config.namespace, labels=selector)
+    out = {}
+    for p in found:
+        index = names.labels_of(p).get(names.WORKER_INDEX)
+        if names.annotations_of(p).get(names.JOB_ID) == job_id and index is not None:
+            out[int(index)] = p
+    return out
