@@ -5,8 +5,8 @@ list-and-watch caches of Nodes and Pods; writes go to the API server with bounde
 retries and are idempotent: objects have deterministic names, 409 AlreadyExists on an
 object Shoal owns counts as success, and a pod already bound is never bound again.
 This class holds the caches and reads nodes and workers; its collaborators do the
-writing: `WorkerPods` launches and stops workers, `ForeignBindings` adopts foreign
-pods, and `Upkeep` is the background reconcile step.
+writing: `WorkerPods` launches and stops workers (`resize` grows and shrinks an elastic
+job's), `ForeignBindings` adopts foreign pods, `Upkeep` is the background reconcile.
 """
 
 from __future__ import annotations
