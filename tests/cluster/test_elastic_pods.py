@@ -3,7 +3,8 @@ kwok nodes: launched at 2 workers, grown to 4 (the new pods only, bound, behind 
 headless Service, in the same PodGroup whose `minCount` stays the job's `min`), shrunk
 back to 2 (just the named workers' pods go, with their grace; the others are the same
 pods, untouched), and a repeat of each call changes nothing. On a node whose GPUs a DRA
-driver publishes, the new workers get claims of their own, which go with their pods.
+driver publishes, the new workers get claims of their own, which go with their pods;
+fractional workers' GPU reservation comes with a grow and goes with the shrink.
 
 Run alone: `.venv/bin/pytest -o addopts="" tests/cluster/test_elastic_pods.py`."""
 
@@ -20,7 +21,7 @@ from scheduler.backends.base import BackendError, LaunchRequest, StopReason
 from scheduler.backends.kubernetes import KubernetesBackend
 from scheduler.spec import JobSpec
 
-from .conftest import JOBS_NS, ControlPlane, eventually
+from .conftest import JOBS_NS, RESERVATIONS_NS, ControlPlane, eventually
 from .test_dra import claims, dra_node, results
 from .test_launch import env_of, event_reasons, services
 
@@ -30,10 +31,12 @@ Obj = dict[str, Any]
 GRACE = 5
 
 
-def elastic(name: str, size: int, lo: int = 2, hi: int = 4) -> LaunchRequest:
+def elastic(
+    name: str, size: int, lo: int = 2, hi: int = 4, gpu: float = 1, per_gpu: int = 1
+) -> LaunchRequest:
     """An attempt of the elastic job `name` (`workers: {min: lo, max: hi}`) at `size`
-    workers on n1, one GPU each (worker w on GPU w)."""
-    req = job(name, workers=size, gpu=1, gpus_of=lambda w: (w,))
+    workers on n1, `gpu` each: `per_gpu` workers to a GPU (worker w on GPU w // per_gpu)."""
+    req = job(name, workers=size, gpu=gpu, gpus_of=lambda w: (w // per_gpu,))
     spec = req.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     spec["workers"] = {"min": lo, "max": hi}
     return LaunchRequest(
@@ -164,3 +167,38 @@ def test_on_a_dra_node_the_new_workers_get_claims_that_go_with_them(
     eventually(lambda: set(claims(cluster)) == set(names[:2]), timeout=120)
     assert all(results(c) for c in claims(cluster).values())  # the first two still hold
     assert uids(by_worker(cluster, "dr")) == {w: first[w] for w in (0, 1)}
+
+
+def reservations(cp: ControlPlane) -> dict[str, Obj]:
+    return {p["metadata"]["name"]: p for p in cp.pods(RESERVATIONS_NS)}
+
+
+def reserved(cp: ControlPlane, name: str) -> bool:
+    """The reservation pod `name` is bound; it reports its GPU's UUID, as its reserver
+    would on a real node."""
+    pod = reservations(cp).get(name)
+    if pod is None or not pod["spec"].get("nodeName"):
+        return False
+    ann = {"shoal.dev/gpu-uuid": f"GPU-{name}"}
+    cp.core.patch_namespaced_pod(name, RESERVATIONS_NS, {"metadata": {"annotations": ann}})
+    return True
+
+
+def test_fractional_workers_a_grow_reserves_a_gpu_and_the_shrink_releases_it(
+    cluster: ControlPlane, make_backend: Make
+) -> None:
+    cluster.add_node("n1", gpus=2)
+    b = make_backend(reservation_grace_s=0)
+    g0, g1 = "shoal-gpu-n1-g0", "shoal-gpu-n1-g1"
+    b.launch(elastic("fr", 2, gpu=0.5, per_gpu=2))  # workers 0 and 1 share GPU 0
+    eventually(lambda: reserved(cluster, g0), timeout=90)
+    first = uids(eventually(lambda: bound(cluster, "fr", 2), timeout=90))
+    b.grow(elastic("fr", 4, gpu=0.5, per_gpu=2))  # workers 2 and 3 share GPU 1
+    eventually(lambda: reserved(cluster, g1), timeout=90)
+    pods = eventually(lambda: bound(cluster, "fr", 4), timeout=90)
+    assert pods[3]["metadata"]["annotations"]["shoal.dev/gpu-uuid"] == f"GPU-{g1}"
+    b.shrink("fr", 0, [3, 2], GRACE)
+    eventually(lambda: bound(cluster, "fr", 2), timeout=90)
+    eventually(lambda: g1 not in reservations(cluster), timeout=90)  # its last shares went
+    assert g0 in reservations(cluster)
+    assert uids(by_worker(cluster, "fr")) == first
