@@ -182,15 +182,17 @@ def demand(
     tree: QueueTree, ledger: Ledger, pending: Iterable[m.JobRequest], est: Estimator
 ) -> dict[str, Amounts]:
     """Usage plus pending requests per queue (subtree), total and per allowed model.
-    A job that may run on several models counts toward each of them."""
+    A job that may run on several models counts toward each of them; an elastic job
+    with all the workers it could use (its fair share sets the size it starts at)."""
     out: dict[str, Amounts] = {name: defaultdict(float, ledger.usage[name]) for name in tree.queues}
     for job in pending:
         chain = tree.chains.get(job.queue)
         if chain is None:
             continue
         per = est.per_worker(job)
+        workers = max(job.workers, job.max_workers)
         for name in chain:
             bucket = out[name]
             for key, share in per.items():
-                bucket[key] += job.workers * share
+                bucket[key] += workers * share
     return {name: dict(v) for name, v in out.items()}

@@ -5,7 +5,8 @@ go first; one that does not fit gets a reservation (`reservation`), which binds 
 job after it. A job is admitted whole (every worker placed) or not at all; its queue
 and every ancestor stay within their limits, in total and per GPU model (a job that
 may run on several models is steered away from models whose limit is reached).
-Placement failures of one request shape are remembered for the rest of the cycle: the
+An elastic job starts at the most workers its queue's fair share allows, at least its
+gang (`elastic.start_size`). Placement failures of one request shape are remembered for the rest of the cycle: the
 cluster only fills up during admission, so a shape that failed fails again (backfill
 jobs still try the held room, which only they may use).
 """
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 
 from scheduler import model as m
 from scheduler import placement
-from scheduler.core import accounting, context, reasons, reservation
+from scheduler.core import accounting, context, elastic, reasons, reservation
 
 # Everything placement reads of a job but its id: two jobs of one shape fit the same room.
 Shape = tuple[int, float, int | None, int, int, tuple[str, ...], bool, bool, m.NodeRules | None]
@@ -107,12 +108,31 @@ def _shape(job: m.JobRequest) -> Shape:
     )
 
 
+def _larger(ctx: context.Context, job: m.JobRequest, out: Outcome) -> bool:
+    """An elastic job placed at the most workers within its queue's fair share, when that
+    is more than its gang and fits as it is (the gang alone goes the usual way)."""
+    size = elastic.start_size(ctx, job)
+    if size <= job.workers:
+        return False
+    checked = quota(ctx, dataclasses.replace(job, workers=size))
+    if isinstance(checked, m.PendingReason):
+        return False
+    placed = placement.place_gang(ctx.state, checked, ctx.snapshot.config.policy, explain=False)
+    if not isinstance(placed, tuple) or _within_limits(ctx, job, placed) is not None:
+        return False
+    ctx.session.allocate(job, placed)
+    out.places.append(m.Place(job.id, placed))
+    return True
+
+
 def _try(
     ctx: context.Context,
     job: m.JobRequest,
     out: Outcome,
     failures: dict[Shape, m.PendingReason],
 ) -> m.PendingReason | None:
+    if job.elastic and _larger(ctx, job, out):
+        return None
     checked = quota(ctx, job)
     if isinstance(checked, m.PendingReason):
         return checked

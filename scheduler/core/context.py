@@ -9,13 +9,14 @@ O(tree depth).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler import model as m
 from scheduler import placement
-from scheduler.core import accounting, fairshare
+from scheduler.core import accounting, elastic, fairshare
 from scheduler.core.session import Session
 
 
@@ -36,7 +37,10 @@ class Context:
     shares: Mapping[str, fairshare.QueueShare] = field(default_factory=dict)
 
     @staticmethod
-    def build(snapshot: m.Snapshot) -> Context:
+    def build(whole: m.Snapshot) -> Context:
+        """The working set of `whole`: its elastic jobs split (`elastic.split`) in
+        `snapshot`, whole in `running`."""
+        snapshot = dataclasses.replace(whole, running=tuple(elastic.split(whole.running)))
         nodes = {n.name: n for n in snapshot.nodes}
         tree = accounting.QueueTree.build(snapshot.queues)
         est = accounting.Estimator(snapshot.nodes)
@@ -63,7 +67,7 @@ class Context:
             session=Session(state, ledger, nodes, dict(used)),
             capacity=accounting.capacity(snapshot.nodes),
             demand=demand,
-            running=_current(snapshot.running),
+            running=_current(whole.running),
             over_guarantee=over_guarantee(tree, snapshot.running, nodes),
             model_limited=limited,
         )

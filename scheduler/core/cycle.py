@@ -13,6 +13,7 @@ from scheduler import model as m
 from scheduler.core import (
     admission,
     context,
+    elastic,
     invariants,
     ordering,
     preemption,
@@ -42,8 +43,11 @@ def run(snapshot: m.Snapshot) -> Run:
     #    reserve room they cannot get yet (lower jobs backfill only if they end in time).
     admitted = admission.admit(ctx, ordered)
     mark = ctx.session.checkpoint()
-    # 6. Reclaim and preempt for what did not fit; those jobs wait for their victims.
-    preempts, waiting = preemption.preempt(ctx, admitted.failed)
+    # 6. Reclaim and preempt for what did not fit, shrinking elastic jobs first; those
+    #    jobs wait for their victims. Then idle GPUs go to elastic jobs, if no job waits
+    #    (and no job waits for victims: the session counts their room as free already).
+    preempts, shrinks, waiting = preemption.preempt(ctx, admitted.failed)
+    grows = [] if preempts or shrinks or waiting else elastic.grow(ctx, admitted.failed)
     # 7. Every job not placed keeps a reason.
     pending = [
         m.KeepPending(job.id, waiting.get(job.id, reason)) for job, reason in admitted.failed
@@ -58,6 +62,7 @@ def run(snapshot: m.Snapshot) -> Run:
         preempts=tuple(preempts),
         pending=tuple(pending),
         violations=tuple(violations),
+        resizes=(*shrinks, *grows),
     )
     return Run(result, ctx, ordered, mark)
 

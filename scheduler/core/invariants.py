@@ -50,10 +50,14 @@ def _gang(run: m.RunningJob) -> list[m.Violation]:
     # exit; only a job that is meant to run whole must be whole.
     if run.stopping or workers == list(range(job.workers)):
         return []
+    if job.elastic and job.workers <= len(workers) <= job.max_workers:
+        if workers == list(range(len(workers))):
+            return []
+    of = f"{job.workers}..{job.max_workers}" if job.elastic else str(job.workers)
     return [
         m.Violation(
             "gang-incomplete",
-            f"job {job.id} has placements for workers {workers} of {job.workers}",
+            f"job {job.id} has placements for workers {workers} of {of}",
             job.id,
         )
     ]

@@ -1,7 +1,8 @@
 """Reclaim and preemption for jobs that admission could not place.
 
 Called by `cycle.schedule` after admission, with the jobs that did not fit, in order.
-Two kinds of victims, both whole running jobs:
+Two kinds of victims, whole running jobs or an elastic job's workers beyond its gang
+(newest first, before any whole job: the plan becomes a shrink, `elastic.shrinks`):
 
 - reclaim: a queue whose usage plus the job stays within its guarantee takes GPUs
   back from other queues that hold more than their guarantee;
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 
 from scheduler import model as m
 from scheduler import placement
-from scheduler.core import accounting, context, reasons
+from scheduler.core import accounting, context, elastic, reasons
 from scheduler.placement import fit
 
 MAX_PREEMPTORS = 32  # plans tried per cycle (each costs several placement trials)
@@ -43,8 +44,12 @@ class Plan:
     placements: tuple[m.WorkerPlacement, ...]
 
 
-def _key(run: m.RunningJob) -> tuple[int, float, float, m.RunKey]:
-    return (run.job.priority, -run.started_at, accounting.placed_gpus(run.placements), run.key)
+def _key(run: m.RunningJob) -> tuple[bool, int, float, float, int, m.RunKey]:
+    """Victim order: an elastic job's workers beyond its gang before any whole job (a
+    shrink, not a preemption), then lowest priority, most recently started, fewest GPUs;
+    an elastic job's newest worker first."""
+    gpus = accounting.placed_gpus(run.placements)
+    return (run.part < 0, run.job.priority, -run.started_at, gpus, -run.part, run.key)
 
 
 def _may_take(job: m.JobRequest, run: m.RunningJob, reclaim: bool) -> bool:
@@ -99,6 +104,7 @@ def _plan(
     pool: list[m.RunningJob],
     reclaim: bool,
     allowed: frozenset[str] | None,
+    gone: set[m.RunKey],
 ) -> Plan | None:
     """The smallest set of victims (stopping jobs first in `pool`) that lets `job` place."""
     need = ctx.est.total(job)
@@ -147,6 +153,7 @@ def _plan(
         return None
     if len(chosen) <= MAX_SHRINK:
         chosen, found = _shrink(ctx, job, chosen, found)
+    chosen = elastic.whole(chosen, ctx.snapshot.running, gone)
     return Plan(
         job,
         tuple(r for r in chosen if not r.stopping),
@@ -271,12 +278,13 @@ class _Pool:
 
 def preempt(
     ctx: context.Context, failed: Sequence[tuple[m.JobRequest, m.PendingReason]]
-) -> tuple[list[m.Preempt], dict[str, m.PendingReason]]:
-    """Preemptions for the jobs that did not fit, and their new pending reasons."""
+) -> tuple[list[m.Preempt], list[m.Resize], dict[str, m.PendingReason]]:
+    """Preemptions and shrinks for the jobs that did not fit, and their new reasons."""
     snap = ctx.snapshot
     stopping, victims, young = _candidates(ctx)
     gone: set[m.RunKey] = set()
     out: list[m.Preempt] = []
+    taken: dict[str, tuple[int, str]] = {}  # elastic jobs shrunk: first worker taken, why
     waiting: dict[str, m.PendingReason] = {}
     tries = 0
     pools = _Pool(ctx, stopping), _Pool(ctx, victims), _Pool(ctx, young)
@@ -295,11 +303,13 @@ def preempt(
         if not pool and not promised and not later:
             continue
         tries += 1
-        plan = _plan(ctx, job, promised + pool, reclaim, allowed) if pool or promised else None
+        plan = (
+            _plan(ctx, job, promised + pool, reclaim, allowed, gone) if pool or promised else None
+        )
         if plan is None:
             if later:
                 wait = _plan(
-                    ctx, job, sorted([*promised, *pool, *later], key=_key), reclaim, allowed
+                    ctx, job, sorted([*promised, *pool, *later], key=_key), reclaim, allowed, gone
                 )
                 if wait is not None and any(v in later for v in wait.victims):
                     waiting[job.id] = reasons.waiting_for_min_runtime(
@@ -315,8 +325,11 @@ def preempt(
         gone.update(r.key for r in (*plan.victims, *plan.stopping))
         gpus = sum(accounting.placed_gpus(v.placements) for v in plan.victims)
         for v in plan.victims:
-            out.append(m.Preempt(v.job.id, _why(ctx, v, job), v.job.grace_period_s, job.id))
+            if v.part < 0:
+                out.append(m.Preempt(v.job.id, _why(ctx, v, job), v.job.grace_period_s, job.id))
+            elif v.part < taken.get(v.job.id, (v.part + 1, ""))[0]:
+                taken[v.job.id] = (v.part, _why(ctx, v, job))
         waiting[job.id] = reasons.waiting_for_preemption(
             plan.victims, gpus, list(dict.fromkeys(s.job.id for s in plan.stopping))
         )
-    return out, waiting
+    return out, elastic.shrinks(ctx, taken, {p.job_id for p in out}), waiting

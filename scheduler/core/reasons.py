@@ -64,10 +64,19 @@ def over_limit(
 def waiting_for_preemption(
     victims: Sequence[m.RunningJob], gpus: float, stopping: Sequence[str]
 ) -> m.PendingReason:
-    names = [v.job.id for v in victims]
+    names = list(dict.fromkeys(v.job.id for v in victims))
+    whole = [v.job.label for v in victims if v.part < 0]
+    shrunk: dict[str, int] = {}
+    for v in victims:
+        if v.part >= 0:
+            shrunk[v.job.label] = shrunk.get(v.job.label, 0) + 1
     parts = []
+    if whole:
+        parts.append(f"preempting {', '.join(whole)}")
+    if shrunk:
+        parts.append("shrinking " + ", ".join(f"{j} by {n}" for j, n in shrunk.items()))
     if names:
-        parts.append(f"preempting {', '.join(v.job.label for v in victims)} ({gpus:g} GPUs)")
+        parts[-1] += f" ({gpus:g} GPUs)"
     if stopping:
         parts.append(f"waiting for {', '.join(stopping)} to stop")
     return m.PendingReason(

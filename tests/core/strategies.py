@@ -90,6 +90,7 @@ def jobs(draw: st.DrawFn, queues: list[str], prefix: str, count: int) -> list[m.
                 distinct_gpus=draw(st.booleans()),
                 enforced_only=draw(st.sampled_from([False, False, True])),
                 nodes=draw(st.sampled_from(RULES)),
+                max_workers=draw(st.sampled_from([0, 0, 0, 4, 6])),  # > workers: elastic
             )
         )
     return out

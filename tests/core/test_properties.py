@@ -50,8 +50,13 @@ def placed(snap: m.Snapshot, result: m.CycleResult, *, victims_gone: bool) -> m.
     if victims_gone:
         return after
     victims = {p.job_id for p in result.preempts}
-    kept = tuple(r for r in snap.running if r.job.id in victims)
-    return dataclasses.replace(after, running=after.running + kept)
+    kept = [r for r in snap.running if r.job.id in victims]
+    for r in result.resizes:  # a shrink's workers drain as a stopping entry of their own
+        run = next(x for x in snap.running if x.job.id == r.job_id)
+        gone = tuple(p for p in run.placements if p.worker >= r.workers)
+        if gone:
+            kept.append(dataclasses.replace(run, placements=gone, stopping=True, part=r.workers))
+    return dataclasses.replace(after, running=after.running + tuple(kept))
 
 
 @FAST
@@ -69,9 +74,19 @@ def test_decisions_never_break_capacity_gangs_or_limits(
     nodes = {n.name: n for n in snap.nodes}
     for place in result.places:
         job = jobs[place.job_id]
-        assert sorted(p.worker for p in place.placements) == list(range(job.workers))
+        size = len(place.placements)
+        assert sorted(p.worker for p in place.placements) == list(range(size))
+        assert job.workers <= size <= max(job.workers, job.max_workers)
         refused = [eligible.refusal(job.nodes, nodes[p.node]) for p in place.placements]
-        assert refused == [None] * job.workers, (job.nodes, refused)
+        assert refused == [None] * size, (job.nodes, refused)
+    running = {r.job.id: r for r in snap.running}
+    for r in result.resizes:  # an elastic job keeps its first workers, within min..max
+        job, before = running[r.job_id].job, running[r.job_id].placements
+        assert job.workers <= r.workers <= job.max_workers
+        kept = min(len(before), r.workers)
+        assert sorted(r.placements, key=lambda p: p.worker)[:kept] == sorted(
+            before, key=lambda p: p.worker
+        )[:kept]
     decided = [p.job_id for p in result.places] + [k.job_id for k in result.pending]
     assert sorted(decided) == sorted(jobs), "every pending job is placed or has a reason"
 

@@ -93,6 +93,10 @@ class JobB:
     def cpu(self, milli: int) -> JobB:
         return self._set(cpu_milli=milli)
 
+    def elastic(self, most: int) -> JobB:
+        """Elastic: `workers` is its gang, `most` its max."""
+        return self._set(max_workers=most)
+
     def distinct(self, on: bool = True) -> JobB:
         return self._set(distinct_gpus=on)
 
@@ -146,7 +150,8 @@ def assert_waits(result: m.CycleResult, job_id: str, code: m.ReasonCode, says: s
 
 def advance(snap: m.Snapshot, result: m.CycleResult, now: float) -> m.Snapshot:
     """The next snapshot once the cycle's decisions are carried out: placed jobs run
-    (started at `now`), preempted jobs are gone and back to pending."""
+    (started at `now`), preempted jobs are gone and back to pending, resized jobs run
+    at their new size (resized at `now`; a shrink's workers gone)."""
     pending = {j.id: j for j in snap.pending}
     running = {r.job.id: r for r in snap.running}
     for place in result.places:
@@ -155,6 +160,10 @@ def advance(snap: m.Snapshot, result: m.CycleResult, now: float) -> m.Snapshot:
     for pre in result.preempts:
         victim = running.pop(pre.job_id)
         pending[victim.job.id] = victim.job
+    for r in result.resizes:
+        running[r.job_id] = dataclasses.replace(
+            running[r.job_id], placements=r.placements, resized_at=now
+        )
     return dataclasses.replace(
         snap,
         running=tuple(running[k] for k in sorted(running)),
