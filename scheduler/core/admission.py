@@ -6,9 +6,9 @@ job after it. A job is admitted whole (every worker placed) or not at all; its q
 and every ancestor stay within their limits, in total and per GPU model (a job that
 may run on several models is steered away from models whose limit is reached).
 An elastic job starts at the most workers its queue's fair share allows, at least its
-gang (`elastic.start_size`). Placement failures of one request shape are remembered for the rest of the cycle: the
-cluster only fills up during admission, so a shape that failed fails again (backfill
-jobs still try the held room, which only they may use).
+gang (`elastic.start_size`). Placement failures of one request shape are remembered
+for the rest of the cycle: the cluster only fills up during admission, so a shape that
+failed fails again (backfill jobs still try the held room, which only they may use).
 """
 
 from __future__ import annotations

@@ -50,9 +50,9 @@ def _gang(run: m.RunningJob) -> list[m.Violation]:
     # exit; only a job that is meant to run whole must be whole.
     if run.stopping or workers == list(range(job.workers)):
         return []
-    if job.elastic and job.workers <= len(workers) <= job.max_workers:
-        if workers == list(range(len(workers))):
-            return []
+    elastic_size = job.elastic and job.workers <= len(workers) <= job.max_workers
+    if elastic_size and workers == list(range(len(workers))):
+        return []
     of = f"{job.workers}..{job.max_workers}" if job.elastic else str(job.workers)
     return [
         m.Violation(
