@@ -97,6 +97,14 @@ def _torchrun(placement: WorkerPlacement, hosts: Sequence[str], port: int) -> di
     }
 
 
+# torchrun's c10d rendezvous, tuned for resizing (each is a `--rdzv-conf` key): once the
+# least workers are in, it waits `last_call_timeout` s for more (torchrun: 30) before
+# the round starts; a worker is dropped from it once it missed `keep_alive_max_attempt`
+# heartbeats `keep_alive_interval` s apart (torchrun: 3 x 5 s), so the survivors of a
+# shrink re-form without it after about 6 s instead of 15.
+RDZV_CONF = "last_call_timeout=5,keep_alive_interval=2,keep_alive_max_attempt=3"
+
+
 def _elastic(
     spec: JobSpec,
     hosts: Sequence[str],
@@ -107,14 +115,21 @@ def _elastic(
 ) -> dict[str, str]:
     """An elastic job's torchrun (Kubeflow's elasticPolicy): `--nnodes=min:max` and a c10d
     rendezvous hosted on worker 0's stable address, one rendezvous per attempt. Worker 0
-    is never removed by a shrink, so the store outlives every resize; torchrun sets each
-    process's RANK and WORLD_SIZE at every re-rendezvous, so Shoal sets none."""
+    is never removed by a shrink, so the store outlives every resize: it alone hosts it
+    (`is_host`: on one host, the local backend's, every worker's address matches the
+    endpoint, and whichever started first would). torchrun sets each process's RANK and
+    WORLD_SIZE at every re-rendezvous, so Shoal sets none."""
+    host = "1" if placement.worker == 0 else "0"
     return {
         "PET_NNODES": f"{spec.min_workers}:{spec.max_workers}",
         "PET_NPROC_PER_NODE": str(mpi_slots(placement)),
         "PET_RDZV_BACKEND": "c10d",
         "PET_RDZV_ENDPOINT": f"{hosts[0]}:{port}",
         "PET_RDZV_ID": f"{job_id}-{attempt}",
+        "PET_RDZV_CONF": f"is_host={host},{RDZV_CONF}",
+        # How often an agent checks its processes and the rendezvous for a worker that
+        # waits to join (a grow): torchrun 2.x's 0.1 s, where older ones took 5 s.
+        "PET_MONITOR_INTERVAL": "0.5",
         # Each resize is a restart of the workers to torchrun; a job may resize often.
         "PET_MAX_RESTARTS": "1000",
         "SHOAL_ELASTIC": f"{spec.min_workers}:{spec.max_workers}",

@@ -14,11 +14,11 @@ directory under the run directory (`rundir`), never in the state directory. Atte
 are recorded in `records` before anything starts, so `launch` of a known attempt is a
 no-op even across restarts. A launch a crash interrupted is resumed, not failed: after a
 restart the workers it had not started are not reported (missing, so the loop finishes
-the launch), and a repeated `launch` of that attempt starts exactly those (a worker
-counts as started once the launch ledger, the process table or its exit file shows it).
+the launch), and a repeated `launch` of that attempt starts exactly those (`starting`).
 `stop` (`stopping`) writes its reason to the stop files, sends SIGTERM, and SIGKILLs the
 process group once the grace period is over (checked by `workers()` and by the watcher
-thread, so `stop` itself never blocks).
+thread, so `stop` itself never blocks). An elastic job is resized in place (`resizing`):
+`grow` starts the workers its attempt lacks, `shrink` stops some of them as `stop` would.
 
 On a real GPU host (`host`: the GPUs NVML found, made by `host.local_backend`) a worker
 sees only its GPUs (`environment`); with an MPS daemon (`use_mps`) the nodes report
@@ -37,21 +37,22 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from scheduler.backends import base, workerenv
+from scheduler.backends import base
 from scheduler.backends.local import (
     cluster,
     elsewhere,
-    environment,
     gpus,
     mps,
     processes,
     records,
+    resizing,
     rundir,
+    starting,
+    statedir,
     stopping,
 )
-from scheduler.backends.local.users import RunAs, WorkerUsers
+from scheduler.backends.local.users import WorkerUsers
 from scheduler.model import Enforcement, Node
-from scheduler.spec import Framework
 
 log = logging.getLogger("shoal.local")
 
@@ -133,7 +134,12 @@ class LocalBackend:
         # Its workers are processes of this host under this state directory: another
         # replica can neither see nor stop them (`base.LocalWorkers`).
         return base.Capabilities(
-            files=self, local_workers=self, records=self, excluded_nodes=self, logs=self
+            resizable=self,
+            files=self,
+            local_workers=self,
+            records=self,
+            excluded_nodes=self,
+            logs=self,
         )
 
     def nodes(self) -> Sequence[Node]:
@@ -163,52 +169,32 @@ class LocalBackend:
             self._start(request, rec, resume=False)
 
     def _start(
-        self, request: base.LaunchRequest, rec: records.AttemptRecord, *, resume: bool
+        self, request: base.LaunchRequest, rec: records.AttemptRecord, resume: bool = True
     ) -> None:
-        """Start every worker of the attempt not started yet, then mark it launched."""
-        try:
-            user = RunAs.lookup(rec.user, where=f"attempt {rec.key}") if rec.user else None
-        except ValueError as e:  # the user was removed between a crash and this resume
-            for w in rec.workers:  # never as the service's user instead: each one fails
-                if w.pid is None and not Path(w.exit_file).exists():
-                    processes.unstartable(w, str(e))
-            rec.launched = True
-            self.records.save(rec)
-            return
-        # Old records (before the run directory) kept these files in the state directory.
-        work = Path(rec.preempt_file).parent
-        if resume and rundir.is_inside(work, self.run.root):
-            self.run.attempt_dir(rec.job_id, rec.attempt, user)  # /tmp may have been cleaned
-        hostfile = work / "hostfile"  # MPI: the hostfile the env points at (hostfile only)
-        if request.spec.framework is Framework.MPI:
-            hosts = ["127.0.0.1"] * len(request.placements)
-            slots = [workerenv.mpi_slots(p) for p in request.placements]
-            rundir.write_for_worker(hostfile, workerenv.hostfile_text(hosts, slots))
-        started = self.records.launches() if resume else {}  # the ledger: read once, here
-        for p, w in zip(request.placements, rec.workers, strict=True):
-            shim_key = self.records.shim_key(rec.job_id, rec.attempt, w.worker)
-            if w.pid is not None or shim_key in started or Path(w.exit_file).exists():
-                continue  # started before the crash (alive, or already ended)
-            env = environment.worker_environment(
-                request,
-                p,
-                rec,
-                host=self._host,
-                node=next((n for n in self._nodes if n.name == p.node), None),
-                daemon=self.mps,
-                hostfile=hostfile,
-            )
-            argv = [*request.spec.command, *request.spec.args]
-            proc = processes.spawn(
-                argv, w, env, ledger=self.records.ledger, shim_key=shim_key, user=user, home=work
-            )
-            if proc is not None:
-                self._procs[(rec.key, w.worker)] = proc
-            self.records.save(rec)
-            if self._on_spawn is not None:
-                self._on_spawn(rec.job_id, rec.attempt, w.worker)
-        rec.launched = True
-        self.records.save(rec)
+        starting.start(
+            request,
+            rec,
+            resume=resume,
+            book=self.records,
+            run=self.run,
+            host=self._host,
+            nodes=self._nodes,
+            daemon=self.mps,
+            procs=self._procs,
+            on_spawn=self._on_spawn,
+        )
+
+    def grow(self, request: base.LaunchRequest) -> None:
+        with self._lock:
+            resizing.grow(self.records, request, launch=self.launch, start=self._start)
+
+    def shrink(
+        self, job_id: str, attempt: int, workers: Sequence[int], grace_period_s: float
+    ) -> None:
+        with self._lock:
+            if resizing.shrink(self.records, job_id, attempt, workers, grace_period_s):
+                self._escalate()
+                self.records.save()
 
     def stop(
         self, job_id: str, grace_period_s: float, *, reason: str = base.StopReason.STOPPED
@@ -239,14 +225,9 @@ class LocalBackend:
         self._watcher.join(timeout=2)
         if self.mps is not None:
             with self._lock:
-                sharing = [
-                    f"{r.job_id}/{w.worker}"
-                    for r in self.records.attempts.values()
-                    for w in r.workers
-                    if w.gpus and w.fraction < 1 and records.alive(w)
-                ]
+                sharing = mps.clients(self.records.attempts.values())
             if sharing:
-                log.info("MPS daemon left running for %d fractional workers", len(sharing))
+                log.info("MPS daemon left running for %d fractional workers", sharing)
             else:
                 self.mps.stop()
         with self._lock:
@@ -265,8 +246,7 @@ class LocalBackend:
 
     def kept_jobs(self) -> set[str]:
         """Ids of the jobs this state directory keeps files (logs, exit files) for."""
-        root = self.state_dir / "jobs"
-        return {d.name for d in root.iterdir() if d.is_dir()} if root.is_dir() else set()
+        return statedir.kept_jobs(self.state_dir)
 
     def drop_files(self, job_id: str) -> bool:
         """Remove a deleted job's files and records, unless one of its workers still
@@ -282,14 +262,7 @@ class LocalBackend:
 
     def log_files(self, job_id: str) -> list[tuple[int, int, Path]]:
         """(attempt, worker, path) of every worker log of a job, oldest attempt first."""
-        root = self.state_dir / "jobs" / job_id
-        out = []
-        if root.is_dir():
-            for d in root.iterdir():
-                if d.name.isdigit():
-                    for f in d.glob("worker-*.log"):
-                        out.append((int(d.name), int(f.stem.split("-")[1]), f))
-        return sorted(out)
+        return statedir.log_files(self.state_dir, job_id)
 
     def kill_all(self) -> None:
         """SIGKILL every worker this state directory knows of (tests, `serve --clean`);

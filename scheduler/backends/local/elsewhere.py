@@ -31,7 +31,7 @@ def adopt(own: records.Records, state: str, instance: str, job_id: str, attempt:
         return False
     shims = records.find_shims(instance)
     for w in rec.workers:
-        pid = shims.get(f"{instance}:{job_id}:{attempt}:{w.worker}")
+        pid = shims.get(records.shim_key(instance, job_id, attempt, w.worker, w.generation))
         if pid is not None and not records.alive(w):
             w.pid, w.start_ticks = pid, records.start_ticks(pid)
     rec.adopted_from = instance

@@ -28,8 +28,10 @@ def worker_environment(
     node: Node | None,
     daemon: mps.Daemon | None,
     hostfile: Path,
+    stop_file: str = "",
 ) -> dict[str, str]:
-    """The environment of worker `p` of the attempt `rec`."""
+    """The environment of worker `p` of the attempt `rec`; `stop_file`: the worker's own
+    (an elastic attempt's), else the attempt's."""
     hosts = ["127.0.0.1"] * len(request.placements)
     visible = host.visible(p.node, p.gpus) if host is not None else None
     env = workerenv.worker_env(
@@ -46,7 +48,7 @@ def worker_environment(
     if visible is not None:
         env.update(device_env(p, visible, daemon, node.gpu_memory_mib if node else 0))
     env["SHOAL_PREEMPT_FILE"] = rec.preempt_file
-    env["SHOAL_STOP_FILE"] = rec.stop_file
+    env["SHOAL_STOP_FILE"] = stop_file or rec.stop_file
     if request.spec.framework is Framework.MPI:
         env["OMPI_MCA_orte_default_hostfile"] = str(hostfile)
     return env

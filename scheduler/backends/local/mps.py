@@ -25,8 +25,11 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from scheduler.backends.local import records
 
 log = logging.getLogger("shoal.mps")
 CONTROL = "nvidia-cuda-mps-control"
@@ -138,6 +141,13 @@ def _log_tail(daemon: Daemon) -> str:
         return (daemon.log_dir / "control.log").read_text()[-300:].strip() or "empty log"
     except OSError:
         return "no control.log"
+
+
+def clients(attempts: Iterable[records.AttemptRecord]) -> int:
+    """How many fractional workers of these attempts still run (the daemon's clients)."""
+    return sum(
+        1 for r in attempts for w in r.workers if w.gpus and w.fraction < 1 and records.alive(w)
+    )
 
 
 def worker_env(daemon: Daemon, fraction: float, gpu_memory_mib: int) -> dict[str, str]:

@@ -112,6 +112,8 @@ def status(rec: records.AttemptRecord, w: records.WorkerRecord) -> base.WorkerSt
         )
     else:
         state, message = base.WorkerState.FAILED, "worker process vanished (killed)"
+    if w.stop_reason and state is not base.WorkerState.RUNNING:
+        message = f"{w.stop_reason}: {message or 'exit code 0'}"  # a shrink removed it
     return base.WorkerStatus(
         job_id=rec.job_id,
         attempt=rec.attempt,

@@ -33,6 +33,15 @@ class WorkerRecord:
     start_ticks: int | None = None  # /proc start time, to tell a reused pid apart
     error: str = ""  # why it could not be started (the job's failure reason)
     told: bool = False  # SIGTERM sent to its shim (only once the shim is in the ledger)
+    # An elastic attempt's worker has its own SHOAL_STOP_FILE ("": the attempt's), so a
+    # shrink tells only the workers it removes (`resizing`).
+    stop_file: str = ""
+    stop_deadline: float | None = None  # removed by a shrink: SIGKILL after this
+    stop_reason: str = ""
+    killed: bool = False
+    # How many times a shrink removed this index and a grow added it back: part of its
+    # shim's key, so the ledger tells the new process from the old one.
+    generation: int = 0
 
 
 @dataclass
@@ -133,8 +142,8 @@ class Records:
                 os.close(fd)
         self._written[key] = text
 
-    def shim_key(self, job_id: str, attempt: int, worker: int) -> str:
-        return f"{self.instance}:{job_id}:{attempt}:{worker}"
+    def shim_key(self, job_id: str, attempt: int, worker: int, generation: int = 0) -> str:
+        return shim_key(self.instance, job_id, attempt, worker, generation)
 
     def adopt_interrupted(self) -> None:
         """After a restart: adopt shims started by a launch a crash interrupted. The
@@ -146,7 +155,7 @@ class Records:
         found = find_shims(self.instance)
         for rec in pending:
             for w in rec.workers:
-                pid = found.get(self.shim_key(rec.job_id, rec.attempt, w.worker))
+                pid = found.get(self.shim_key(rec.job_id, rec.attempt, w.worker, w.generation))
                 if w.pid is None and pid is not None:
                     w.pid, w.start_ticks = pid, start_ticks(pid)
         self.save()
@@ -164,6 +173,13 @@ class Records:
 def _encode(rec: AttemptRecord) -> dict[str, Any]:
     # The fields by hand, not `dataclasses.asdict` (a deep copy: ten times slower here).
     return {**vars(rec), "workers": [vars(w) for w in rec.workers]}
+
+
+def shim_key(instance: str, job_id: str, attempt: int, worker: int, generation: int = 0) -> str:
+    """The key a worker's shim carries (`instance:job:attempt:worker`, then `.generation`
+    for a worker a grow added back after a shrink removed it)."""
+    key = f"{instance}:{job_id}:{attempt}:{worker}"
+    return f"{key}.{generation}" if generation else key
 
 
 def record_file(directory: Path, job_id: str, attempt: int) -> Path:

@@ -26,6 +26,7 @@ from urllib.parse import quote
 from scheduler.backends import base
 from scheduler.backends.local import records
 from scheduler.backends.local.users import RunAs
+from scheduler.model import WorkerPlacement
 
 
 class RunDir:
@@ -85,14 +86,7 @@ class RunDir:
             stop_file=str(work / "stop-reason"),
             user=user.name if user is not None else "",
             workers=[
-                records.WorkerRecord(
-                    worker=p.worker,
-                    node=p.node,
-                    gpus=list(p.gpus),
-                    fraction=p.fraction,
-                    log=str(log_dir / f"worker-{p.worker}.log"),
-                    exit_file=str(log_dir / f"worker-{p.worker}.exit"),
-                )
+                worker_record(p, log_dir, work if request.spec.elastic else None)
                 for p in request.placements
             ],
         )
@@ -121,6 +115,25 @@ class RunDir:
                 self.remove(rec.job_id, rec.attempt)
         with contextlib.suppress(OSError):  # attempts still have directories here
             self.root.rmdir()
+
+
+def worker_record(
+    p: WorkerPlacement, log_dir: Path, work: Path | None, generation: int = 0
+) -> records.WorkerRecord:
+    """A worker's record: its log and exit file in `log_dir`; with `work` (an elastic
+    attempt's directory here) a stop file of its own, so a shrink tells only the workers
+    it removes."""
+    exit_name = f"worker-{p.worker}.{generation}.exit" if generation else f"worker-{p.worker}.exit"
+    return records.WorkerRecord(
+        worker=p.worker,
+        node=p.node,
+        gpus=list(p.gpus),
+        fraction=p.fraction,
+        log=str(log_dir / f"worker-{p.worker}.log"),
+        exit_file=str(log_dir / exit_name),
+        stop_file=str(work / f"stop-reason-{p.worker}") if work is not None else "",
+        generation=generation,
+    )
 
 
 def _ended(w: records.WorkerRecord) -> bool:
