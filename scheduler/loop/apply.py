@@ -9,6 +9,8 @@
   crash after the record leaves Scheduled jobs without workers (or without the event),
   whose launch the next cycle finishes; the backend ignores a second launch of one
   attempt. No attempt runs twice.
+- Resize (an elastic job): its new placements and a `Resized` event, then the backend
+  starts the new workers or stops the removed ones (`resize`).
 - Foreign pods (a backend's `ForeignWorkloads`, not in the store): Place binds them.
 - Keep pending: the reasons that changed, in one write (the store skips repeats).
 An exception while carrying out one job's decision goes to `on_error` (the loop makes it
@@ -25,7 +27,7 @@ from typing import Any
 from scheduler import model
 from scheduler.backends import base
 from scheduler.clock import as_datetime
-from scheduler.loop import faults, launching, lifecycle
+from scheduler.loop import faults, launching, lifecycle, resize
 from scheduler.loop.context import Cycle
 from scheduler.loop.enact import enact, stop_quietly
 from scheduler.loop.workerenv import env_for
@@ -41,6 +43,7 @@ log = logging.getLogger(__name__)
 class Applied:
     placed: list[str] = field(default_factory=list)
     preempted: list[str] = field(default_factory=list)
+    resized: list[str] = field(default_factory=list)
     pending: int = 0
     launch_failed: list[str] = field(default_factory=list)
     violations: list[model.Violation] = field(default_factory=list)
@@ -84,6 +87,7 @@ def apply(
             _preempt(cycle, p, live, out)
         except Exception as exc:
             cycle.on_error(p.job_id, "preemption", exc)
+    out.resized = resize.apply_all(cycle, result.resizes, live, out.wrote)
     ours = []
     for place in result.places:
         if abilities.foreign is not None and place.job_id in foreign_ids:

@@ -45,13 +45,15 @@ class Fenced:
     ) -> None:
         self._backend, self._renewed, self._ttl, self._renew = backend, taken, ttl_s, renew
         self._lost = False
-        foreign, notes, local = (
+        foreign, notes, local, resizable = (
             capabilities.foreign,
             capabilities.pending_notes,
             capabilities.local_workers,
+            capabilities.resizable,
         )
         self._capabilities = replace(
             capabilities,
+            resizable=FencedResizable(self, resizable) if resizable else None,
             foreign=FencedForeign(self, foreign) if foreign else None,
             pending_notes=FencedNotes(self, notes) if notes else None,
             local_workers=FencedLocal(self, local) if local else None,
@@ -92,6 +94,23 @@ class Fenced:
 
     def close(self) -> None:
         self._backend.close()
+
+
+class FencedResizable:
+    """An elastic job's workers added or stopped only while this replica surely leads."""
+
+    def __init__(self, fence: Fenced, resizable: base.Resizable) -> None:
+        self._fence, self._resizable = fence, resizable
+
+    def grow(self, request: base.LaunchRequest) -> None:
+        self._fence.check("grow")
+        self._resizable.grow(request)
+
+    def shrink(
+        self, job_id: str, attempt: int, workers: Sequence[int], grace_period_s: float
+    ) -> None:
+        self._fence.check("shrink")
+        self._resizable.shrink(job_id, attempt, workers, grace_period_s)
 
 
 class FencedForeign:

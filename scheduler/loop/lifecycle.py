@@ -93,6 +93,8 @@ class Job(Protocol):
     def started_at(self) -> datetime | None: ...
     @property
     def placements(self) -> Sequence[WorkerPlacement]: ...
+    @property
+    def resized_at(self) -> datetime | None: ...
 
 
 def current(job: Job, workers: Sequence[WorkerStatus]) -> list[WorkerStatus]:
@@ -168,7 +170,10 @@ def decide(
             # The launch never completed (a crash, a transient API error): finish it,
             # unless its backoff still runs.
             return None if facts.launch_held else Transition(Outcome.LAUNCH)
-        if now - facts.launched_at < missing_grace_s:
+        since = facts.launched_at
+        if job.resized_at is not None:  # a grow's workers may lag behind it as well
+            since = max(since, job.resized_at.timestamp())
+        if now - since < missing_grace_s:
             return None  # the backend's view may lag behind the launch; look again later
     if failed or missing:
         return _broken(job, failed, missing, facts)

@@ -18,7 +18,7 @@ from typing import Any
 
 from scheduler.backends import base
 from scheduler.clock import as_datetime
-from scheduler.loop import faults, launching, lifecycle
+from scheduler.loop import faults, launching, lifecycle, resize
 from scheduler.loop.context import Cycle
 from scheduler.loop.enact import enact, stop_quietly
 from scheduler.loop.lifecycle import MISSING_GRACE_S, Outcome
@@ -132,6 +132,8 @@ def job(
                 done.touched += 1  # its workers are this replica's from the next cycle on
                 return
             done.elsewhere[lj.id] = known.launched_elsewhere
+        if lj.request.elastic:
+            resize.settle(cycle, lj, workers)
         t = lifecycle.decide(lj, workers, now, known, missing_grace_s=missing_grace_s)
         if t is None:
             return

@@ -48,7 +48,7 @@ from scheduler import model
 from scheduler.backends import base
 from scheduler.clock import Clock, WallClock, as_datetime
 from scheduler.core import cycle
-from scheduler.loop import apply, collector, housekeeping, isolation, phases
+from scheduler.loop import apply, collector, housekeeping, isolation, phases, resize
 from scheduler.loop import snapshot as snapshots
 from scheduler.loop.cache import SchedulerCache
 from scheduler.loop.config import CycleReport, LoopConfig
@@ -277,11 +277,12 @@ class Loop:
                 log.debug("foreign pod %s: unknown queue %r, not scheduled", fp.id, fp.queue)
         wait = self.memory.held_back(now)
         stopping = snapshots.draining_attempts(seen.draining, seen.attempts, seen.by_id, now)
+        stopping += resize.leftovers(seen.live, seen.attempts, now)
         shown = tuple(sorted((r.job.id, r.attempt, r.placements) for r in stopping))
         if shown != self._draining_shown:  # every view of the inventory shows them
             db.record_draining(stopping=stopping, now=as_datetime(now))
             self._draining_shown = shown
-        return snapshots.build(
+        snapshot = snapshots.build(
             nodes=seen.nodes,
             queues=queues,
             live=seen.live,
@@ -295,3 +296,6 @@ class Loop:
             foreign_pending=seen.foreign_pending,
             unstoppable=self.memory.elsewhere.keys(),
         )
+        if self.backend.capabilities().resizable is None:
+            return resize.rigid(snapshot)
+        return snapshot

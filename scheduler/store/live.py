@@ -43,6 +43,7 @@ class LiveJob:
     scheduled_at: datetime | None
     started_at: datetime | None
     origin: Origin | None = None  # the TrainingJob it was submitted as, if it was
+    resized_at: datetime | None = None  # an elastic job's last resize
 
     def running(self) -> model.RunningJob | None:
         """As a core `RunningJob` when it holds GPUs (Scheduled or Running), else None."""
@@ -54,6 +55,7 @@ class LiveJob:
             self.placements,
             since.timestamp() if since else 0.0,
             attempt=self.attempt,
+            resized_at=self.resized_at.timestamp() if self.resized_at else None,
         )
 
 
@@ -62,7 +64,15 @@ def written(lj: LiveJob, values: Mapping[str, Any]) -> LiveJob:
     columns a `LiveJob` holds taken over, the version one on. A writer that knows what it
     wrote (the loop, `store.batches`) keeps its cached job without reading the row."""
     fields: dict[str, Any] = {"version": lj.version + 1}
-    for column in ("attempt", "restarts", "cancel_requested", "scheduled_at", "started_at"):
+    columns = (
+        "attempt",
+        "restarts",
+        "cancel_requested",
+        "scheduled_at",
+        "started_at",
+        "resized_at",
+    )
+    for column in columns:
         if column in values:
             fields[column] = values[column]
     if "phase" in values:
@@ -177,6 +187,7 @@ def _full_select() -> Select[Any]:
         j.cancel_requested,
         j.scheduled_at,
         j.started_at,
+        j.resized_at,
         j.origin_kind,
         j.origin_namespace,
         j.origin_name,
@@ -206,6 +217,7 @@ def _read(
                 cancel_requested=row.cancel_requested,
                 scheduled_at=row.scheduled_at,
                 started_at=row.started_at,
+                resized_at=row.resized_at,
                 origin=None
                 if row.origin_kind is None
                 else Origin(

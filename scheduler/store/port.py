@@ -16,7 +16,18 @@ from typing import Any, Protocol
 
 from scheduler import model
 from scheduler.spec import Phase
-from scheduler.store import batches, cluster, draining, events, lease, live, retention, rows, schema
+from scheduler.store import (
+    batches,
+    cluster,
+    draining,
+    events,
+    lease,
+    live,
+    resizes,
+    retention,
+    rows,
+    schema,
+)
 from scheduler.store import transitions as moves
 from scheduler.store.batches import EventWrite, PhaseWrite, PlacementWrite, Written
 from scheduler.store.db import Database, Session
@@ -74,6 +85,15 @@ class LiveStore(Protocol):
         reason: str = "",
         message: str = "",
         count_restart: bool = False,
+        now: datetime | None = None,
+    ) -> int: ...
+    def record_resize(
+        self,
+        *,
+        job_id: str,
+        expected_version: int,
+        placements: Sequence[model.WorkerPlacement],
+        reason: str,
         now: datetime | None = None,
     ) -> int: ...
     def set_pending_reason(
@@ -183,6 +203,24 @@ class SqlLiveStore:
             reason=reason,
             message=message,
             count_restart=count_restart,
+            now=now,
+        )
+
+    def record_resize(
+        self,
+        *,
+        job_id: str,
+        expected_version: int,
+        placements: Sequence[model.WorkerPlacement],
+        reason: str,
+        now: datetime | None = None,
+    ) -> int:
+        return resizes.record_resize(
+            session=self.session,
+            job_id=job_id,
+            expected_version=expected_version,
+            placements=placements,
+            reason=reason,
             now=now,
         )
 

@@ -122,6 +122,7 @@ class JobRow(Base):
     scheduled_at: Mapped[datetime | None]
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+    resized_at: Mapped[datetime | None]  # an elastic job's last resize (migration 0012)
     idempotency_key: Mapped[str | None] = mapped_column(String(255))
     request_hash: Mapped[str | None] = mapped_column(String(64))
     version: Mapped[int] = mapped_column(Integer, default=1)

@@ -93,7 +93,7 @@ def phase_values(
     if phase not in HOLDS_GPUS:
         values["placements"] = []
     if phase in (Phase.PENDING, Phase.PREEMPTED):
-        values.update(scheduled_at=None, started_at=None)
+        values.update(scheduled_at=None, started_at=None, resized_at=None)
     if phase.finished:
         values["finished_at"] = at
     return values
@@ -112,6 +112,7 @@ def placement_values(
         "attempt": attempt,
         "scheduled_at": at,
         "started_at": None,
+        "resized_at": None,
         "pending_code": None,
         "pending_message": None,
         "pending_details": None,

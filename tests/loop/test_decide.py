@@ -29,6 +29,7 @@ class Job:
     cancel_requested: bool = False
     started_at: datetime | None = None
     placements: tuple[WorkerPlacement, ...] = ()  # none: the spec's count
+    resized_at: datetime | None = None
 
 
 def job(

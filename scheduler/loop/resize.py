@@ -1,0 +1,163 @@
+"""Elastic jobs in the loop: the core's `Resize` decisions carried out, store first,
+backend second (`apply_all`); what a crash between the two left, settled on the next
+cycles (`settle`); the GPUs of a shrink's workers held until they are gone
+(`leftovers`); and, on a backend that cannot resize, every job as rigid (`rigid`).
+
+A grow records the new placements and a `Resized` event, then the backend starts the
+new workers (torchrun agents that join the job's c10d rendezvous; the others re-form
+the group with them). A shrink records the kept placements, then the backend stops the
+removed workers (newest first, SIGTERM and their grace); the rest re-form without them.
+Both backend calls are idempotent, so `settle` simply repeats them for a job whose
+workers do not match its placements: one missing (a grow not carried out) or one past
+its size still running (a shrink not carried out).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+
+from scheduler import model
+from scheduler.backends import base
+from scheduler.clock import as_datetime
+from scheduler.loop import faults
+from scheduler.loop.context import Cycle
+from scheduler.loop.workerenv import env_for
+from scheduler.spec import Phase
+from scheduler.store import convert, errors
+from scheduler.store import cycle as store
+
+log = logging.getLogger(__name__)
+
+AttemptKey = tuple[str, int]
+
+
+def apply_all(
+    cycle: Cycle,
+    resizes: Sequence[model.Resize],
+    live: Mapping[str, store.LiveJob],
+    wrote: list[tuple[str, int, Mapping[str, object]]],
+) -> list[str]:
+    """Carry out each resize; returns the ids of the jobs resized. What was written goes
+    to `wrote` (for the loop's cache); one job's trouble goes to `cycle.on_error`."""
+    resizable = cycle.backend.capabilities().resizable
+    done = []
+    for r in resizes:
+        lj = live.get(r.job_id)
+        if resizable is None or lj is None or lj.phase is not Phase.RUNNING:
+            continue
+        try:
+            if _one(cycle, resizable, r, lj, wrote):
+                done.append(lj.id)
+        except Exception as exc:
+            cycle.on_error(r.job_id, "resize", exc)
+    return done
+
+
+def _one(
+    cycle: Cycle,
+    resizable: base.Resizable,
+    r: model.Resize,
+    lj: store.LiveJob,
+    wrote: list[tuple[str, int, Mapping[str, object]]],
+) -> bool:
+    at = as_datetime(cycle.now)
+    try:
+        cycle.db.record_resize(
+            job_id=lj.id,
+            expected_version=lj.version,
+            placements=r.placements,
+            reason=r.reason + (f" (for {r.for_job})" if r.for_job else ""),
+            now=at,
+        )
+    except errors.MOVED_ON as exc:
+        log.info("resize of %s skipped: %s", lj.id, exc)
+        return False
+    wrote.append((lj.id, lj.version, {"placements": convert.placements_json(r.placements),
+                                      "resized_at": at}))  # fmt: skip
+    faults.point("resize:recorded")
+    kept = {p.worker for p in r.placements}
+    removed = sorted(p.worker for p in lj.placements if p.worker not in kept)
+    if removed:
+        resizable.shrink(lj.id, lj.attempt, removed, r.grace_period_s)
+    else:
+        resizable.grow(_request(cycle, lj, r.placements))
+    log.info("job %s: %s", lj.id, r.reason)
+    return True
+
+
+def _request(
+    cycle: Cycle, lj: store.LiveJob, placements: Sequence[model.WorkerPlacement]
+) -> base.LaunchRequest:
+    env = env_for(cycle.worker_env, lj.id)
+    return base.LaunchRequest(lj.id, lj.spec, lj.attempt, tuple(placements), env, lj.origin)
+
+
+def settle(cycle: Cycle, lj: store.LiveJob, workers: Sequence[base.WorkerStatus]) -> None:
+    """Finish what a resize left undone: start the workers of its placements that are
+    missing after a grow, stop those past its size that still run after a shrink."""
+    resizable = cycle.backend.capabilities().resizable
+    if resizable is None or lj.resized_at is None or lj.phase is not Phase.RUNNING:
+        return
+    size = {p.worker for p in lj.placements}
+    seen = {w.worker for w in workers}
+    if size - seen:
+        resizable.grow(_request(cycle, lj, lj.placements))
+    past = sorted(w.worker for w in workers if w.worker not in size and _holds(w))
+    if past:
+        resizable.shrink(lj.id, lj.attempt, past, float(lj.spec.termination_grace_period_seconds))
+
+
+def _holds(w: base.WorkerStatus) -> bool:
+    """Whether a worker still holds its GPUs (running, or bound and starting)."""
+    state = w.state
+    return (
+        state is base.WorkerState.RUNNING
+        or w.still_running
+        or (state is base.WorkerState.PENDING and bool(w.node))
+    )
+
+
+def leftovers(
+    live: Sequence[store.LiveJob],
+    attempts: Mapping[AttemptKey, Sequence[base.WorkerStatus]],
+    now: float,
+) -> list[model.RunningJob]:
+    """The workers a shrink removed that still hold GPUs, per job as a stopping entry of
+    its own (`part`: the first removed index), so nothing is placed on them yet."""
+    out = []
+    for lj in live:
+        if not lj.request.elastic or lj.phase not in (Phase.SCHEDULED, Phase.RUNNING):
+            continue
+        size = {p.worker for p in lj.placements}
+        gone = [
+            model.WorkerPlacement(w.worker, w.node, w.gpus, w.fraction)
+            for w in attempts.get((lj.id, lj.attempt), ())
+            if w.worker not in size and _holds(w)
+        ]
+        if gone:
+            first = min(p.worker for p in gone)
+            out.append(
+                model.RunningJob(
+                    lj.request, tuple(gone), now, stopping=True, attempt=lj.attempt, part=first
+                )
+            )
+    return out
+
+
+def rigid(snapshot: model.Snapshot) -> model.Snapshot:
+    """The snapshot with every job rigid (a backend that cannot resize): a pending one
+    at its gang, a running one at the size it has."""
+
+    def fixed(job: model.JobRequest, size: int) -> model.JobRequest:
+        return dataclasses.replace(job, workers=size, max_workers=0) if job.elastic else job
+
+    return dataclasses.replace(
+        snapshot,
+        running=tuple(
+            dataclasses.replace(r, job=fixed(r.job, max(r.job.workers, len(r.placements))))
+            for r in snapshot.running
+        ),
+        pending=tuple(fixed(j, j.workers) for j in snapshot.pending),
+    )

@@ -1,0 +1,51 @@
+"""An elastic job's resize in the store (issue 29 part 2): its new placements and
+`resized_at` in one compare-and-set, with a `Resized` event carrying the size before
+and after, the workers added or removed and why. Its events are its size history."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from scheduler import model
+from scheduler.spec import Phase
+from scheduler.store import convert, errors, schema
+from scheduler.store.rows import add_event, cas_update, current_row
+
+RESIZED = "Resized"
+
+
+def record_resize(
+    *,
+    session: Session,
+    job_id: str,
+    expected_version: int,
+    placements: Sequence[model.WorkerPlacement],
+    reason: str,
+    now: datetime | None = None,
+) -> int:
+    """A running job's placements become `placements` (same attempt), written BEFORE the
+    backend adds or stops a worker: a crash after it leaves workers the loop then adds
+    (a grow) or stops (a shrink) again, both idempotent."""
+    row = current_row(session, job_id)
+    if row.phase != Phase.RUNNING.value or row.cancel_requested:
+        raise errors.InvalidTransition(f"job {job_id} is {row.phase}, not Running: no resize")
+    at = now or schema.utcnow()
+    before = sorted(int(p["worker"]) for p in row.placements)
+    after = sorted(p.worker for p in placements)
+    values = {"placements": convert.placements_json(placements), "resized_at": at}
+    version = cas_update(session, job_id=job_id, expected_version=expected_version, values=values)
+    data = {
+        "attempt": row.attempt,
+        "from": len(before),
+        "to": len(after),
+        "added": sorted(set(after) - set(before)),
+        "removed": sorted(set(before) - set(after)),
+        "placements": values["placements"],
+    }
+    said = f"{len(before)} -> {len(after)} workers: {reason}"
+    add_event(session, job_id=job_id, kind=RESIZED, at=at, message=said, data=data)
+    session.commit()
+    return version
