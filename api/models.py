@@ -106,6 +106,16 @@ class StartEstimatePublic(_Model):
     computed_at: datetime
 
 
+class ResizePublic(_Model):
+    """One change of an elastic job's size (its `Resized` event)."""
+
+    at: datetime
+    attempt: int
+    previous: int = Field(description="workers before")
+    workers: int = Field(description="workers after")
+    message: str
+
+
 class JobPublic(_Model):
     id: str
     name: str
@@ -116,6 +126,10 @@ class JobPublic(_Model):
     priority: int
     conditions: list[Condition]
     placements: list[Placement]
+    workers: int = Field(description="workers it has now (an elastic job's current size)")
+    resizes: list[ResizePublic] = Field(
+        default_factory=list, description="an elastic job's changes of size, oldest first"
+    )
     pending_reason: PendingReasonPublic | None
     estimated_start: StartEstimatePublic | None = None
     attempt: int

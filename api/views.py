@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from api import models, usage
 from api.auth import Principal
 from scheduler.spec import STORED, JobSpec, Phase, text
-from scheduler.store import draining, estimates, schema
+from scheduler.store import draining, estimates, resizes, schema
 from scheduler.store.db import Session
 from scheduler.store.views import node_enforcement, session_of
 
@@ -40,17 +40,20 @@ def job(row: schema.JobRow, spec: JobSpec | None = None) -> models.JobPublic:
             message=row.pending_message or "",
             details=row.pending_details or {},
         )
+    spec_ = _spec(row) if spec is None else spec
     return models.JobPublic(
         id=row.id,
         name=row.name,
         queue=row.queue,
         submitter=row.submitter,
-        spec=_spec(row) if spec is None else spec,
+        spec=spec_,
         phase=Phase(row.phase),
         priority=row.priority,
         conditions=[models.Condition.model_validate(c) for c in row.conditions]
         + _stopping(row.id, session_of(row)),
         placements=[_placement(p, _enforcement(session_of(row))) for p in row.placements],
+        workers=len(row.placements) or spec_.min_workers,
+        resizes=_resizes(row, session_of(row)) if spec_.elastic else [],
         pending_reason=reason,
         estimated_start=_estimate(row) if row.phase == Phase.PENDING else None,
         attempt=row.attempt,
@@ -93,6 +96,21 @@ def _estimate(row: schema.JobRow) -> models.StartEstimatePublic | None:
         unknown=got.unknown,
         computed_at=got.computed_at,
     )
+
+
+def _resizes(row: schema.JobRow, session: Session | None) -> list[models.ResizePublic]:
+    if session is None:
+        return []
+    return [
+        models.ResizePublic(
+            at=e.at,
+            attempt=int(e.data.get("attempt", 0)),
+            previous=int(e.data.get("from", 0)),
+            workers=int(e.data.get("to", 0)),
+            message=e.message,
+        )
+        for e in resizes.history(session=session, job_id=row.id)
+    ]
 
 
 def _stopping(job_id: str, session: Session | None) -> list[models.Condition]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from scheduler import model
@@ -49,3 +50,13 @@ def record_resize(
     add_event(session, job_id=job_id, kind=RESIZED, at=at, message=said, data=data)
     session.commit()
     return version
+
+
+def history(*, session: Session, job_id: str) -> list[schema.JobEventRow]:
+    """The job's `Resized` events, oldest first: its size over time."""
+    stmt = (
+        select(schema.JobEventRow)
+        .where(schema.JobEventRow.job_id == job_id, schema.JobEventRow.kind == RESIZED)
+        .order_by(schema.JobEventRow.id)
+    )
+    return list(session.scalars(stmt))
