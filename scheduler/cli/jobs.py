@@ -76,6 +76,13 @@ def gpu_of(spec: dict[str, Any]) -> str:
     return "-"
 
 
+def workers_of(j: dict[str, Any]) -> str:
+    """Its workers now; an elastic job's with its range (`3 (2-8)`)."""
+    w = j["spec"]["workers"]
+    now = j.get("workers", w)
+    return f"{now} ({w['min']}-{w['max']})" if isinstance(w, dict) else str(now)
+
+
 def why(j: dict[str, Any]) -> str:
     """A Pending job's reason; a Failed (or Preempted) one's last condition: what went wrong."""
     if j["phase"] == "Pending":
@@ -112,7 +119,8 @@ def jobs_table(api: Api, queue: str | None, phase: str | None, limit: int) -> No
     page = api.get("/jobs", queue=queue, phase=phase, limit=limit)
     t = Table(box=None, header_style="bold")
     # Names and ids stay whole on one line, to be copied at any width; the reason folds.
-    for col in ("NAME", "ID", "QUEUE", "SUBMITTER", "PHASE", "GPU", "RESTARTS", "AGE", "ETA"):
+    cols = ("NAME", "ID", "QUEUE", "SUBMITTER", "PHASE", "WORKERS", "GPU", "RESTARTS", "AGE", "ETA")
+    for col in cols:
         t.add_column(col, no_wrap=True)
     t.add_column("REASON", overflow="fold", ratio=1)
     for j in page["data"]:
@@ -122,6 +130,7 @@ def jobs_table(api: Api, queue: str | None, phase: str | None, limit: int) -> No
             j["queue"],
             j.get("submitter") or "-",
             colour(j["phase"]),
+            workers_of(j),
             gpu_of(j["spec"]),
             str(j["restarts"]),
             age(j["createdAt"]),
@@ -172,7 +181,9 @@ def show_job(api: Api, name: str) -> None:
     )
     spec = j["spec"]
     argv = " ".join(spec.get("command", []) + spec.get("args", []))
-    out.print(f"  workers {spec['workers']}  gpu {gpu_of(spec)}  command {argv}")
+    out.print(f"  workers {workers_of(j)}  gpu {gpu_of(spec)}  command {argv}")
+    for r in j.get("resizes", [])[-5:]:
+        out.print(f"  resized {age(r['at'])} ago: {r['message']}")
     if j.get("pendingReason") and j["phase"] == "Pending":
         r = j["pendingReason"]
         out.print(f"  [yellow]pending:[/yellow] {r['code']}: {r['message']}")
