@@ -206,16 +206,21 @@ class RunningJob:
     # When an elastic job last changed size (None: never): it is not grown again sooner
     # than `Config.resize_interval_s` after, as each resize restarts its workers.
     resized_at: float | None = None
+    # -1: the entry holds the whole attempt (an elastic job's: its gang, once the cycle
+    # has split off its other workers). k >= 0: worker k of an elastic job beyond its
+    # gang, which a shrink may take alone (`scheduler.core.elastic.split`).
+    part: int = -1
 
     @property
     def key(self) -> RunKey:
         """The entry's identity in the core (a job id alone can name two entries)."""
-        return RunKey(self.job.id, self.attempt)
+        return RunKey(self.job.id, self.attempt, self.part)
 
 
 class RunKey(NamedTuple):
     job_id: str
     attempt: int
+    part: int = -1
 
 
 class Policy(StrEnum):

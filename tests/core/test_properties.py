@@ -84,9 +84,10 @@ def test_decisions_never_break_capacity_gangs_or_limits(
         job, before = running[r.job_id].job, running[r.job_id].placements
         assert job.workers <= r.workers <= job.max_workers
         kept = min(len(before), r.workers)
-        assert sorted(r.placements, key=lambda p: p.worker)[:kept] == sorted(
-            before, key=lambda p: p.worker
-        )[:kept]
+        assert (
+            sorted(r.placements, key=lambda p: p.worker)[:kept]
+            == sorted(before, key=lambda p: p.worker)[:kept]
+        )
     decided = [p.job_id for p in result.places] + [k.job_id for k in result.pending]
     assert sorted(decided) == sorted(jobs), "every pending job is placed or has a reason"
 
