@@ -23,7 +23,14 @@ from scheduler.placement import eligible
 
 # The keys the chart's policy ConfigMap renders (helm/shoal/templates/configmap.yaml).
 POLICY_KEYS = frozenset(
-    {"policy", "minRuntimeSeconds", "starvationSeconds", "preemption", "intervalSeconds"}
+    {
+        "policy",
+        "minRuntimeSeconds",
+        "starvationSeconds",
+        "preemption",
+        "intervalSeconds",
+        "resizeIntervalSeconds",
+    }
 )
 TRUE = frozenset({"1", "true", "yes", "on"})
 FALSE = frozenset({"", "0", "false", "no", "off"})
@@ -159,12 +166,15 @@ def load_policy(
             min_runtime_s=float(data.get("minRuntimeSeconds", min_runtime_s)),
             starvation_s=float(data.get("starvationSeconds", model.Config().starvation_s)),
             preemption=_as_bool(data.get("preemption", True)),
+            resize_interval_s=float(
+                data.get("resizeIntervalSeconds", model.Config().resize_interval_s)
+            ),
             worker_tolerations=eligible.tolerations_of(worker_tolerations),
         )
         interval = float(data.get("intervalSeconds", interval_s))
     except (TypeError, ValueError) as e:
         raise SettingsError(f"policy: {e}") from None
-    if core.min_runtime_s < 0 or core.starvation_s < 0 or interval <= 0:
+    if min(core.min_runtime_s, core.starvation_s, core.resize_interval_s) < 0 or interval <= 0:
         raise SettingsError("policy: times must be >= 0 and intervalSeconds > 0")
     return Policy(core, interval)
 
