@@ -1,0 +1,285 @@
+"""Reclaim by shrinking (issue 29): the same Alibaba trace replay with and without
+elastic jobs, through the real loop and core on the sim backend.
+
+    nice -n 10 .venv/bin/python -m bench.elastic_reclaim \\
+        ../shared/data/alibaba-gpu-2023/openb_pod_list_default.csv --limit 600
+
+The mix: from `--start` (trace seconds; default: the first multi-GPU job) on, every
+multi-GPU job of the trace and every `--dev-every`-th single-GPU one (whole or shared),
+`--limit` in all, durations capped at `--max-duration`, arrivals times
+`--arrival-scale`. Two queues on `--nodes` nodes of 8 GPUs: `dev` (the single-GPU jobs,
+guaranteed `--dev-share` of the GPUs) and `train` (the multi-GPU ones, the rest). Reclaim
+happens because train's demand is far above its guarantee while dev's comes in bursts
+(the trace's own arrivals): train borrows dev's idle GPUs, then dev's next burst comes
+back for its guarantee. Rigid run: a job of G GPUs is G workers of 1 GPU (not the trace's
+one worker of G GPUs, so both runs place the same shapes). Elastic run: `--elastic` of
+the multi-GPU jobs (drawn with `--seed`) are `workers: {min: 1, max: G}` of 1 GPU; the
+rest as in the rigid run. The sim's work of a job is its traced duration at G workers
+(`SimBackend.sizes`), each resize a `--restart` s stop (checkpoint kept); a preempted
+attempt restarts from zero.
+
+Measured per run: GPU-hours lost to preemption (GPU-seconds every preempted attempt held
+until its stop), the restart cost of shrinks and of grows (restart x workers after it),
+guarantee-restore time (from a cycle where a queue holds less than its guarantee with a
+pending job that fits inside it, to the first cycle where it holds min(guarantee,
+demand); demand = held + pending GPUs), job completion time (submit to success; all
+jobs and the multi-GPU jobs drawn as elastic, the same jobs in both runs), makespan.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import random
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from scheduler import model as m
+from scheduler import store
+from scheduler.clock import VirtualClock, as_datetime
+from scheduler.loop.config import CycleReport
+from scheduler.sim import replay, trace
+from scheduler.spec import JobSpec, QueueSpec
+
+EPS = m.EPS
+
+
+def mix(jobs: Sequence[trace.TraceJob], a: argparse.Namespace) -> list[trace.TraceJob]:
+    """The multi-GPU jobs from `--start` on with every `--dev-every`-th single-GPU one:
+    multi-GPU ones in queue `train`, the rest in `dev`."""
+    multi = [j for j in jobs if j.gpu >= 2]
+    start = a.start if a.start is not None else min(j.submit for j in multi)
+    out: list[trace.TraceJob] = []
+    singles = 0
+    for j in jobs:
+        if j.submit < start or len(out) >= a.limit:
+            continue
+        if j.gpu >= 2:
+            out.append(_queue(j, "train"))
+        else:
+            singles += 1
+            if singles % a.dev_every == 0:
+                out.append(_queue(j, "dev"))
+    return out
+
+
+def _queue(j: trace.TraceJob, q: str) -> trace.TraceJob:
+    return dataclasses.replace(j, queue=q, gpu_type=(), priority=None)
+
+
+def spec(j: trace.TraceJob, elastic: bool) -> JobSpec:
+    """A multi-GPU job as G workers of 1 GPU (`{min: 1, max: G}` when elastic)."""
+    g = round(j.gpu) if j.gpu >= 2 else 1
+    workers: Any = {"min": 1, "max": g} if elastic else g
+    return JobSpec.model_validate(
+        {
+            "name": j.name,
+            "queue": j.queue,
+            "image": "sim",
+            "command": ["sim"],
+            "workers": workers,
+            "gpu": 1.0 if g > 1 else j.gpu,
+            "cpu": f"{max(1, j.cpu_milli // g)}m",
+            "memory": f"{max(1, j.memory_mib // g)}Mi",
+        }
+    )
+
+
+class _Run(replay._Run):
+    """`shoal simulate`'s replay, its jobs submitted as `spec` makes them."""
+
+    elastic: set[str]
+
+    def arrive(self, t: float) -> bool:
+        arrived = False
+        with self.db.session() as s:
+            while self.i < len(self.jobs) and self.base_t + self.jobs[self.i].submit <= t:
+                job = self.jobs[self.i]
+                js = spec(job, job.name in self.elastic)
+                row, _ = store.submit_job(
+                    session=s, spec=js, submitter="sim", now=as_datetime(t), job_id=f"{self.i:016x}"
+                )
+                self.backend.durations[row.id] = job.duration
+                self.backend.sizes[row.id] = js.max_workers  # the duration's size: G
+                self.submitted[row.id] = (js.queue, t, js.name)
+                self.i += 1
+                arrived = True
+        return arrived
+
+
+@dataclass
+class Watch:
+    """What the `observe` hook gathers from each cycle. Jobs fall in three kinds: `dev`,
+    `multi` (multi-GPU, rigid in both runs), `drawn` (elastic in the elastic run)."""
+
+    run: _Run
+    guaranteed: dict[str, float]
+    drawn: set[str]
+    restart_s: float
+    count: Counter[str] = field(default_factory=Counter)
+    gpu_s: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    below_since: dict[str, float] = field(default_factory=dict)
+    restore: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    done: dict[str, float] = field(default_factory=dict)  # job id -> success time
+
+    def kind(self, jid: str) -> str:
+        queue, _, name = self.run.submitted[jid]
+        return "drawn" if name in self.drawn else "multi" if queue == "train" else "dev"
+
+    def __call__(self, report: CycleReport) -> None:
+        t, attempts = report.now, self.run.backend.attempts
+        for jid in report.applied.preempted:
+            self.count[f"preempted {self.kind(jid)}"] += 1
+            for (k, _), a in attempts.items():
+                if k == jid and a.stopped_at is not None and a.stopped_at >= t:
+                    self.gpu_s[f"lost {self.kind(jid)}"] += a.held_gpu_s(t)
+        for jid in report.applied.resized:
+            for (k, _), a in attempts.items():
+                if k == jid and a.resized and a.resized[-1][0] == t:
+                    _, before, after = a.resized[-1]
+                    what = "shrink" if after < before else "grow"
+                    self.count[what] += 1
+                    self.gpu_s[what] += self.restart_s * after
+        for jid in report.reconciled.succeeded:
+            self.done[jid] = t
+        if report.snapshot is not None:
+            self.restores(t, report.snapshot)
+
+    def restores(self, t: float, snap: m.Snapshot) -> None:
+        held: dict[str, float] = defaultdict(float)
+        for r in snap.running:
+            held[r.job.queue] += sum(p.gpus_held for p in r.placements)
+        need: dict[str, list[float]] = defaultdict(list)
+        for j in snap.pending:
+            need[j.queue].append(j.workers * j.gpu)
+        for q, g in self.guaranteed.items():
+            demand = held[q] + sum(need[q])
+            since = self.below_since.get(q)
+            if since is not None and held[q] >= min(g, demand) - EPS:
+                self.restore[q].append(t - since)
+                del self.below_since[q]
+            elif (
+                since is None and held[q] < g - EPS and any(held[q] + n <= g + EPS for n in need[q])
+            ):
+                self.below_since[q] = t
+
+
+def _q(xs: Sequence[float], p: float) -> float:
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(p * len(xs)))], 1) if xs else float("nan")
+
+
+def run_one(
+    jobs: list[trace.TraceJob], elastic: set[str], drawn: set[str], a: argparse.Namespace
+) -> dict[str, Any]:
+    """One replay with the jobs named in `elastic` elastic; its figures."""
+    nodes = [m.Node(f"n{i}", 128_000, 1_048_576, 8, "A100", 81_920) for i in range(a.nodes)]
+    gpus = 8.0 * a.nodes
+    dev = round(gpus * a.dev_share)
+    queues = [
+        QueueSpec.model_validate({"name": "dev", "guaranteed": dev}),
+        QueueSpec.model_validate({"name": "train", "guaranteed": gpus - dev}),
+    ]
+    clock = VirtualClock(start=1_700_000_000.0)
+    arrivals = sorted(
+        (dataclasses.replace(j, submit=j.submit * a.arrival_scale) for j in jobs),
+        key=lambda j: (j.submit, j.name),
+    )
+    wall, cpu = time.perf_counter(), time.process_time()
+    with tempfile.TemporaryDirectory() as tmp:
+        db = store.open_database(f"sqlite:///{Path(tmp) / 'sim.db'}")
+        config = m.Config(starvation_s=a.starvation)
+        run = cast(_Run, _Run.start(db, arrivals, nodes, clock, queues, config, a.tick, False))
+        run.backend.restart_s = a.restart
+        run.elastic = elastic
+        guaranteed = {q.name: float(q.guaranteed.total or 0.0) for q in queues}
+        watch = Watch(run, guaranteed, drawn, a.restart)
+        run.drive(a.max_cycles, None, watch)
+        db.close()
+    jct: dict[str, list[float]] = defaultdict(list)
+    for jid, t in watch.done.items():
+        jct[watch.kind(jid)].append(t - run.submitted[jid][1])
+    every = [x for v in jct.values() for x in v]
+    first = min(s for _, s, _ in run.submitted.values())
+    h, n, g = 3600.0, watch.count, watch.gpu_s
+    kinds = ("dev", "multi", "drawn")
+    return {
+        "jobs finished": f"{len(watch.done)} of {len(jobs)}",
+        "cycles; CPU s": f"{run.rep.cycles}; {time.process_time() - cpu:.1f}",
+        "preemptions (dev/multi/drawn)": "/".join(str(n[f"preempted {k}"]) for k in kinds),
+        "GPU-h lost to preemption": round(sum(v for k, v in g.items() if "lost" in k) / h, 2),
+        "  of which dev/multi/drawn": "/".join(f"{g[f'lost {k}'] / h:.2f}" for k in kinds),
+        "shrinks; their restart GPU-h": f"{n['shrink']}; {g['shrink'] / h:.2f}",
+        "grows; their restart GPU-h": f"{n['grow']}; {g['grow'] / h:.2f}",
+        **{
+            f"restore {q}: episodes (waited), median/p90 s; of the waits": (
+                f"{len(v)} ({len([x for x in v if x > 0])}), {_q(v, 0.5)}/{_q(v, 0.9)}; "
+                f"{_q([x for x in v if x > 0], 0.5)}/{_q([x for x in v if x > 0], 0.9)}"
+            )
+            for q, v in sorted(watch.restore.items())
+        },
+        **{
+            f"JCT {k} median/p90 s": f"{_q(v, 0.5)}/{_q(v, 0.9)}"
+            for k, v in [("all", every), *((k, jct[k]) for k in kinds)]
+        },
+        "makespan h": round((max(watch.done.values(), default=first) - first) / h, 2),
+        "mean utilisation": round(run.rep.mean_utilisation(), 3),
+        "wall s": round(time.perf_counter() - wall, 1),
+    }
+
+
+def table(out: dict[str, dict[str, Any]]) -> str:
+    runs = list(out)
+    lines = [f"| | {' | '.join(runs)} |", "|---|" + "---|" * len(runs)]
+    keys = dict.fromkeys(k for r in runs for k in out[r])
+    return "\n".join(
+        [*lines, *(f"| {k} | {' | '.join(str(out[r].get(k, '')) for r in runs)} |" for k in keys)]
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("trace", type=Path)
+    ap.add_argument("--limit", type=int, default=600, help="jobs in all")
+    ap.add_argument("--start", type=float, help="trace seconds (default: first multi-GPU job)")
+    ap.add_argument("--dev-every", type=int, default=8, help="keep every K-th single-GPU job")
+    ap.add_argument("--max-duration", type=float, default=4 * 3600.0)
+    ap.add_argument("--arrival-scale", type=float, default=0.025)
+    ap.add_argument("--nodes", type=int, default=4, help="nodes of 8 GPUs")
+    ap.add_argument("--dev-share", type=float, default=0.75, help="dev's guaranteed share")
+    ap.add_argument("--elastic", type=float, default=0.5, help="share of multi-GPU jobs")
+    ap.add_argument("--seed", type=int, default=29)
+    ap.add_argument("--restart", type=float, default=30.0, help="seconds lost per resize")
+    ap.add_argument("--tick", type=float, default=60.0)
+    ap.add_argument("--starvation", type=float, default=m.Config().starvation_s)
+    ap.add_argument("--max-cycles", type=int, default=200_000)
+    ap.add_argument("--only", choices=["rigid", "elastic"])
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    logging.disable(logging.WARNING)  # the core's invariant reports, one line per cycle
+    jobs = mix(trace.load(a.trace, max_duration_s=a.max_duration), a)
+    multi = sorted(j.name for j in jobs if j.queue == "train")
+    chosen = set(random.Random(a.seed).sample(multi, round(len(multi) * a.elastic)))
+    span = (jobs[-1].submit - jobs[0].submit) * a.arrival_scale
+    offered = sum(j.duration * j.gpu for j in jobs) / max(1.0, span) / (8 * a.nodes)
+    print(
+        f"mix: {len(jobs)} jobs ({len(multi)} multi-GPU, {len(chosen)} made elastic), "
+        f"arrivals over {span / 3600:.1f} h, offered load {offered:.2f} of {8 * a.nodes} GPUs"
+    )
+    out: dict[str, dict[str, Any]] = {}
+    for name in ("rigid", "elastic"):
+        if a.only in (None, name):
+            out[name] = run_one(jobs, chosen if name == "elastic" else set(), chosen, a)
+            print(f"{name}: {out[name]['cycles; CPU s']} s", flush=True)
+    print(json.dumps(out, indent=1) if a.json else table(out))
+
+
+if __name__ == "__main__":
+    main()
