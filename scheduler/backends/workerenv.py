@@ -127,8 +127,16 @@ def _elastic(
         "PET_RDZV_ENDPOINT": f"{hosts[0]}:{port}",
         "PET_RDZV_ID": f"{job_id}-{attempt}",
         "PET_RDZV_CONF": f"is_host={host},{RDZV_CONF}",
+        # The worker's own address in the rendezvous (rank 0's is its processes'
+        # MASTER_ADDR), not whatever its hostname resolves to.
+        "PET_LOCAL_ADDR": hosts[placement.worker],
+        # Each round's processes get a store of their own on rank 0's agent, not the
+        # agent's shared one: with it, an agent that joins a running job (a grow) waits
+        # forever for the round's store address, which rank 0 published only in its first
+        # round (torch 2.13; Shoal's tests/backends/test_local_elastic.py).
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
         # How often an agent checks its processes and the rendezvous for a worker that
-        # waits to join (a grow): torchrun 2.x's 0.1 s, where older ones took 5 s.
+        # waits to join (a grow): 0.5 s (torchrun 2.x's default is 0.1 s, older ones' 5).
         "PET_MONITOR_INTERVAL": "0.5",
         # Each resize is a restart of the workers to torchrun; a job may resize often.
         "PET_MAX_RESTARTS": "1000",
