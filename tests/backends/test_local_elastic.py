@@ -119,6 +119,35 @@ def test_grow_starts_only_the_new_workers_and_a_repeat_does_nothing(
         again.close()
 
 
+class Crash(Exception):
+    pass
+
+
+def test_a_grow_a_crash_interrupted_is_finished_by_a_repeat(tmp_path: Path) -> None:
+    def crash_after_2(job: str, attempt: int, worker: int) -> None:
+        if worker == 2:
+            raise Crash  # the service dies between starting worker 2 and worker 3
+
+    kw: dict[str, Any] = {"nodes": NODES, "run_dir": tmp_path / "run"}
+    b = LocalBackend(tmp_path / "state", on_spawn=crash_after_2, **kw)
+    s = elastic(TELL)
+    b.launch(req(s, 2))
+    with pytest.raises(Crash):
+        b.grow(req(s, 4))
+    b.close()
+    again = LocalBackend(tmp_path / "state", **kw)  # restarted
+    try:
+        # Worker 3 never started: not reported (missing), so the loop repeats the grow.
+        assert sorted(eventually(lambda: running(again, 3))) == [0, 1, 2]
+        again.grow(req(s, 4))
+        assert sorted(eventually(lambda: running(again, 4))) == [0, 1, 2, 3]
+        ledger = eventually(lambda: len(again.records.launches()) == 4 and again.records)
+        assert sorted(ledger.launches().values()) == [1, 1, 1, 1]
+    finally:
+        again.kill_all()
+        again.close()
+
+
 def test_shrink_stops_only_those_workers_and_a_repeat_does_nothing(
     backend: LocalBackend,
 ) -> None:
