@@ -196,7 +196,9 @@ def run_one(
     with tempfile.TemporaryDirectory() as tmp:
         db = store.open_database(f"sqlite:///{Path(tmp) / 'sim.db'}")
         config = m.Config(starvation_s=a.starvation)
-        run = cast(_Run, _Run.start(db, arrivals, nodes, clock, queues, config, a.tick, False))
+        run = cast(
+            _Run, _Run.start(db, arrivals, nodes, clock, queues, config, a.tick, a.every_tick)
+        )
         run.backend.restart_s = a.restart
         run.elastic = elastic
         guaranteed = {q.name: float(q.guaranteed.total or 0.0) for q in queues}
@@ -260,6 +262,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--tick", type=float, default=60.0)
     ap.add_argument("--starvation", type=float, default=m.Config().starvation_s)
     ap.add_argument("--max-cycles", type=int, default=200_000)
+    ap.add_argument("--every-tick", action="store_true", help="no fast path (slower)")
     ap.add_argument("--only", choices=["rigid", "elastic"])
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
