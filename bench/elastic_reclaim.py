@@ -2,7 +2,7 @@
 elastic jobs, through the real loop and core on the sim backend.
 
     nice -n 10 .venv/bin/python -m bench.elastic_reclaim \\
-        ../shared/data/alibaba-gpu-2023/openb_pod_list_default.csv --limit 600
+        ../shared/data/alibaba-gpu-2023/openb_pod_list_default.csv [--json]
 
 The mix: from `--start` (trace seconds; default: the first multi-GPU job) on, every
 multi-GPU job of the trace and every `--dev-every`-th single-GPU one (whole or shared),
@@ -22,8 +22,11 @@ Measured per run: GPU-hours lost to preemption (GPU-seconds every preempted atte
 until its stop), the restart cost of shrinks and of grows (restart x workers after it),
 guarantee-restore time (from a cycle where a queue holds less than its guarantee with a
 pending job that fits inside it, to the first cycle where it holds min(guarantee,
-demand); demand = held + pending GPUs), job completion time (submit to success; all
-jobs and the multi-GPU jobs drawn as elastic, the same jobs in both runs), makespan.
+demand); demand = held + pending GPUs; median and p90 over all episodes and over those
+that waited), job completion time (submit to success) for all jobs and per kind: `dev`,
+`multi` (rigid in both runs), `drawn` (elastic in the elastic run: the same jobs in
+both), makespan (first submit to last success). `--every-tick` turns the replay's fast
+path off (the same figures, slower).
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ def mix(jobs: Sequence[trace.TraceJob], a: argparse.Namespace) -> list[trace.Tra
     out: list[trace.TraceJob] = []
     singles = 0
     for j in jobs:
-        if j.submit < start or len(out) >= a.limit:
+        if j.submit < start or (a.limit is not None and len(out) >= a.limit):
             continue
         if j.gpu >= 2:
             out.append(_queue(j, "train"))
@@ -249,7 +252,7 @@ def table(out: dict[str, dict[str, Any]]) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("trace", type=Path)
-    ap.add_argument("--limit", type=int, default=600, help="jobs in all")
+    ap.add_argument("--limit", type=int, help="jobs in all (default: every one kept)")
     ap.add_argument("--start", type=float, help="trace seconds (default: first multi-GPU job)")
     ap.add_argument("--dev-every", type=int, default=8, help="keep every K-th single-GPU job")
     ap.add_argument("--max-duration", type=float, default=4 * 3600.0)
