@@ -37,8 +37,8 @@ def grow(
     start: Callable[[base.LaunchRequest, records.AttemptRecord], None],
 ) -> None:
     """`LocalBackend.grow`: record the workers the attempt lacks, then start them with
-    `start` (a resumed start: the workers
-    it has started are left alone). An unknown attempt has none: it is launched."""
+    `start` (a resumed start: the workers it has started are left alone). An unknown
+    attempt has none of them: it is launched."""
     rec = book.attempts.get(records.attempt_key(request.job_id, request.attempt))
     if rec is None:
         launch(request)
