@@ -14,7 +14,8 @@ Rank 0 prints one line per step, `SHOAL_PROGRESS {"step", "loss", "world", "t"}`
 loss averaged over ranks, `t` the wall clock), and every rank exits 0 after STEPS steps
 in total, however many restarts they took. Knobs (env): STEPS (200), CHECKPOINT_EVERY
 (5), STEP_SECONDS (0.1, a pause per step so a resize is seen on a laptop),
-CHECKPOINT_DIR (default `checkpoints/<SHOAL_JOB_ID>` under the working directory).
+CHECKPOINT_DIR (default `var/checkpoints/<SHOAL_JOB_ID>` under the working directory,
+beside `shoal serve`'s state).
 """
 
 from __future__ import annotations
@@ -35,14 +36,14 @@ STEPS = int(os.environ.get("STEPS", "200"))
 EVERY = max(1, int(os.environ.get("CHECKPOINT_EVERY", "5")))
 PAUSE = float(os.environ.get("STEP_SECONDS", "0.1"))
 JOB = os.environ.get("SHOAL_JOB_ID", "local")
-CKPT_DIR = Path(os.environ.get("CHECKPOINT_DIR") or Path("checkpoints") / JOB)
+CKPT_DIR = Path(os.environ.get("CHECKPOINT_DIR") or Path("var") / "checkpoints" / JOB)
 CKPT = CKPT_DIR / "checkpoint.pt"
 AGENT = os.getppid()  # torchrun's agent: when it is gone, so is this process's job
 
 
 def preempted() -> bool:
     path = os.environ.get("SHOAL_PREEMPT_FILE")
-    return bool(path) and os.path.exists(path)
+    return path is not None and os.path.exists(path)
 
 
 def save(net: nn.Module, opt: torch.optim.Optimizer, step: int) -> None:
