@@ -18,15 +18,13 @@ rest as in the rigid run. The sim's work of a job is its traced duration at G wo
 (`SimBackend.sizes`), each resize a `--restart` s stop (checkpoint kept); a preempted
 attempt restarts from zero.
 
-Measured per run: GPU-hours lost to preemption (GPU-seconds every preempted attempt held
-until its stop), the restart cost of shrinks and of grows (restart x workers after it),
+Measured per run: GPU-hours lost to preemption (GPU-seconds each preempted attempt held
+until its stop), shrinks' and grows' restart cost (restart x workers after it),
 guarantee-restore time (from a cycle where a queue holds less than its guarantee with a
-pending job that fits inside it, to the first cycle where it holds min(guarantee,
-demand); demand = held + pending GPUs; median and p90 over all episodes and over those
-that waited), job completion time (submit to success) for all jobs and per kind: `dev`,
-`multi` (rigid in both runs), `drawn` (elastic in the elastic run: the same jobs in
-both), makespan (first submit to last success). `--every-tick` turns the replay's fast
-path off (the same figures, slower).
+pending job that fits inside it to the first where it holds min(guarantee, held +
+pending GPUs); over all episodes and those that waited), job completion time (submit to
+success) in all and per kind (`dev`; `multi`: rigid in both runs; `drawn`: elastic in
+the elastic run), makespan (first submit to last success). `--every-tick`: no fast path.
 """
 
 from __future__ import annotations
@@ -52,47 +50,33 @@ from scheduler.sim import replay, trace
 from scheduler.spec import JobSpec, QueueSpec
 
 EPS = m.EPS
+KINDS = ("dev", "multi", "drawn")
 
 
 def mix(jobs: Sequence[trace.TraceJob], a: argparse.Namespace) -> list[trace.TraceJob]:
-    """The multi-GPU jobs from `--start` on with every `--dev-every`-th single-GPU one:
-    multi-GPU ones in queue `train`, the rest in `dev`."""
-    multi = [j for j in jobs if j.gpu >= 2]
-    start = a.start if a.start is not None else min(j.submit for j in multi)
+    """The multi-GPU jobs from `--start` on (queue `train`) with every `--dev-every`-th
+    single-GPU one (queue `dev`)."""
+    start = a.start if a.start is not None else min(j.submit for j in jobs if j.gpu >= 2)
     out: list[trace.TraceJob] = []
     singles = 0
     for j in jobs:
         if j.submit < start or (a.limit is not None and len(out) >= a.limit):
             continue
-        if j.gpu >= 2:
-            out.append(_queue(j, "train"))
-        else:
-            singles += 1
-            if singles % a.dev_every == 0:
-                out.append(_queue(j, "dev"))
+        singles += j.gpu < 2
+        if j.gpu >= 2 or singles % a.dev_every == 0:
+            q = "train" if j.gpu >= 2 else "dev"
+            out.append(dataclasses.replace(j, queue=q, gpu_type=(), priority=None))
     return out
-
-
-def _queue(j: trace.TraceJob, q: str) -> trace.TraceJob:
-    return dataclasses.replace(j, queue=q, gpu_type=(), priority=None)
 
 
 def spec(j: trace.TraceJob, elastic: bool) -> JobSpec:
     """A multi-GPU job as G workers of 1 GPU (`{min: 1, max: G}` when elastic)."""
     g = round(j.gpu) if j.gpu >= 2 else 1
     workers: Any = {"min": 1, "max": g} if elastic else g
-    return JobSpec.model_validate(
-        {
-            "name": j.name,
-            "queue": j.queue,
-            "image": "sim",
-            "command": ["sim"],
-            "workers": workers,
-            "gpu": 1.0 if g > 1 else j.gpu,
-            "cpu": f"{max(1, j.cpu_milli // g)}m",
-            "memory": f"{max(1, j.memory_mib // g)}Mi",
-        }
-    )
+    size = {"gpu": 1.0 if g > 1 else j.gpu, "workers": workers}
+    each = {"cpu": f"{max(1, j.cpu_milli // g)}m", "memory": f"{max(1, j.memory_mib // g)}Mi"}
+    what = {"name": j.name, "queue": j.queue, "image": "sim", "command": ["sim"]}
+    return JobSpec.model_validate({**what, **size, **each})
 
 
 class _Run(replay._Run):
@@ -174,9 +158,9 @@ class Watch:
                 self.below_since[q] = t
 
 
-def _q(xs: Sequence[float], p: float) -> float:
+def _q(xs: Sequence[float], p: float) -> float | None:
     xs = sorted(xs)
-    return round(xs[min(len(xs) - 1, int(p * len(xs)))], 1) if xs else float("nan")
+    return round(xs[min(len(xs) - 1, int(p * len(xs)))], 1) if xs else None
 
 
 def run_one(
@@ -211,41 +195,64 @@ def run_one(
     jct: dict[str, list[float]] = defaultdict(list)
     for jid, t in watch.done.items():
         jct[watch.kind(jid)].append(t - run.submitted[jid][1])
-    every = [x for v in jct.values() for x in v]
+    jct["all"] = [x for v in list(jct.values()) for x in v]
     first = min(s for _, s, _ in run.submitted.values())
     h, n, g = 3600.0, watch.count, watch.gpu_s
-    kinds = ("dev", "multi", "drawn")
     return {
-        "jobs finished": f"{len(watch.done)} of {len(jobs)}",
-        "cycles; CPU s": f"{run.rep.cycles}; {time.process_time() - cpu:.1f}",
-        "preemptions (dev/multi/drawn)": "/".join(str(n[f"preempted {k}"]) for k in kinds),
-        "GPU-h lost to preemption": round(sum(v for k, v in g.items() if "lost" in k) / h, 2),
-        "  of which dev/multi/drawn": "/".join(f"{g[f'lost {k}'] / h:.2f}" for k in kinds),
-        "shrinks; their restart GPU-h": f"{n['shrink']}; {g['shrink'] / h:.2f}",
-        "grows; their restart GPU-h": f"{n['grow']}; {g['grow'] / h:.2f}",
-        **{
-            f"restore {q}: episodes (waited), median/p90 s; of the waits": (
-                f"{len(v)} ({len([x for x in v if x > 0])}), {_q(v, 0.5)}/{_q(v, 0.9)}; "
-                f"{_q([x for x in v if x > 0], 0.5)}/{_q([x for x in v if x > 0], 0.9)}"
-            )
-            for q, v in sorted(watch.restore.items())
-        },
-        **{
-            f"JCT {k} median/p90 s": f"{_q(v, 0.5)}/{_q(v, 0.9)}"
-            for k, v in [("all", every), *((k, jct[k]) for k in kinds)]
-        },
-        "makespan h": round((max(watch.done.values(), default=first) - first) / h, 2),
-        "mean utilisation": round(run.rep.mean_utilisation(), 3),
-        "wall s": round(time.perf_counter() - wall, 1),
+        "jobs": len(jobs),
+        "finished": len(watch.done),
+        "cycles": run.rep.cycles,
+        "cpu_s": round(time.process_time() - cpu, 1),
+        "preemptions": {k: n[f"preempted {k}"] for k in KINDS},
+        "lost_gpu_h": {k: round(g[f"lost {k}"] / h, 2) for k in KINDS},
+        "shrinks": n["shrink"],
+        "shrink_restart_gpu_h": round(g["shrink"] / h, 2),
+        "grows": n["grow"],
+        "grow_restart_gpu_h": round(g["grow"] / h, 2),
+        "restore_s": {q: _restore(v) for q, v in sorted(watch.restore.items())},
+        "jct_s": {k: {"median": _q(jct[k], 0.5), "p90": _q(jct[k], 0.9)} for k in ("all", *KINDS)},
+        "makespan_h": round((max(watch.done.values(), default=first) - first) / h, 2),
+        "mean_utilisation": round(run.rep.mean_utilisation(), 3),
+        "wall_s": round(time.perf_counter() - wall, 1),
     }
 
 
+def _restore(v: list[float]) -> dict[str, float | None]:
+    waits = [x for x in v if x > 0]
+    return {"episodes": len(v), "median": _q(v, 0.5), "p90": _q(v, 0.9), "waited": len(waits),
+            "waited_median": _q(waits, 0.5), "waited_p90": _q(waits, 0.9)}  # fmt: skip
+
+
+def rows(r: dict[str, Any]) -> dict[str, str]:
+    """One run's figures as the table's rows."""
+    lost, p = r["lost_gpu_h"], r["preemptions"]
+    out = {
+        "jobs finished; cycles; CPU s": f"{r['finished']} of {r['jobs']}; {r['cycles']}; "
+        f"{r['cpu_s']}",
+        "preemptions dev/multi/drawn": "/".join(str(p[k]) for k in KINDS),
+        "GPU-h lost to preemption (dev/multi/drawn)": f"{sum(lost.values()):.2f} ("
+        + "/".join(f"{lost[k]:.2f}" for k in KINDS)
+        + ")",
+        "shrinks; their restart GPU-h": f"{r['shrinks']}; {r['shrink_restart_gpu_h']:.2f}",
+        "grows; their restart GPU-h": f"{r['grows']}; {r['grow_restart_gpu_h']:.2f}",
+    }
+    for q, e in r["restore_s"].items():
+        out[f"restore {q}: episodes, median/p90 s (waited: n, median/p90 s)"] = (
+            f"{e['episodes']}, {e['median']}/{e['p90']} "
+            f"({e['waited']}, {e['waited_median']}/{e['waited_p90']})"
+        )
+    for k, e in r["jct_s"].items():
+        out[f"JCT {k} median/p90 s"] = f"{e['median']}/{e['p90']}"
+    out["makespan h; mean utilisation"] = f"{r['makespan_h']}; {r['mean_utilisation']}"
+    return out
+
+
 def table(out: dict[str, dict[str, Any]]) -> str:
-    runs = list(out)
-    lines = [f"| | {' | '.join(runs)} |", "|---|" + "---|" * len(runs)]
-    keys = dict.fromkeys(k for r in runs for k in out[r])
+    shown = {name: rows(r) for name, r in out.items()}
+    lines = [f"| | {' | '.join(shown)} |", "|---|" + "---|" * len(shown)]
+    keys = dict.fromkeys(k for r in shown.values() for k in r)
     return "\n".join(
-        [*lines, *(f"| {k} | {' | '.join(str(out[r].get(k, '')) for r in runs)} |" for k in keys)]
+        [*lines, *(f"| {k} | {' | '.join(r.get(k, '') for r in shown.values())} |" for k in keys)]
     )
 
 
@@ -283,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for name in ("rigid", "elastic"):
         if a.only in (None, name):
             out[name] = run_one(jobs, chosen if name == "elastic" else set(), chosen, a)
-            print(f"{name}: {out[name]['cycles; CPU s']} s", flush=True)
+            print(f"{name}: {out[name]['cycles']} cycles, {out[name]['cpu_s']} s CPU", flush=True)
     print(json.dumps(out, indent=1) if a.json else table(out))
 
 
