@@ -88,7 +88,9 @@ def over_guarantee(
     """Running jobs that lie (at least partly) beyond their queue's guarantee.
 
     A queue's jobs are stacked most valuable first (higher priority, then longer
-    running); those whose stack top passes the guarantee are the borrowed ones."""
+    running), elastic jobs' workers beyond their gangs after every whole job; those
+    whose stack top passes the guarantee are the borrowed ones. So a queue's guarantee
+    covers its gangs first, and what it borrows is the workers a shrink gives back."""
     by_queue: dict[str, list[m.RunningJob]] = defaultdict(list)
     for run in running:
         by_queue[run.job.queue].append(run)
@@ -96,7 +98,7 @@ def over_guarantee(
     for name, runs in by_queue.items():
         q = tree.queues.get(name)
         guarantee = accounting.guaranteed(q, m.TOTAL) if q is not None else 0.0
-        runs.sort(key=lambda r: (-r.job.priority, r.started_at, r.key))
+        runs.sort(key=lambda r: (r.part >= 0, -r.job.priority, r.started_at, r.key))
         stacked = 0.0
         for run in runs:
             stacked += accounting.placed_gpus(run.placements)

@@ -166,3 +166,17 @@ def test_any_resize_keeps_the_gang_the_max_and_the_first_workers(
         left = dataclasses.replace(run, placements=gone, stopping=True, part=shrink.workers)
         after = dataclasses.replace(after, running=(*after.running, left))
         assert not [v for v in invariants.check(after) if "overcommit" in v.kind]
+
+
+def test_a_queue_borrows_its_elastic_workers_not_its_rigid_jobs() -> None:
+    # Queue a (guarantee 4) runs an elastic job grown to 4 and, started later, a rigid
+    # one of 4: its guarantee covers the gang and the rigid job, so when b comes back
+    # the elastic job's grown workers go, not the rigid job.
+    elastic = grown_to(on(job("el", "a").workers(2).elastic(4).obj(), "n0"), 4)
+    rigid = on(job("rigid", "a").workers(4).obj(), "n0", first_gpu=4, started=500.0)
+    snap = snapshot(
+        [node("n0")], two_queues(6, 2), [elastic, rigid], [job("r", "b").workers(2).obj()]
+    )
+    result = cycle.schedule(dataclasses.replace(snap, now=LATER))
+    assert result.preempts == ()
+    assert [(r.job_id, r.workers) for r in result.resizes] == [("el", 2)]
