@@ -56,7 +56,21 @@ TRAININGJOB_STATUS: dict[str, Any] = {
         },
         "reason": {"type": "string", "description": "Why the job is pending, in words"},
         "queue": {"type": "string"},
-        "workers": {"type": "integer"},
+        "workers": {"type": "integer", "description": "workers it has now"},
+        "resizes": {
+            "type": "array",
+            "description": "an elastic job's last changes of size, oldest first",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "at": {"type": "string", "format": "date-time"},
+                    "attempt": {"type": "integer"},
+                    "from": {"type": "integer"},
+                    "to": {"type": "integer"},
+                    "message": {"type": "string"},
+                },
+            },
+        },
         "gpus": {"type": "string", "description": "GPUs held in all, e.g. '2' or '0.5'"},
         "attempt": {"type": "integer"},
         "restarts": {"type": "integer"},

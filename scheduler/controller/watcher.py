@@ -38,7 +38,7 @@ from scheduler.controller import crdgen, follow, reconcile
 from scheduler.core import context
 from scheduler.loop import snapshot as snapshots
 from scheduler.spec import TRAININGJOB
-from scheduler.store import errors, jobs, queues
+from scheduler.store import crstatus, errors, jobs, queues
 from scheduler.store.db import Session
 from scheduler.store.port import SqlLiveStore
 
@@ -128,6 +128,8 @@ class CrWatcher:
                 except errors.NotFound:
                     existing = None
             status = applying.apply(session, reconcile.reconcile_trainingjob(cr, existing))
+            if existing is not None and existing.resized_at is not None and status:
+                status["resizes"] = crstatus.resizes(session=session, job_id=existing.id)
         if not deleted and status:
             self._patch_status("trainingjobs", cr, status)
 

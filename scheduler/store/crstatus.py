@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from scheduler.core import accounting
 from scheduler.spec import Phase
 from scheduler.store import cluster, convert, schema
+from scheduler.store import resizes as history
 
 _HOLDING = (Phase.SCHEDULED.value, Phase.RUNNING.value)
 _WAITING = (Phase.PENDING.value, Phase.PREEMPTED.value)
@@ -73,6 +74,7 @@ def followed_jobs(
             j.scheduled_at,
             j.started_at,
             j.finished_at,
+            j.resized_at,
         ).where(
             j.origin_kind == kind,
             j.origin_namespace == namespace,
@@ -80,3 +82,17 @@ def followed_jobs(
         )
     ).all()
     return [Followed(row[0], row[1], row[2], tuple(row[3:])) for row in rows]
+
+
+def resizes(*, session: Session, job_id: str, last: int = 10) -> list[dict[str, Any]]:
+    """An elastic job's last changes of size (its `Resized` events), oldest first."""
+    return [
+        {
+            "at": e.at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "attempt": int(e.data.get("attempt", 0)),
+            "from": int(e.data.get("from", 0)),
+            "to": int(e.data.get("to", 0)),
+            "message": e.message,
+        }
+        for e in history.history(session=session, job_id=job_id)[-last:]
+    ]
