@@ -36,6 +36,33 @@ BAD_JOBS: list[Any] = [
         {"command": "python train.py"}, ["body", "command"], "shell string", id="shell-command"
     ),
     pytest.param({"workers": 0}, ["body", "workers"], "greater than or equal", id="zero-workers"),
+    pytest.param(
+        {"workers": {"min": 4, "max": 2}},
+        ["body", "workers"],
+        "max (2) must be at least min (4)",
+        id="elastic-max-below-min",
+    ),
+    pytest.param(
+        {"workers": {"min": 2}}, ["body", "workers"], "max: Field required", id="elastic-no-max"
+    ),
+    pytest.param(
+        {"workers": {"min": 0, "max": 2}},
+        ["body", "workers"],
+        "min: Input should be greater than or equal to 1",
+        id="elastic-zero-min",
+    ),
+    pytest.param(
+        {"workers": {"min": 1, "max": 2}, "framework": "mpi"},
+        ["body"],
+        "range is for pytorch jobs",
+        id="elastic-not-pytorch",
+    ),
+    pytest.param(
+        {"workers": {"min": 40, "max": 80}, "gpu": 1, "queue": "nlp"},
+        ["body", "workers"],
+        "40 workers can never run at once",
+        id="elastic-min-beyond-cluster",
+    ),
     pytest.param({"gpu": 16}, ["body", "gpu"], "largest node has 8", id="gpu-per-worker-too-big"),
     pytest.param(
         {"workers": 80, "gpu": 1, "queue": "nlp"},
@@ -96,6 +123,14 @@ def test_a_fitting_job_is_accepted(client: TestClient) -> None:
     # 40 half-GPU workers: more than one node, fewer than the cluster (20 GPUs -> 40 halves)
     r = client.post(J, json=job_body(workers=16, gpu=0.5), headers=VISION)
     assert r.status_code == 201, r.text
+
+
+def test_an_elastic_job_is_accepted_and_shows_its_range(client: TestClient) -> None:
+    r = client.post(J, json=job_body(workers={"min": 2, "max": 8}, gpu=1), headers=VISION)
+    assert r.status_code == 201, r.text
+    got = client.get(f"{J}/{r.json()['id']}", headers=VISION).json()
+    assert got["spec"]["workers"] == {"min": 2, "max": 8}
+    assert (got["workers"], got["resizes"]) == (2, [])  # pending: it starts at least at min
 
 
 def test_oversized_body_is_413_and_stores_nothing(app: FastAPI, client: TestClient) -> None:
