@@ -93,18 +93,18 @@ def whole(
 
 
 def shrinks(
-    ctx: context.Context, taken: Mapping[str, tuple[int, str]], preempted: set[str]
+    ctx: context.Context, taken: Mapping[str, tuple[int, str, str]], preempted: set[str]
 ) -> list[m.Resize]:
     """A `Resize` for each job whose workers from index k on were `taken` (job id ->
-    (k, why)), unless the whole job is `preempted`."""
+    (k, why, for which job)), unless the whole job is `preempted`."""
     out = []
-    for job_id, (k, why) in sorted(taken.items()):
+    for job_id, (k, why, for_job) in sorted(taken.items()):
         run = ctx.running.get(job_id)
         if job_id in preempted or run is None:
             continue
         kept = tuple(p for p in sorted(run.placements, key=lambda p: p.worker) if p.worker < k)
         said = f"shrunk from {len(run.placements)} to {len(kept)} workers: {why}"
-        out.append(m.Resize(job_id, kept, said, run.job.grace_period_s))
+        out.append(m.Resize(job_id, kept, said, run.job.grace_period_s, for_job))
     return out
 
 

@@ -105,6 +105,12 @@ def explain(snapshot: m.Snapshot, job_id: str) -> Explanation:
     place = next((p for p in result.places if p.job_id == job_id), None)
     keep = next((k for k in result.pending if k.job_id == job_id), None)
     preempts = [dataclasses.asdict(p) for p in result.preempts if p.for_job == job_id]
+    preempts += [  # elastic jobs it would shrink: as a preemption of some of their workers
+        {"job_id": r.job_id, "reason": r.reason, "grace_period_s": r.grace_period_s,
+         "for_job": r.for_job}
+        for r in result.resizes
+        if r.for_job == job_id
+    ]  # fmt: skip
     decision = "placed" if place else ("preempting" if preempts else "pending")
     reason: dict[str, object] | None = None
     if keep is not None:

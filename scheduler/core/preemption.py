@@ -284,7 +284,8 @@ def preempt(
     stopping, victims, young = _candidates(ctx)
     gone: set[m.RunKey] = set()
     out: list[m.Preempt] = []
-    taken: dict[str, tuple[int, str]] = {}  # elastic jobs shrunk: first worker taken, why
+    # Elastic jobs shrunk: the first worker taken, why, and for which job.
+    taken: dict[str, tuple[int, str, str]] = {}
     waiting: dict[str, m.PendingReason] = {}
     tries = 0
     pools = _Pool(ctx, stopping), _Pool(ctx, victims), _Pool(ctx, young)
@@ -327,8 +328,8 @@ def preempt(
         for v in plan.victims:
             if v.part < 0:
                 out.append(m.Preempt(v.job.id, _why(ctx, v, job), v.job.grace_period_s, job.id))
-            elif v.part < taken.get(v.job.id, (v.part + 1, ""))[0]:
-                taken[v.job.id] = (v.part, _why(ctx, v, job))
+            elif v.part < taken.get(v.job.id, (v.part + 1, "", ""))[0]:
+                taken[v.job.id] = (v.part, _why(ctx, v, job), job.id)
         waiting[job.id] = reasons.waiting_for_preemption(
             plan.victims, gpus, list(dict.fromkeys(s.job.id for s in plan.stopping))
         )
