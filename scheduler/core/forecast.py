@@ -96,6 +96,8 @@ def forecast(
                 if key.job_id == pre.job_id and not entry.run.stopping:
                     run = dataclasses.replace(entry.run, stopping=True)
                     live[key] = _Live(run, t + pre.grace_period_s, f"preempted at {_at(t, now)}")
+        for r in result.resizes:  # an elastic job's new size; a shrink's workers drain
+            _resize(live, r, t, now)
         reasons = {k.job_id: k.reason for k in result.pending}
         if not any(j in positions for j in pending):
             break
@@ -120,6 +122,22 @@ def forecast(
     return {
         job.id: _estimate(job, positions, started, reasons, live, stop) for job in snapshot.pending
     }
+
+
+def _resize(live: dict[m.RunKey, _Live], r: m.Resize, t: float, now: float) -> None:
+    """Carry a `Resize` out in the replay: the job at its new placements (its end kept),
+    the workers a shrink removed as a stopping entry ending after their grace."""
+    key = next((k for k, e in live.items() if k.job_id == r.job_id and not e.run.stopping), None)
+    if key is None:
+        return
+    entry = live[key]
+    kept = {p.worker for p in r.placements}
+    gone = tuple(p for p in entry.run.placements if p.worker not in kept)
+    run = dataclasses.replace(entry.run, placements=r.placements, resized_at=t)
+    live[key] = _Live(run, entry.end, entry.basis)
+    if gone:
+        left = dataclasses.replace(run, placements=gone, stopping=True, part=gone[0].worker)
+        live[left.key] = _Live(left, t + r.grace_period_s, f"shrunk at {_at(t, now)}")
 
 
 def _end(run: m.RunningJob, now: float, runtime: Runtime) -> tuple[float | None, str]:
@@ -168,7 +186,7 @@ def _advance(
         entry = live.pop(key)
         # A drained victim waits again, unless another attempt of its job runs already.
         again = key.job_id in pending or any(k.job_id == key.job_id for k in live)
-        if entry.run.stopping and not again:
+        if entry.run.stopping and key.part < 0 and not again:  # not a shrink's workers
             pending[key.job_id] = entry.run.job
         words.append(f"{entry.run.job.label} ends at {_at(t, now)} ({entry.basis})")
     if not words:

@@ -127,6 +127,26 @@ def test_reclaim_waits_for_the_victims_grace() -> None:
     assert set(got) == {"p"}  # the victim pends again, but was not asked about
 
 
+def test_a_shrink_frees_room_after_the_removed_workers_grace() -> None:
+    # "b"'s elastic job holds the node at 8 workers (its gang 2); "g" is owed 4 GPUs and
+    # gets them by a shrink to 4: it starts once the 4 removed workers have drained.
+    el = job("el", "b").workers(2).elastic(8).obj()
+    grown = dataclasses.replace(
+        on(el, "n0"), placements=tuple(m.WorkerPlacement(w, "n0", (w,)) for w in range(8))
+    )
+    snap = snapshot(
+        nodes(1),
+        [queue("g").guarantee(4).obj(), queue("b").obj()],
+        [grown],
+        [job("p", "g").workers(4).obj()],
+        NOW,
+    )
+    got = forecast(snap, unknown)
+    assert got["p"].start_s == NOW + el.grace_period_s
+    assert "shrunk" in got["p"].basis
+    assert set(got) == {"p"}  # the elastic job runs on at 4: it does not wait again
+
+
 def test_a_draining_earlier_attempt_does_not_wait_again() -> None:
     # "j" runs again (attempt 1) while attempt 0 drains on the other 4 GPUs: once drained,
     # "p" gets them; "j" does not go back to pending ahead of it.
