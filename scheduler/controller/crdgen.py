@@ -43,6 +43,21 @@ IMMUTABLE_SPEC = {
 }
 
 
+# `workers` is a count or {min, max}, which no structural schema types: the API server
+# keeps it as given, and checks what a schema without a type can (bounds of a count,
+# the range's fields); Shoal's controller checks the rest (min <= max, no text).
+_BOUND = {"type": "integer", "minimum": 1, "maximum": 4096}
+WORKERS = {
+    "description": "how many workers (1-4096); {min, max}: an elastic PyTorch job "
+    "(torchrun --nnodes=min:max) that Shoal sizes between the two",
+    "x-kubernetes-preserve-unknown-fields": True,
+    "minimum": 1,
+    "maximum": 4096,
+    "properties": {"min": _BOUND, "max": _BOUND},
+    "required": ["min", "max"],
+}
+
+
 def _column(name: str, path: str, kind: str = "string", **extra: Any) -> dict[str, Any]:
     return {"name": name, "type": kind, "jsonPath": path, **extra}
 
@@ -106,16 +121,18 @@ def _crd(
 
 def trainingjob_crd() -> dict[str, Any]:
     # metadata.name is the job's name, so the spec has no `name` of its own.
+    spec = spec_schema(
+        JobSpec,
+        "What the job runs and what each worker needs (scheduler.spec.JobSpec)",
+        drop=("name",),
+    )
+    spec["properties"]["workers"] = WORKERS
     return _crd(
         kind="TrainingJob",
         plural="trainingjobs",
         short=["tj"],
         scope="Namespaced",
-        spec=spec_schema(
-            JobSpec,
-            "What the job runs and what each worker needs (scheduler.spec.JobSpec)",
-            drop=("name",),
-        ),
+        spec=spec,
         status=TRAININGJOB_STATUS,
         validations=[IMMUTABLE_SPEC],
         columns=[

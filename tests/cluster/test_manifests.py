@@ -58,6 +58,11 @@ def test_crds_and_every_example_apply_and_print_their_columns(cluster: ControlPl
     "spec, field",
     [
         ({"queue": "vision", "image": "x", "workers": 0, "gpu": 1}, "workers"),
+        ({"queue": "vision", "image": "x", "workers": 5000}, "workers"),
+        ({"queue": "vision", "image": "x", "workers": {"min": 2}}, "workers"),
+        ({"queue": "vision", "image": "x", "workers": {"min": 0, "max": 2}}, "workers"),
+        # min > max and a count as text pass the schema: Shoal's controller marks them
+        # Invalid (tests/crd, tests/controller), as it does every check a schema cannot make.
         ({"queue": "vision", "image": "x", "framework": "caffe"}, "framework"),
         ({"image": "x", "gpu": 1}, "queue"),
     ],
