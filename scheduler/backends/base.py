@@ -95,6 +95,22 @@ class WorkerStatus:
     # its GPUs reserved until it is.
     still_running: bool = False
 
+    @property
+    def holds_gpus(self) -> bool:
+        """Whether it still holds its GPUs: running, still running though failed, or
+        bound and starting (pulling its image holds them as much as running)."""
+        state = self.state
+        return (
+            state is WorkerState.RUNNING
+            or self.still_running
+            or (state is WorkerState.PENDING and bool(self.node))
+        )
+
+    @property
+    def placement(self) -> model.WorkerPlacement:
+        """Where it sits, as the core's placement."""
+        return model.WorkerPlacement(self.worker, self.node, self.gpus, self.fraction)
+
 
 class ClusterBackend(Protocol):
     """What the scheduler loop needs from a cluster."""

@@ -104,19 +104,9 @@ def settle(cycle: Cycle, lj: store.LiveJob, workers: Sequence[base.WorkerStatus]
     seen = {w.worker for w in workers}
     if size - seen:
         resizable.grow(_request(cycle, lj, lj.placements))
-    past = sorted(w.worker for w in workers if w.worker not in size and _holds(w))
+    past = sorted(w.worker for w in workers if w.worker not in size and w.holds_gpus)
     if past:
-        resizable.shrink(lj.id, lj.attempt, past, float(lj.spec.termination_grace_period_seconds))
-
-
-def _holds(w: base.WorkerStatus) -> bool:
-    """Whether a worker still holds its GPUs (running, or bound and starting)."""
-    state = w.state
-    return (
-        state is base.WorkerState.RUNNING
-        or w.still_running
-        or (state is base.WorkerState.PENDING and bool(w.node))
-    )
+        resizable.shrink(lj.id, lj.attempt, past, lj.request.grace_period_s)
 
 
 def leftovers(
@@ -132,9 +122,9 @@ def leftovers(
             continue
         size = {p.worker for p in lj.placements}
         gone = [
-            model.WorkerPlacement(w.worker, w.node, w.gpus, w.fraction)
+            w.placement
             for w in attempts.get((lj.id, lj.attempt), ())
-            if w.worker not in size and _holds(w)
+            if w.worker not in size and w.holds_gpus
         ]
         if gone:
             first = min(p.worker for p in gone)

@@ -41,15 +41,8 @@ def draining_attempts(
         request = (
             lj.request if lj is not None else model.JobRequest(id=job_id, queue=workers[0].queue)
         )
-        # A bound worker holds its GPUs until the kubelet says it is gone: a pending
-        # one (pulling its image) as much as a running one.
-        placements = tuple(
-            model.WorkerPlacement(w.worker, w.node, w.gpus, w.fraction)
-            for w in workers
-            if w.state is base.WorkerState.RUNNING
-            or w.still_running
-            or (w.state is base.WorkerState.PENDING and w.node)
-        )
+        # A bound worker holds its GPUs until the kubelet says it is gone.
+        placements = tuple(w.placement for w in workers if w.holds_gpus)
         out.append(model.RunningJob(request, placements, now, stopping=True, attempt=attempt))
     return out
 
