@@ -36,7 +36,7 @@ def quota(ctx: context.Context, job: m.JobRequest) -> m.JobRequest | m.PendingRe
     """The job as placement should see it (GPU types narrowed to models its queues still
     have room for), or the limit it would break."""
     if job.queue not in ctx.model_limited:
-        why = _over(ctx, job, None, ctx.est.total(job))
+        why = ctx.over(job, None, ctx.est.total(job))
         return job if why is None else why
     per = ctx.est.per_worker(job)
     allowed = ctx.est.allowed_models(job)
@@ -44,7 +44,7 @@ def quota(ctx: context.Context, job: m.JobRequest) -> m.JobRequest | m.PendingRe
     first: m.PendingReason | None = None
     for model in allowed:
         need = job.workers * per[model]
-        why = _over(ctx, job, model, need)
+        why = ctx.over(job, model, need)
         if why is None:
             fits.append(model)
         elif first is None:
@@ -54,32 +54,6 @@ def quota(ctx: context.Context, job: m.JobRequest) -> m.JobRequest | m.PendingRe
     if len(fits) < len(allowed):
         return dataclasses.replace(job, gpu_types=tuple(fits))
     return job
-
-
-def _within_limits(
-    ctx: context.Context, job: m.JobRequest, placed: Sequence[m.WorkerPlacement]
-) -> m.PendingReason | None:
-    """Exact check once the models and shares are known (gpuMemory jobs, model limits)."""
-    use = ctx.session.usage_of(placed)
-    keys = [k for k in use if k != m.TOTAL] if job.queue in ctx.model_limited else []
-    for key in keys:
-        if (why := _over(ctx, job, key, use[key])) is not None:
-            return why
-    return _over(ctx, job, None, use.get(m.TOTAL, 0.0))
-
-
-def _over(
-    ctx: context.Context, job: m.JobRequest, model: str | None, need: float
-) -> m.PendingReason | None:
-    """The limit `need` more GPUs (of `model`) would break, and, where raising it would
-    not do, the ancestor's limit in the way too (the API refuses a child's limit above
-    its parent's)."""
-    hit = ctx.ledger.over_limit(job.queue, model, need)
-    if hit is None:
-        return None
-    parent = ctx.ledger.tree.queues[hit[0]].parent
-    above = ctx.ledger.over_limit(parent, model, need) if parent else None
-    return reasons.over_limit(job, *hit, need, above=above)
 
 
 def _place(
@@ -118,7 +92,7 @@ def _larger(ctx: context.Context, job: m.JobRequest, out: Outcome) -> bool:
     if isinstance(checked, m.PendingReason):
         return False
     placed = placement.place_gang(ctx.state, checked, ctx.snapshot.config.policy, explain=False)
-    if not isinstance(placed, tuple) or _within_limits(ctx, job, placed) is not None:
+    if not isinstance(placed, tuple) or ctx.within_limits(job, placed) is not None:
         return False
     ctx.session.allocate(job, placed)
     out.places.append(m.Place(job.id, placed))
@@ -150,7 +124,7 @@ def _try(
             for res in backfill:
                 ctx.session.lift(res.job_id)
     if isinstance(result, tuple):
-        over = _within_limits(ctx, job, result)
+        over = ctx.within_limits(job, result)
         if over is None:
             ctx.session.allocate(job, result)
             out.places.append(m.Place(job.id, result))

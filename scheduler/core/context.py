@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from scheduler import model as m
 from scheduler import placement
-from scheduler.core import accounting, elastic, fairshare
+from scheduler.core import accounting, elastic, fairshare, reasons
 from scheduler.core.session import Session
 
 
@@ -80,6 +80,30 @@ class Context:
     @property
     def ledger(self) -> accounting.Ledger:
         return self.session.ledger
+
+    # Queue limits, for admission and for an elastic job's grow alike.
+    def within_limits(
+        self, job: m.JobRequest, placed: Sequence[m.WorkerPlacement]
+    ) -> m.PendingReason | None:
+        """The limit placing `placed` for `job` would break, exactly, once the models and
+        shares are known (gpuMemory jobs, per-model limits); None if none."""
+        use = self.session.usage_of(placed)
+        keys = [k for k in use if k != m.TOTAL] if job.queue in self.model_limited else []
+        for key in keys:
+            if (why := self.over(job, key, use[key])) is not None:
+                return why
+        return self.over(job, None, use.get(m.TOTAL, 0.0))
+
+    def over(self, job: m.JobRequest, model: str | None, need: float) -> m.PendingReason | None:
+        """The limit `need` more GPUs (of `model`) would break, and, where raising it would
+        not do, the ancestor's limit in the way too (the API refuses a child's limit above
+        its parent's)."""
+        hit = self.ledger.over_limit(job.queue, model, need)
+        if hit is None:
+            return None
+        parent = self.ledger.tree.queues[hit[0]].parent
+        above = self.ledger.over_limit(parent, model, need) if parent else None
+        return reasons.over_limit(job, *hit, need, above=above)
 
 
 def over_guarantee(

@@ -76,8 +76,7 @@ def whole(
     shrink keeps the first workers); with its gang, all of it (that is a preemption)."""
     first: dict[str, int] = {}
     for run in chosen:
-        at = -1 if run.part < 0 else run.part
-        first[run.job.id] = min(first.get(run.job.id, at), at)
+        first[run.job.id] = min(first.get(run.job.id, run.part), run.part)  # -1: the gang
     keys = {r.key for r in chosen}
     more = [
         r
@@ -170,11 +169,8 @@ def _place_more(
     held = {(p.node, g) for p in run.placements for g in p.gpus}
     if job.distinct_gpus and any((p.node, g) in held for p in placed for g in p.gpus):
         return None
-    if job.queue in ctx.model_limited:
-        use = ctx.session.usage_of(placed)
-        models = [(k, v) for k, v in use.items() if k not in (m.TOTAL, "")]
-        if any(ctx.ledger.over_limit(job.queue, k, v) is not None for k, v in models):
-            return None
+    if ctx.within_limits(job, placed) is not None:
+        return None
     n = len(run.placements)
     added = tuple(dataclasses.replace(p, worker=n + i) for i, p in enumerate(placed))
     ctx.session.allocate(job, added)
