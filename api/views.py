@@ -103,13 +103,9 @@ def _resizes(row: schema.JobRow, session: Session | None) -> list[models.ResizeP
         return []
     return [
         models.ResizePublic(
-            at=e.at,
-            attempt=int(e.data.get("attempt", 0)),
-            previous=int(e.data.get("from", 0)),
-            workers=int(e.data.get("to", 0)),
-            message=e.message,
+            at=r.at, attempt=r.attempt, previous=r.previous, workers=r.workers, message=r.message
         )
-        for e in resizes.history(session=session, job_id=row.id)
+        for r in map(resizes.Resized.of, resizes.history(session=session, job_id=row.id))
     ]
 
 

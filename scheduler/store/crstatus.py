@@ -88,11 +88,11 @@ def resizes(*, session: Session, job_id: str, last: int = 10) -> list[dict[str, 
     """An elastic job's last changes of size (its `Resized` events), oldest first."""
     return [
         {
-            "at": e.at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "attempt": int(e.data.get("attempt", 0)),
-            "from": int(e.data.get("from", 0)),
-            "to": int(e.data.get("to", 0)),
-            "message": e.message,
+            "at": r.at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "attempt": r.attempt,
+            "from": r.previous,
+            "to": r.workers,
+            "message": r.message,
         }
-        for e in history.history(session=session, job_id=job_id)[-last:]
+        for r in map(history.Resized.of, history.history(session=session, job_id=job_id)[-last:])
     ]

@@ -5,6 +5,7 @@ and after, the workers added or removed and why. Its events are its size history
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
@@ -52,8 +53,28 @@ def record_resize(
     return version
 
 
+@dataclass(frozen=True, slots=True)
+class Resized:
+    """One change of an elastic job's size, as its `Resized` event tells it."""
+
+    at: datetime
+    attempt: int
+    previous: int
+    workers: int
+    message: str
+
+    @staticmethod
+    def of(event: schema.JobEventRow) -> Resized:
+        data = event.data
+        return Resized(
+            event.at, int(data.get("attempt", 0)), int(data.get("from", 0)),
+            int(data.get("to", 0)), event.message,
+        )  # fmt: skip
+
+
 def history(*, session: Session, job_id: str) -> list[schema.JobEventRow]:
-    """The job's `Resized` events, oldest first: its size over time."""
+    """The job's `Resized` events, oldest first: its size over time (`Resized.of` reads
+    one)."""
     stmt = (
         select(schema.JobEventRow)
         .where(schema.JobEventRow.job_id == job_id, schema.JobEventRow.kind == RESIZED)
