@@ -65,6 +65,13 @@ class BackendError(Exception):
     transient: bool = False
 
 
+class StillStopping(BackendError):
+    """A grow would add back a worker index whose process, removed by a shrink, has not
+    ended yet (its name or record is still taken): the loop repeats the grow later."""
+
+    transient = True
+
+
 class WorkerState(StrEnum):
     PENDING = "Pending"
     RUNNING = "Running"

@@ -11,9 +11,9 @@ import pytest
 
 from scheduler import store
 from scheduler.backends import base
+from scheduler.backends.base import StillStopping
 from scheduler.backends.local import cluster
 from scheduler.backends.sim import SimBackend
-from scheduler.backends.sim.backend import StillStopping
 from scheduler.clock import VirtualClock, as_datetime
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.model import Config, WorkerPlacement

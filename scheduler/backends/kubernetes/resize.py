@@ -36,12 +36,10 @@ def grow(pods: WorkerPods, req: base.LaunchRequest) -> None:
             if p.worker in have and have[p.worker]["metadata"].get("deletionTimestamp")
         )
         if going:
-            err = base.BackendError(
+            raise base.StillStopping(
                 f"attempt {req.attempt} of job {req.job_id}: worker(s) "
                 f"{', '.join(map(str, going))} of an earlier size still going away"
             )
-            err.transient = True
-            raise err
         new = tuple(p for p in req.placements if p.worker not in have)
         # A grow cut short before its binds: its repeat binds the pods it made.
         unbound = [have[p.worker] for p in req.placements if p.worker in have]

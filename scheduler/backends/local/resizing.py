@@ -23,12 +23,6 @@ from scheduler.backends import base
 from scheduler.backends.local import records, rundir, stopping
 
 
-class StillStopping(base.BackendError):
-    """A grow would add back a worker whose removed process has not ended yet."""
-
-    transient = True
-
-
 def grow(
     book: records.Records,
     request: base.LaunchRequest,
@@ -81,7 +75,7 @@ def add_workers(rec: records.AttemptRecord, request: base.LaunchRequest) -> bool
         if old.stop_deadline is None:
             continue  # it has this one already (running, ended, or not started yet)
         if records.alive(old) and not Path(old.exit_file).exists():
-            raise StillStopping(
+            raise base.StillStopping(
                 f"worker {p.worker} of attempt {rec.key} is still stopping after a shrink"
             )
         rec.workers[i] = rundir.worker_record(p, log_dir, work, old.generation + 1)

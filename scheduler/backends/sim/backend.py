@@ -29,12 +29,6 @@ from scheduler.model import Node, WorkerPlacement
 Key = tuple[str, int]
 
 
-class StillStopping(base.BackendError):
-    """A grow would add back a worker a shrink removed that has not ended yet."""
-
-    transient = True
-
-
 @dataclass(frozen=True, slots=True)
 class Removed:
     """A worker a shrink took: where it was, when it joined, when it ends."""
@@ -169,7 +163,7 @@ class SimBackend:
         for p in new:
             old = a.removed.get(p.worker)
             if old is not None and old.ends > now:
-                raise StillStopping(f"worker {p.worker} of {request.job_id} is still stopping")
+                raise base.StillStopping(f"worker {p.worker} of {request.job_id} is still stopping")
         for p in new:
             if (old := a.removed.pop(p.worker, None)) is not None:
                 a.past_gpu_s += old.placement.gpus_held * (old.ends - old.joined)
