@@ -107,6 +107,9 @@ def test_grow_starts_only_the_new_workers_and_a_repeat_does_nothing(
     backend.grow(req(s, 3))  # a repeat
     assert pids(backend) == grown
     eventually(lambda: logged(backend, 2, "up"), what="worker 2 to start")
+    # The shim appends its ledger line beside the worker it starts: wait for it, then
+    # each of the three processes is there exactly once.
+    eventually(lambda: len(backend.records.launches()) == 3, what="worker 2's ledger line")
     assert sorted(backend.records.launches().values()) == [1, 1, 1]
     backend.close()  # a restarted service knows the grown worker: a repeat starts none
     again = LocalBackend(tmp_path / "state", nodes=NODES, run_dir=tmp_path / "run")
