@@ -50,16 +50,28 @@ def submit_job(
             return _replay(existing, digest), False
     at = now or schema.utcnow()
     values = _row_values(spec, submitter, idempotency_key, digest, at, origin, job_id)
-    try:
-        stored = _insert(session, values, spec.priority)
-    except IntegrityError:
-        # The unique indexes decide, not a read before the insert (one statement less per
-        # submission): a live job of this name, or a concurrent retry of this key, won.
-        session.rollback()
-        clash = _clash(session, spec, submitter, idempotency_key, digest)
-        if clash is None:
-            raise
-        return clash, False
+    for _ in range(NAME_RACE_TRIES):
+        try:
+            stored = _insert(session, values, spec.priority)
+            break
+        except IntegrityError as exc:
+            # The unique indexes decide, not a read before the insert (one statement less
+            # per submission): a live job of this name, or a concurrent retry of this
+            # key, won.
+            session.rollback()
+            clash = _clash(session, spec, submitter, idempotency_key, digest)
+            if clash is not None:
+                return clash, False
+            if not _name_index_refused(exc):
+                raise
+            # The job that held the name ended between the refusal and the re-read: the
+            # name is free now, so this submission tries again (issue 35).
+    else:
+        raise errors.Conflict(
+            f"the name {spec.name} in queue {spec.queue} was taken and freed again "
+            f"{NAME_RACE_TRIES} times while this job was submitted; try again",
+            loc=("name",),
+        )
     if stored is None:
         session.rollback()
         raise errors.NotFound(f"queue {spec.queue!r} does not exist", loc=("queue",))
@@ -101,6 +113,20 @@ def _row_values(
         "origin_name": None if origin is None else origin.name,
         "origin_uid": None if origin is None else origin.uid,
     }
+
+
+# Inserts of one submission whose name was taken and freed again before the re-read could
+# say by whom; each retry needs a new job of that name to start and end in that window.
+NAME_RACE_TRIES = 3
+
+
+def _name_index_refused(exc: IntegrityError) -> bool:
+    """Whether the unique index on a queue's live names refused the INSERT (psycopg names
+    the constraint; SQLite only its columns)."""
+    constraint = getattr(getattr(exc.orig, "diag", None), "constraint_name", None)
+    if constraint is not None:
+        return bool(constraint == "uq_jobs_live_name")
+    return "jobs.queue, jobs.name" in str(exc.orig)
 
 
 def _clash(
