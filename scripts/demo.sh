@@ -45,7 +45,9 @@ echo "== submit the PyTorch DDP example (2 workers x 0.5 GPU) and follow worker 
 "$SHOAL" logs ddp-example -f --worker 0
 echo "== the job"
 "$SHOAL" job ddp-example
-phase=$("$SHOAL" jobs | awk '$1 == "ddp-example" {print $4}')
+# Read as data (`-o json`), never as a column of the table: columns change.
+phase=$("$SHOAL" job ddp-example -o json | .venv/bin/python -c \
+  'import json, sys; print(json.load(sys.stdin)["phase"])')
 if [ "$phase" != "Succeeded" ]; then
   echo "demo failed: ddp-example is $phase" >&2
   exit 1

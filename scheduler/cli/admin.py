@@ -13,11 +13,10 @@ import math
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from scheduler.cli import cluster
+from scheduler.cli import cluster, output
 from scheduler.cli.client import Api, die
-from scheduler.cli.jobs import out, print_whole
+from scheduler.cli.output import Format, Output
 
 Url = Annotated[str | None, typer.Option("--url", help="API URL (default: SHOAL_URL)")]
 Token = Annotated[str | None, typer.Option("--token", help="bearer token (default: SHOAL_TOKEN)")]
@@ -54,19 +53,21 @@ def parse_quota(values: list[str], base: dict[str, Any] | None = None) -> dict[s
 
 def _say(verb: str, q: dict[str, Any]) -> None:
     limit = cluster.quota(q.get("limit"))
-    out.print(
+    output.out.print(
         f"queue {q['name']} {verb} (guaranteed {cluster.quota(q['guaranteed'])}, limit {limit}, "
         f"weight {q['weight']:g}, priority {q['priority']}, parent {q.get('parent') or '-'})"
     )
     for w in q.get("warnings") or []:
-        out.print(f"[yellow]warning:[/yellow] {w}")
+        output.out.print(f"[yellow]warning:[/yellow] {w}")
 
 
 @queues_app.callback()
-def queues(ctx: typer.Context, url: Url = None, token: Token = None) -> None:
+def queues(
+    ctx: typer.Context, fmt: Output = Format.TABLE, url: Url = None, token: Token = None
+) -> None:
     """Queues with guarantees, limits and what they hold now."""
     if ctx.invoked_subcommand is None:
-        cluster.queues_table(Api(url, token))
+        cluster.queues_table(Api(url, token), fmt)
 
 
 @queues_app.command("create")
@@ -131,7 +132,7 @@ def update_queue(
 def delete_queue(name: str, url: Url = None, token: Token = None) -> None:
     """Delete a queue (admin)."""
     Api(url, token).request("DELETE", f"/queues/{name}")
-    out.print(f"queue {name} deleted")
+    output.out.print(f"queue {name} deleted")
 
 
 @tokens_app.command("create")
@@ -157,31 +158,38 @@ def create_token(
     if not who:
         die("whom is the token for? shoal tokens create NAME (or --user NAME)")
     t = Api(url, token).post("/tokens", {"user": who, "role": role, "queues": queue or []})
-    out.print(f"token {t['id']} for {t['user']} ({t['role']}, queues {t['queues']}):")
+    output.out.print(f"token {t['id']} for {t['user']} ({t['role']}, queues {t['queues']}):")
     print(t["token"], flush=True)  # plain, for `$(shoal tokens create ...)`
-    out.print("[yellow]store it now: it is not shown again[/yellow]")
+    output.out.print("[yellow]store it now: it is not shown again[/yellow]")
 
 
 @tokens_app.command("list")
-def list_tokens(url: Url = None, token: Token = None) -> None:
+def list_tokens(fmt: Output = Format.TABLE, url: Url = None, token: Token = None) -> None:
     """Tokens made with `shoal tokens create` (never their secrets)."""
-    t = Table(box=None, header_style="bold")
-    for col in ("ID", "USER", "ROLE", "QUEUES", "CREATED", "REVOKED"):
-        t.add_column(col, no_wrap=col == "ID")
-    for row in Api(url, token).get("/tokens")["data"]:
-        t.add_row(
+    found = Api(url, token).get("/tokens")["data"]
+    if output.items(fmt, found):
+        return
+    rows = [
+        [
             row["id"],
             row["user"],
             row["role"],
-            ",".join(row["queues"]) or "-",
             row["createdAt"][:19],
             (row.get("revokedAt") or "-")[:19],
-        )
-    print_whole(t)
+            ",".join(row["queues"]) or "-",
+        ]
+        for row in found
+    ]
+    output.table(
+        ("ID", "USER", "ROLE", "CREATED", "REVOKED", "QUEUES"),
+        rows,
+        plain="QUEUES",
+        fold=fmt is Format.WIDE,
+    )
 
 
 @tokens_app.command("revoke")
 def revoke_token(token_id: str, url: Url = None, token: Token = None) -> None:
     """Revoke a token at once."""
     row = Api(url, token).request("DELETE", f"/tokens/{token_id}")
-    out.print(f"token {row['id']} of {row['user']} revoked")
+    output.out.print(f"token {row['id']} of {row['user']} revoked")

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
+from scheduler.cli import output
 from scheduler.cli.client import Api
-
-out = Console(highlight=False)
+from scheduler.cli.output import Format
 
 
 def quota(q: dict[str, Any] | None) -> str:
@@ -58,20 +55,24 @@ def rolled_up(own: dict[str, int], parents: dict[str, str | None]) -> dict[str, 
     return total
 
 
-def queues_table(api: Api) -> None:
-    """A tree of queues: a parent's ALLOCATED, RUNNING and PENDING include its children's."""
+def queues_table(api: Api, fmt: Format) -> None:
+    """A tree of queues: a parent's ALLOCATED, RUNNING and PENDING include its children's.
+    As data, each queue with `usage`: what `/cluster/summary` says of it."""
     queues = api.get("/queues")["data"]
     usage = {u["name"]: u for u in api.get("/cluster/summary")["queues"]}
+    if output.items(fmt, [{**q, "usage": usage.get(q["name"])} for q in queues]):
+        return
     parents = {q["name"]: q.get("parent") for q in queues}
     running = rolled_up({n: u.get("running", 0) for n, u in usage.items()}, parents)
     pending = rolled_up({n: u.get("pending", 0) for n, u in usage.items()}, parents)
-    t = Table(box=None, header_style="bold")
-    t.add_column("QUEUE", no_wrap=True)
-    for col in ("GUARANTEED", "LIMIT", "WEIGHT", "ALLOCATED", "RUNNING", "PENDING"):
-        t.add_column(col)
+    headers = ["QUEUE", "GUARANTEED", "LIMIT", "WEIGHT", "ALLOCATED", "RUNNING", "PENDING"]
+    wide = fmt is Format.WIDE
+    if wide:
+        headers += ["PRIORITY", "PARENT"]
+    rows = []
     for depth, q in tree(queues):
         name = q["name"] if depth == 0 else "  " * (depth - 1) + "└ " + q["name"]
-        t.add_row(
+        row = [
             name,
             quota(q["guaranteed"]),
             quota(q.get("limit")),
@@ -79,8 +80,9 @@ def queues_table(api: Api) -> None:
             f"{usage.get(q['name'], {}).get('allocated', 0):g}",
             str(running.get(q["name"], 0)),
             str(pending.get(q["name"], 0)),
-        )
-    out.print(t)
+        ]
+        rows.append([*row, str(q["priority"]), q.get("parent") or "-"] if wide else row)
+    output.table(headers, rows)
 
 
 def bar(allocated: float, width: int = 8) -> str:
@@ -108,27 +110,31 @@ def _rules(node: dict[str, Any]) -> str:
     )
 
 
-def nodes_map(api: Api) -> None:
+def nodes_map(api: Api, fmt: Format) -> None:
     """One line per GPU: a bar of how much is held, and by whom (job/worker:fraction)."""
     nodes = api.get("/nodes")["data"]
+    if output.items(fmt, nodes):
+        return
     summary = api.get("/cluster/summary")["gpus"]
     names = {j["id"]: j["name"] for j in api.get("/jobs", limit=500)["data"]}
     for n in nodes:
-        out.print(
+        output.out.print(
             f"[bold]{n['name']}[/bold]  {n['gpuModel'] or 'no GPU'}  "
             f"cpu {n['cpuMilli'] / 1000:g}  memory {n['memoryMib'] // 1024}Gi"
         )
         rules = _rules(n)
         if rules:
-            out.print(f"  [dim]{rules}[/dim]", markup=True)
+            output.out.print(f"  [dim]{rules}[/dim]", markup=True)
         for g in n["gpus"]:
             shares = ", ".join(
                 f"{names.get(s['jobId'], s['jobId']) or 'other'}/w{s['worker']}:{s['fraction']:g}"
                 + (f" (draining, {s['stopsInSeconds']}s)" if s.get("draining") else "")
                 for s in g["shares"]
             )
-            out.print(f"  gpu{g['index']}  {bar(g['allocated'])} {g['allocated']:.2f}  {shares}")
-    out.print(
+            output.out.print(
+                f"  gpu{g['index']}  {bar(g['allocated'])} {g['allocated']:.2f}  {shares}"
+            )
+    output.out.print(
         f"GPUs: {summary['allocated']:g} of {summary['total']:g} allocated, "
         f"{summary['idle']:g} idle"
     )

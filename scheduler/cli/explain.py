@@ -9,8 +9,9 @@ from typing import Any
 
 from rich.table import Table
 
+from scheduler.cli import output
 from scheduler.cli.client import Api
-from scheduler.cli.jobs import out
+from scheduler.cli.output import Format
 
 
 def _get(d: dict[str, Any], camel: str, snake: str) -> Any:
@@ -26,25 +27,29 @@ def _details(details: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in details.items() if not isinstance(v, (dict, list)))
 
 
-def show(api: Api, name: str) -> None:
+def show(api: Api, name: str, fmt: Format) -> None:
     job = api.find_job(name)
     e = api.get(f"/jobs/{job['id']}/explain")
-    out.print(
+    if output.data(fmt, e):
+        return
+    output.out.print(
         f"[bold]{job['name']}[/bold]  id {job['id']}  queue {e['queue']}  phase {job['phase']}"
         f"  decision [bold]{e['decision']}[/bold]  policy {e.get('policy', '-')}"
     )
     position, in_queue = e.get("position"), _get(e, "queuePosition", "queue_position")
     if position is not None or in_queue is not None:
-        out.print(
+        output.out.print(
             f"  place: {position or '-'} in the cycle's order of pending jobs, "
             f"{in_queue or '-'} in queue {e['queue']}"
         )
     reason = e.get("reason")
     if reason:
-        out.print(f"  [yellow]reason:[/yellow] {reason.get('code')}: {reason.get('message')}")
+        output.out.print(
+            f"  [yellow]reason:[/yellow] {reason.get('code')}: {reason.get('message')}"
+        )
         numbers = _details(reason.get("details") or {})
         if numbers:
-            out.print(f"  [dim]{numbers}[/dim]")
+            output.out.print(f"  [dim]{numbers}[/dim]")
     shares = _get(e, "fairShare", "fair_share") or []
     if shares:
         t = Table(title="fair share (its queue, then its ancestors)", box=None)
@@ -63,13 +68,13 @@ def show(api: Api, name: str) -> None:
                 _n(s["entitled"]),
                 _n(s["share"]),
             )
-        out.print(t)
+        output.out.print(t)
     for p in e.get("placements") or []:
         gpus = ",".join(map(str, p.get("gpus") or [])) or "-"
-        out.print(f"  would place w{p.get('worker')} on {p.get('node')} gpus {gpus}")
+        output.out.print(f"  would place w{p.get('worker')} on {p.get('node')} gpus {gpus}")
     for p in e.get("preempts") or []:
         victim = _get(p, "jobId", "job_id")
-        out.print(f"  [red]would preempt[/red] {victim}: {p.get('reason', '')}")
+        output.out.print(f"  [red]would preempt[/red] {victim}: {p.get('reason', '')}")
     candidates = e.get("candidates") or []
     if candidates:
         t = Table(title="candidate nodes", box=None)
@@ -78,6 +83,6 @@ def show(api: Api, name: str) -> None:
         t.add_column("WHY", header_style="bold", overflow="fold")
         for c in candidates:
             t.add_row(c["node"], "yes" if c["fits"] else "no", c["reason"])
-        out.print(t)
+        output.out.print(t)
     elif e["decision"] == "pending":
-        out.print("  no candidate node")
+        output.out.print("  no candidate node")

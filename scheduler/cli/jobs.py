@@ -12,13 +12,14 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 from rich.console import Console
-from rich.table import Column, Table
+from rich.table import Table
 
+from scheduler.cli import output
 from scheduler.cli.client import Api, die
+from scheduler.cli.output import Format
 from scheduler.spec import JobSpec
 from scheduler.worker import progress
 
-out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 FINISHED = ("Succeeded", "Failed", "Cancelled")
 
@@ -64,23 +65,35 @@ def build_spec(file: Path | None, flags: dict[str, Any], command: list[str]) -> 
 
 def submit(api: Api, body: dict[str, Any]) -> dict[str, Any]:
     job: dict[str, Any] = api.post("/jobs", body)
-    out.print(f"job [bold]{job['name']}[/bold] submitted (id {job['id']}, queue {job['queue']})")
+    output.out.print(
+        f"job [bold]{job['name']}[/bold] submitted (id {job['id']}, queue {job['queue']})"
+    )
     return job
 
 
-def gpu_of(spec: dict[str, Any]) -> str:
-    if spec.get("gpu") is not None:
-        return f"{spec['workers']}x{spec['gpu']:g}"
-    if spec.get("gpuMemory"):
-        return f"{spec['workers']}x{spec['gpuMemory']}"
-    return "-"
+def gpu_of(j: dict[str, Any]) -> str:
+    """Its GPUs now: workers x each one's (`2x0.5`, `3x1`, `2x16Gi`)."""
+    spec = j["spec"]
+    each = f"{spec['gpu']:g}" if spec.get("gpu") is not None else spec.get("gpuMemory")
+    return f"{size(j)}x{each}" if each else "-"
+
+
+def size(j: dict[str, Any]) -> int:
+    """Its workers now; a finished job's, the size it ended at (the API's `workers`)."""
+    w = j["spec"]["workers"]
+    return int(j.get("workers") or (w["min"] if isinstance(w, dict) else w))
+
+
+def most_workers(spec: dict[str, Any]) -> int:
+    """The most workers it can have: a rigid job's count, an elastic job's `max`."""
+    w = spec["workers"]
+    return int(w["max"] if isinstance(w, dict) else w)
 
 
 def workers_of(j: dict[str, Any]) -> str:
-    """Its workers now; an elastic job's with its range (`3 (2-8)`)."""
+    """Its size; an elastic job's with its range (`3 (2-8)`)."""
     w = j["spec"]["workers"]
-    now = j.get("workers", w)
-    return f"{now} ({w['min']}-{w['max']})" if isinstance(w, dict) else str(now)
+    return f"{size(j)} ({w['min']}-{w['max']})" if isinstance(w, dict) else str(size(j))
 
 
 def why(j: dict[str, Any]) -> str:
@@ -115,49 +128,36 @@ def eta_line(j: dict[str, Any]) -> str:
     return f"position {e['position']} in its queue; estimated start {eta(j)} ({e['basis']})"
 
 
-def jobs_table(api: Api, queue: str | None, phase: str | None, limit: int) -> None:
+def jobs_table(api: Api, queue: str | None, phase: str | None, limit: int, fmt: Format) -> None:
+    """The jobs, newest first. The table fits the width (the reason gives way); `wide`
+    adds the id, submitter, restarts and estimate, and shows reasons whole."""
     page = api.get("/jobs", queue=queue, phase=phase, limit=limit)
-    t = Table(box=None, header_style="bold")
-    # Names and ids stay whole on one line, to be copied at any width; the reason folds.
-    cols = ("NAME", "ID", "QUEUE", "SUBMITTER", "PHASE", "WORKERS", "GPU", "RESTARTS", "AGE", "ETA")
-    for col in cols:
-        t.add_column(col, no_wrap=True)
-    t.add_column("REASON", overflow="fold", ratio=1)
+    if output.items(fmt, page["data"]):
+        return
+    wide = fmt is Format.WIDE
+    headers = ["NAME", "QUEUE", "PHASE", "WORKERS", "GPU", "AGE", "REASON"]
+    if wide:
+        headers[1:1] = ["ID"]
+        headers[3:3] = ["SUBMITTER"]
+        headers[-1:-1] = ["RESTARTS", "ETA"]
+    rows = []
     for j in page["data"]:
-        t.add_row(
+        when, reason = eta(j), why(j)
+        row = [
             j["name"],
-            j["id"],
             j["queue"],
-            j.get("submitter") or "-",
             colour(j["phase"]),
             workers_of(j),
-            gpu_of(j["spec"]),
-            str(j["restarts"]),
+            gpu_of(j),
             age(j["createdAt"]),
-            eta(j),
-            why(j),
-        )
-    print_whole(t)
-
-
-def print_whole(t: Table, room: int = 24) -> None:
-    """Print `t` with its no-wrap columns whole even where the console is narrower than
-    they need: rich would cut them with an ellipsis, and an id so cut cannot be copied.
-    On a terminal the wrapping columns get at least `room` columns; piped, nothing wraps
-    (one line a row, for grep)."""
-    piped = not out.is_terminal
-
-    def width(col: Column) -> int:
-        return max(out.render_str(str(c)).cell_len for c in (col.header, *col.cells)) + 2
-
-    need = sum(width(col) for col in t.columns if col.no_wrap or piped)
-    if not piped and any(not col.no_wrap for col in t.columns):
-        need += room
-    if need <= out.width:
-        out.print(t)
-        return
-    wide = Console(highlight=False, width=need, force_terminal=out.is_terminal)
-    wide.print(t, crop=False)
+        ]
+        if wide:
+            row[1:1] = [j["id"]]
+            row[3:3] = [j.get("submitter") or "-"]
+            rows.append([*row, str(j["restarts"]), when, reason])
+        else:
+            rows.append([*row, f"{when} {reason}" if when != "-" else reason])
+    output.table(headers, rows, plain="REASON", fold=wide)
 
 
 def colour(phase: str) -> str:
@@ -173,22 +173,24 @@ def colour(phase: str) -> str:
     return f"[{c}]{phase}[/{c}]"
 
 
-def show_job(api: Api, name: str) -> None:
+def show_job(api: Api, name: str, fmt: Format) -> None:
     j = api.find_job(name)
-    out.print(
+    if output.data(fmt, j):
+        return
+    output.out.print(
         f"[bold]{j['name']}[/bold]  id {j['id']}  queue {j['queue']}  phase {colour(j['phase'])}"
         f"  attempt {j['attempt']}  restarts {j['restarts']}"
     )
     spec = j["spec"]
     argv = " ".join(spec.get("command", []) + spec.get("args", []))
-    out.print(f"  workers {workers_of(j)}  gpu {gpu_of(spec)}  command {argv}")
+    output.out.print(f"  workers {workers_of(j)}  gpu {gpu_of(j)}  command {argv}")
     for r in j.get("resizes", [])[-5:]:
-        out.print(f"  resized {age(r['at'])} ago: {r['message']}")
+        output.out.print(f"  resized {age(r['at'])} ago: {r['message']}")
     if j.get("pendingReason") and j["phase"] == "Pending":
         r = j["pendingReason"]
-        out.print(f"  [yellow]pending:[/yellow] {r['code']}: {r['message']}")
+        output.out.print(f"  [yellow]pending:[/yellow] {r['code']}: {r['message']}")
     if line := eta_line(j):
-        out.print(f"  {line}")
+        output.out.print(f"  {line}")
     if j["placements"]:
         t = Table(title="placement", box=None, header_style="bold")
         for col in ("WORKER", "NODE", "GPUS", "FRACTION"):
@@ -200,7 +202,7 @@ def show_job(api: Api, name: str) -> None:
                 ",".join(map(str, p["gpus"])) or "-",
                 f"{p['fraction']:g}",
             )
-        out.print(t)
+        output.out.print(t)
     # The newest page (the history is paginated), shown oldest first.
     events = api.get(f"/jobs/{j['id']}/events?order=desc&limit=200")["data"][::-1]
     t = Table(title="events", box=None, header_style="bold")
@@ -210,7 +212,7 @@ def show_job(api: Api, name: str) -> None:
     last = [e for e in events if e["kind"] == "Progress"][-1:]
     for e in shown[-15:] + last:
         t.add_row(age(e["at"]), e["kind"], e["reason"], e["message"])
-    out.print(t)
+    output.out.print(t)
 
 
 def follow_logs(
@@ -230,7 +232,7 @@ def follow_logs(
         starts = None
         if current is not None:
             starts = ",".join(
-                str(offsets.get((current, w), 0)) for w in range(j["spec"]["workers"])
+                str(offsets.get((current, w), 0)) for w in range(most_workers(j["spec"]))
             )
         resp = api.get(f"/jobs/{j['id']}/logs", attempt=current, offsets=starts)
         current = resp["attempt"]
@@ -255,10 +257,10 @@ def follow_logs(
         if attempt is None and j["attempt"] and current is not None and j["attempt"] > current:
             current = j["attempt"]
             flush(partial)
-            out.print(f"[bold]--- attempt {current} (restarts {j['restarts']}) ---[/bold]")
+            output.out.print(f"[bold]--- attempt {current} (restarts {j['restarts']}) ---[/bold]")
             continue
         if j["phase"] in FINISHED and not new_text:
-            out.print(f"job {j['name']}: {colour(j['phase'])}")
+            output.out.print(f"job {j['name']}: {colour(j['phase'])}")
             return 0 if j["phase"] == "Succeeded" else 1
         time.sleep(0.5)
 
@@ -280,7 +282,7 @@ def waiting_line(j: dict[str, Any]) -> str:
         later = eta_line(j)
         return f"job {j['name']}: Pending - {why}" + (f"; {later}" if later else "")
     if phase == "Scheduled":
-        return f"job {j['name']}: Scheduled - starting {j['spec']['workers']} worker(s)"
+        return f"job {j['name']}: Scheduled - starting {size(j)} worker(s)"
     return ""
 
 

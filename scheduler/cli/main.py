@@ -12,10 +12,11 @@ from typing import Annotated
 
 import typer
 
-from scheduler.cli import admin, cluster, jobs, submit
+from scheduler.cli import admin, cluster, jobs, output, submit
 from scheduler.cli import explain as explaining
 from scheduler.cli import serveoptions as opts
 from scheduler.cli.client import Api
+from scheduler.cli.output import Format, Output
 
 app = typer.Typer(
     name="shoal",
@@ -86,9 +87,9 @@ app.command(context_settings={"allow_extra_args": True, "allow_interspersed_args
 
 
 @app.command()
-def explain(name: str, url: Url = None, token: Token = None) -> None:
+def explain(name: str, fmt: Output = Format.TABLE, url: Url = None, token: Token = None) -> None:
     """Why a job waits (or where it goes): fair share, its place, the candidate nodes."""
-    explaining.show(Api(url, token), name)
+    explaining.show(Api(url, token), name, fmt)
 
 
 @app.command("jobs")
@@ -96,17 +97,18 @@ def list_jobs(
     queue: str | None = None,
     phase: str | None = None,
     limit: int = 50,
+    fmt: Output = Format.TABLE,
     url: Url = None,
     token: Token = None,
 ) -> None:
-    """List jobs, newest first."""
-    jobs.jobs_table(Api(url, token), queue, phase, limit)
+    """List jobs, newest first (-o wide: every column; -o json|yaml: the API's objects)."""
+    jobs.jobs_table(Api(url, token), queue, phase, limit, fmt)
 
 
 @app.command()
-def job(name: str, url: Url = None, token: Token = None) -> None:
+def job(name: str, fmt: Output = Format.TABLE, url: Url = None, token: Token = None) -> None:
     """One job: phase, placement, pending reason, events, latest progress."""
-    jobs.show_job(Api(url, token), name)
+    jobs.show_job(Api(url, token), name, fmt)
 
 
 @app.command()
@@ -130,7 +132,7 @@ def delete(name: str, url: Url = None, token: Token = None) -> None:
     api = Api(url, token)
     j = api.find_job(name)
     api.request("DELETE", f"/jobs/{j['id']}")
-    jobs.out.print(f"job {j['name']} ({j['id']}) deleted")
+    output.out.print(f"job {j['name']} ({j['id']}) deleted")
 
 
 @app.command()
@@ -139,13 +141,15 @@ def cancel(name: str, url: Url = None, token: Token = None) -> None:
     api = Api(url, token)
     j = api.find_job(name)
     j = api.post(f"/jobs/{j['id']}/cancel")
-    jobs.out.print(f"job {j['name']}: {'cancelling' if j['phase'] != 'Cancelled' else 'Cancelled'}")
+    output.out.print(
+        f"job {j['name']}: {'cancelling' if j['phase'] != 'Cancelled' else 'Cancelled'}"
+    )
 
 
 @app.command()
-def nodes(url: Url = None, token: Token = None) -> None:
+def nodes(fmt: Output = Format.TABLE, url: Url = None, token: Token = None) -> None:
     """Nodes and a map of every GPU with the fractions its workers hold."""
-    cluster.nodes_map(Api(url, token))
+    cluster.nodes_map(Api(url, token), fmt)
 
 
 @app.command()

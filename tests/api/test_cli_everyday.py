@@ -158,10 +158,12 @@ def test_submit_writes_the_scheduling_flags(client: TestClient, shoal: Shoal) ->
     assert bad.exit_code == 1 and "NoSchedule" in bad.output
 
 
-def test_jobs_shows_submitter_failure_reason_and_whole_ids(
+def test_jobs_fits_80_columns_and_wide_shows_whole_ids_and_reasons(
     app: FastAPI, client: TestClient, shoal: Shoal
 ) -> None:
-    """issue 25 item 9: at 80 columns (piped) ids are whole, not cut with an ellipsis."""
+    """issue 25 item 9 (ids whole, not cut) and issue 35 (rows of 125-151 characters at 80
+    columns): piped, the default is one line a row within 80 columns, the name whole and
+    the reason cut; `-o wide` adds the whole id and submitter and the whole reason."""
     name = "a-rather-long-job-name-for-the-table"
     made = client.post("/api/v1/jobs", json=job_body(name=name), headers=ADMIN).json()
     jid = made["id"]
@@ -176,11 +178,16 @@ def test_jobs_shows_submitter_failure_reason_and_whole_ids(
         )
     result = shoal("jobs")
     assert result.exit_code == 0, result.output
-    assert "…" not in result.output
-    assert jid in result.output and name in result.output
-    assert "SUBMITTER" in result.output and "root" in result.output
-    flat = " ".join(result.output.split())
-    assert "WorkerFailed" in flat and "code 3" in flat
+    lines = result.output.splitlines()
+    assert len(lines) == 2 and max(map(len, lines)) <= 80, result.output
+    assert name in result.output and "Worker" in result.output
+    assert result.output.rstrip().endswith("…")
+    wide = shoal("jobs", "-o", "wide")
+    assert wide.exit_code == 0, wide.output
+    assert "…" not in wide.output
+    assert jid in wide.output and name in wide.output
+    assert "SUBMITTER" in wide.output and "root" in wide.output
+    assert "WorkerFailed: 1: worker 0 exited with code 3 (out of memory on the GPU)" in wide.output
 
 
 def test_queues_is_a_tree_with_running_rolled_up(
