@@ -23,6 +23,7 @@ HIDDEN_ID = "hidden"
 # Details keys that hold job ids (see scheduler/core/reasons.py).
 _REFS = ("victims", "stopping", "reserved_for", "reservedFor")  # stored, and as served
 T = TypeVar("T", models.JobPublic, models.JobEventPublic)
+_M = TypeVar("_M", models.Condition, models.ResizePublic)
 _FOR = re.compile(r"\(for ([A-Za-z0-9-]+)\)")
 
 
@@ -111,24 +112,37 @@ def _hiding(
     return [hide(hidden, item) for item in items]
 
 
+def _job_texts(j: models.JobPublic) -> list[str]:
+    """Every text of a job's view that can name another job: the one list both finding
+    and hiding read, so a field added here is hidden everywhere it is served."""
+    e = j.estimated_start
+    return [
+        *(c.message for c in j.conditions),
+        *(r.message for r in j.resizes),
+        *([] if j.pending_reason is None else [j.pending_reason.message]),
+        *([] if e is None else [e.basis, e.unknown]),
+    ]
+
+
 def _job_refs(j: models.JobPublic) -> set[str]:
-    ids = {i for c in j.conditions for i in referenced_in(c.message)}
+    ids = set().union(*map(referenced_in, _job_texts(j)))
     if j.pending_reason is not None:
-        ids |= referenced(j.pending_reason.details) | referenced_in(j.pending_reason.message)
-    if j.estimated_start is not None:  # it names the running jobs it waits for
-        ids |= referenced_in(j.estimated_start.basis) | referenced_in(j.estimated_start.unknown)
+        ids |= referenced(j.pending_reason.details)
     return ids
 
 
 def _hide_job(hidden: Hidden, j: models.JobPublic) -> models.JobPublic:
-    conditions = [c.model_copy(update={"message": hidden.text(c.message)}) for c in j.conditions]
+    def text(item: _M) -> _M:
+        return item.model_copy(update={"message": hidden.text(item.message)})
+
     e = j.estimated_start
     if e is not None:
         e = e.model_copy(update={"basis": hidden.text(e.basis), "unknown": hidden.text(e.unknown)})
     return j.model_copy(
         update={
             "pending_reason": reason(hidden, j.pending_reason),
-            "conditions": conditions,
+            "conditions": [text(c) for c in j.conditions],
+            "resizes": [text(r) for r in j.resizes],
             "estimated_start": e,
         }
     )

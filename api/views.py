@@ -52,7 +52,7 @@ def job(row: schema.JobRow, spec: JobSpec | None = None) -> models.JobPublic:
         conditions=[models.Condition.model_validate(c) for c in row.conditions]
         + _stopping(row.id, session_of(row)),
         placements=[_placement(p, _enforcement(session_of(row))) for p in row.placements],
-        workers=len(row.placements) or spec_.min_workers,
+        workers=_workers(row, spec_),
         resizes=_resizes(row, session_of(row)) if spec_.elastic else [],
         pending_reason=reason,
         estimated_start=_estimate(row) if row.phase == Phase.PENDING else None,
@@ -96,6 +96,16 @@ def _estimate(row: schema.JobRow) -> models.StartEstimatePublic | None:
         unknown=got.unknown,
         computed_at=got.computed_at,
     )
+
+
+def _workers(row: schema.JobRow, spec: JobSpec) -> int:
+    """Its workers now; a finished elastic job's, the size it ended at."""
+    if row.placements:
+        return len(row.placements)
+    session = session_of(row)
+    if spec.elastic and Phase(row.phase).finished and session is not None:
+        return resizes.last_size(session=session, job_id=row.id) or spec.min_workers
+    return spec.min_workers
 
 
 def _resizes(row: schema.JobRow, session: Session | None) -> list[models.ResizePublic]:

@@ -23,7 +23,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
 from fastapi.templating import Jinja2Templates
 
-from api import deps, queuestats, redact, usage, views
+from api import deps, models, queuestats, redact, usage, views
 from api.auth import Principal, Role
 from api.dashboard import charts, csrf, history
 from api.errors import ApiError
@@ -55,6 +55,16 @@ templates.env.globals.update(
     poll_s=POLL_S, pct=charts.pct, polyline=charts.polyline, csrf_token=csrf.csrf_token
 )
 templates.env.filters["clock"] = lambda t: time.strftime("%H:%M", time.localtime(t))
+
+
+def _size(j: models.JobPublic) -> str:
+    """A job's workers as the CLI shows them: its size now (a finished job's, the size it
+    ended at), an elastic job's with its range: `3 (2-8)`."""
+    s = j.spec
+    return f"{j.workers} ({s.min_workers}-{s.max_workers})" if s.elastic else str(j.workers)
+
+
+templates.env.filters["size"] = _size
 
 
 def _services(request: Request) -> Services:

@@ -81,3 +81,24 @@ def history(*, session: Session, job_id: str) -> list[schema.JobEventRow]:
         .order_by(schema.JobEventRow.id)
     )
     return list(session.scalars(stmt))
+
+
+def last_size(*, session: Session, job_id: str) -> int | None:
+    """How many workers the job had when it last held GPUs: its newest `Resized` event's
+    size, else its newest placement's (`Scheduled`); None if it never ran. A finished
+    elastic job is shown at this size, not at its `min`."""
+    stmt = (
+        select(schema.JobEventRow)
+        .where(
+            schema.JobEventRow.job_id == job_id,
+            schema.JobEventRow.kind.in_((RESIZED, "Scheduled")),
+        )
+        .order_by(schema.JobEventRow.id.desc())
+        .limit(1)
+    )
+    event = session.scalars(stmt).first()
+    if event is None:
+        return None
+    if event.kind == RESIZED:
+        return int(event.data.get("to", 0)) or None
+    return len(event.data.get("placements") or ()) or None

@@ -138,3 +138,44 @@ def test_reason_details_are_camel_case_as_the_api_says(app: FastAPI, client: Tes
     explained = client.get(f"{API}/jobs/{mine}/explain", headers=ADMIN).json()
     keys = set((explained["reason"] or {}).get("details") or {})
     assert keys and not any("_" in k for k in keys), keys
+
+
+def test_a_resize_hides_the_job_it_made_room_for(app: FastAPI, client: TestClient) -> None:
+    """issue 35: `resizes[].message` named the other team's job that `/events` hid."""
+    from scheduler.store import resizes
+
+    theirs = _submit(client, NLP, queue="nlp", name="secret-nlp", gpu=1)
+    mine = _submit(
+        client,
+        VISION,
+        name="elastic",
+        framework="pytorch",
+        workers={"min": 1, "max": 2},
+        command=["torchrun", "train.py"],
+    )
+    at = datetime.now(UTC) - timedelta(hours=1)
+    with app.state.database.session() as s:
+        row = store.get_job(session=s, job_id=mine)
+        two = [WorkerPlacement(0, "n1", (0,), 1.0), WorkerPlacement(1, "n1", (1,), 1.0)]
+        v = store.record_placement(
+            session=s, job_id=mine, expected_version=row.version, placements=two,
+            attempt=1, now=at,
+        )  # fmt: skip
+        v = store.set_phase(session=s, job_id=mine, expected_version=v, phase=Phase.RUNNING)
+        resizes.record_resize(
+            session=s,
+            job_id=mine,
+            expected_version=v,
+            placements=two[:1],
+            reason=f"reclaimed for job secret-nlp ({theirs}): queue nlp is below its "
+            f"guarantee (for {theirs})",
+        )
+    body = client.get(f"{API}/jobs/{mine}", headers=VISION).json()
+    assert len(body["resizes"]) == 1, body
+    said = body["resizes"][0]["message"]
+    assert theirs not in said and "secret-nlp" not in said, said
+    assert said.startswith("2 -> 1 workers: reclaimed for a job in another queue"), said
+    events = client.get(f"{API}/jobs/{mine}/events", headers=VISION).text
+    assert theirs not in events and "secret-nlp" not in events
+    full = client.get(f"{API}/jobs/{mine}", headers=ADMIN).json()["resizes"][0]["message"]
+    assert f"secret-nlp ({theirs})" in full
