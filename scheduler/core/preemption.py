@@ -6,6 +6,10 @@ Two kinds of victims, whole running jobs or an elastic job's workers beyond its 
 
 - reclaim: a queue whose usage plus the job stays within its guarantee takes GPUs
   back from other queues that hold more than their guarantee;
+- fair share: a queue whose usage plus the job stays within its fair share (but not its
+  guarantee) takes back other queues' elastic workers beyond their gangs, which are
+  borrowed room (they grew into GPUs no one waited for), never a whole job and never
+  what a guarantee covers; the same rule as reclaim otherwise;
 - priority: within one queue, a higher-priority job displaces lower-priority ones.
 
 A victim must be preemptible (`preemptible` True, or None and running over its
@@ -52,12 +56,37 @@ def _key(run: m.RunningJob) -> tuple[bool, int, float, float, int, m.RunKey]:
     return (run.part < 0, run.job.priority, -run.started_at, gpus, -run.part, run.key)
 
 
-def _may_take(job: m.JobRequest, run: m.RunningJob, reclaim: bool) -> bool:
+@dataclass(frozen=True, slots=True)
+class Right:
+    """What a job's queue may take from other queues: everything over their guarantees
+    (`reclaim`: the job keeps its queue within its guarantee), or only their elastic
+    workers beyond their gangs (`fair`: within its fair share); neither: only
+    lower-priority jobs of its own queue."""
+
+    reclaim: bool = False
+    fair: bool = False
+
+
+def _right(ctx: context.Context, job: m.JobRequest) -> Right:
+    """Whether `job`, admitted, keeps its queue within its guarantee, else its fair share
+    (the books as this cycle's admissions and earlier plans left them)."""
+    need = ctx.est.total(job)
+    held = ctx.ledger.of(job.queue)
+    guarantee = accounting.guaranteed(ctx.tree.queues[job.queue], m.TOTAL)
+    if held + need <= guarantee + m.EPS:
+        return Right(reclaim=True)
+    share = ctx.shares.get(job.queue)
+    return Right(fair=share is not None and held + need <= share.total.share + m.EPS)
+
+
+def _may_take(job: m.JobRequest, run: m.RunningJob, right: Right) -> bool:
     """Whether `run` may give way to `job`: lower priority in its own queue, or another
-    queue's while `job` reclaims its guarantee."""
+    queue's while `job` reclaims its guarantee, or another queue's grown worker while
+    `job` is within its fair share (grown workers are borrowed: a grown job must not
+    keep a job of a queue owed that room waiting)."""
     if run.job.queue == job.queue:
         return run.job.priority < job.priority
-    return reclaim
+    return right.reclaim or (right.fair and run.part >= 0)
 
 
 def _fits(
@@ -102,7 +131,7 @@ def _plan(
     ctx: context.Context,
     job: m.JobRequest,
     pool: list[m.RunningJob],
-    reclaim: bool,
+    right: Right,
     allowed: frozenset[str] | None,
     gone: set[m.RunKey],
 ) -> Plan | None:
@@ -114,8 +143,9 @@ def _plan(
     taken_from: dict[str, float] = {}
     # One trial for the whole search: each victim is released once, on top of those
     # before it (the state is then what `_fits(ctx, job, chosen)` would build anew).
-    # The queues' books as they were before it, for the reclaim rule.
-    books = {q: ctx.ledger.of(q) for q in ctx.tree.queues} if reclaim else None
+    # The queues' books as they were before it, for the rule that spares guarantees.
+    taking = right.reclaim or right.fair
+    books = {q: ctx.ledger.of(q) for q in ctx.tree.queues} if taking else None
     # A one-worker job that failed to place (within its limits, which releases only
     # loosen) can place after more releases only on a node they changed: until one of
     # those fits a worker, a trial would fail the same way and is skipped.
@@ -201,13 +231,19 @@ def _commit(ctx: context.Context, plan: Plan) -> None:
     ctx.session.allocate(plan.job, plan.placements)
 
 
-def _why(ctx: context.Context, victim: m.RunningJob, job: m.JobRequest) -> str:
+def _why(ctx: context.Context, victim: m.RunningJob, job: m.JobRequest, right: Right) -> str:
     if victim.job.queue == job.queue:
         return (
             f"preempted for job {job.label} of higher priority ({job.priority} > "
             f"{victim.job.priority}) in queue {job.queue}"
         )
     q = ctx.tree.queues[job.queue]
+    if not right.reclaim:
+        share = ctx.shares[job.queue].total.share
+        return (
+            f"reclaimed for job {job.label}: queue {job.queue} is within its fair share "
+            f"{share:g} GPUs, and workers beyond an elastic job's minimum are borrowed"
+        )
     return (
         f"reclaimed for job {job.label}: queue {job.queue} is below its guarantee "
         f"{accounting.guaranteed(q, m.TOTAL):g} GPUs and queue {victim.job.queue} is above its own"
@@ -247,31 +283,39 @@ class _Pool:
         for i, r in enumerate(self.runs):
             self.by_queue.setdefault(r.job.queue, []).append(i)
         # Answers by what they depend on: jobs alike in queue, priority, models and
-        # reclaim share one until `gone` (one set per cycle, which only grows) grows.
+        # right share one until `gone` (one set per cycle, which only grows) grows.
         self._seen: dict[tuple[object, ...], list[m.RunningJob]] = {}
+        self.grown = [i for i, r in enumerate(self.runs) if r.part >= 0]
 
     def usable(
         self,
         job: m.JobRequest,
         gone: set[m.RunKey],
         allowed: frozenset[str] | None,
-        reclaim: bool,
+        right: Right,
     ) -> list[m.RunningJob]:
         """The jobs whose room `job` may take: not already taken, holding what it can
         use (`allowed` models; None: any), and allowed to it (`_may_take`: without
-        reclaim, only its own queue's)."""
-        seen = (job.queue, job.priority, allowed, reclaim, len(gone))
+        reclaim, only its own queue's, and with a fair share, others' grown workers)."""
+        seen = (job.queue, job.priority, allowed, right, len(gone))
         got = self._seen.get(seen)
         if got is not None:
             return got
         runs, keys, models = self.runs, self.keys, self.models
-        where = range(len(runs)) if reclaim else self.by_queue.get(job.queue, [])
+        own = self.by_queue.get(job.queue, [])
+        where: Sequence[int] = (
+            range(len(runs))
+            if right.reclaim
+            else sorted({*own, *self.grown})
+            if right.fair
+            else own
+        )
         got = self._seen[seen] = [
             runs[i]
             for i in where
             if (not gone or keys[i] not in gone)
             and (allowed is None or not models[i].isdisjoint(allowed))
-            and _may_take(job, runs[i], reclaim)
+            and _may_take(job, runs[i], right)
         ]
         return got
 
@@ -294,23 +338,20 @@ def preempt(
             continue
         needs_gpu = job.gpu > 0 or job.gpu_memory_mib is not None
         allowed = frozenset(ctx.est.allowed_models(job)) if needs_gpu else None
-        room = accounting.guaranteed(ctx.tree.queues[job.queue], m.TOTAL) - ctx.ledger.of(job.queue)
-        reclaim = ctx.est.total(job) <= room + m.EPS
+        right = _right(ctx, job)
         # A stopping job's room is promised only to a job that could have chosen it as
         # a victim: a borrower must not claim the room reclaimed for a guarantee.
-        promised = pools[0].usable(job, gone, allowed, reclaim)
-        pool = pools[1].usable(job, gone, allowed, reclaim) if snap.config.preemption else []
-        later = pools[2].usable(job, gone, allowed, reclaim) if snap.config.preemption else []
+        promised = pools[0].usable(job, gone, allowed, right)
+        pool = pools[1].usable(job, gone, allowed, right) if snap.config.preemption else []
+        later = pools[2].usable(job, gone, allowed, right) if snap.config.preemption else []
         if not pool and not promised and not later:
             continue
         tries += 1
-        plan = (
-            _plan(ctx, job, promised + pool, reclaim, allowed, gone) if pool or promised else None
-        )
+        plan = _plan(ctx, job, promised + pool, right, allowed, gone) if pool or promised else None
         if plan is None:
             if later:
                 wait = _plan(
-                    ctx, job, sorted([*promised, *pool, *later], key=_key), reclaim, allowed, gone
+                    ctx, job, sorted([*promised, *pool, *later], key=_key), right, allowed, gone
                 )
                 if wait is not None and any(v in later for v in wait.victims):
                     waiting[job.id] = reasons.waiting_for_min_runtime(
@@ -319,7 +360,7 @@ def preempt(
                         [v for v in wait.victims if v in later],
                         snap.config.min_runtime_s,
                         snap.now,
-                        reclaim,
+                        "guarantee" if right.reclaim else "fair share" if right.fair else "",
                     )
             continue
         _commit(ctx, plan)
@@ -327,9 +368,11 @@ def preempt(
         gpus = sum(accounting.placed_gpus(v.placements) for v in plan.victims)
         for v in plan.victims:
             if v.part < 0:
-                out.append(m.Preempt(v.job.id, _why(ctx, v, job), v.job.grace_period_s, job.id))
+                out.append(
+                    m.Preempt(v.job.id, _why(ctx, v, job, right), v.job.grace_period_s, job.id)
+                )
             elif v.part < taken.get(v.job.id, (v.part + 1, "", ""))[0]:
-                taken[v.job.id] = (v.part, _why(ctx, v, job), job.id)
+                taken[v.job.id] = (v.part, _why(ctx, v, job, right), job.id)
         waiting[job.id] = reasons.waiting_for_preemption(
             plan.victims, gpus, list(dict.fromkeys(s.job.id for s in plan.stopping))
         )

@@ -100,17 +100,19 @@ def waiting_for_min_runtime(
     young: Sequence[m.RunningJob],
     min_runtime_s: float,
     now: float,
-    reclaim: bool,
+    claim: str,
 ) -> m.PendingReason:
-    """Room exists once victims that are still within their minimum runtime may go."""
+    """Room exists once victims that are still within their minimum runtime may go.
+    `claim`: what the job's queue takes them by ("guarantee", "fair share"; "": its
+    priority within its own queue)."""
     at = max(r.started_at + min_runtime_s for r in young)
     gpus = sum(p.gpus_held for v in victims for p in v.placements)
     names = ", ".join(f"{v.job.label} in queue {v.job.queue}" for v in victims)
-    why = (
-        f"queue {job.queue} is below its guarantee"
-        if reclaim
-        else f"it outranks them in queue {job.queue}"
-    )
+    why = {
+        "guarantee": f"queue {job.queue} is below its guarantee",
+        "fair share": f"queue {job.queue} is within its fair share and their workers "
+        "beyond their minimum are borrowed",
+    }.get(claim, f"it outranks them in queue {job.queue}")
     return m.PendingReason(
         m.ReasonCode.WAITING_FOR_PREEMPTION,
         f"reclaiming {gpus:g} GPUs from job {names} ({why}); they become preemptible at "

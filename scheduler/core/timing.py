@@ -14,7 +14,7 @@ A new rule that compares `now` must add its instant here.
 from __future__ import annotations
 
 from scheduler import model as m
-from scheduler.core import accounting, context
+from scheduler.core import accounting, context, elastic
 
 
 def next_change(snapshot: m.Snapshot) -> float | None:
@@ -41,14 +41,17 @@ def _may_be_victims(snapshot: m.Snapshot) -> list[m.RunningJob]:
     """The running jobs whose end of minimum runtime may matter: those `preemption`
     could pick as a victim for some pending job (eligible, and lower priority in the job's
     queue, or in another queue while the job's queue has room under its guarantee for it,
-    computed as `preemption.preempt` does before it commits any plan). A superset: the
-    pending jobs are not filtered by their reason or the GPU models they may use. Any
-    other running job turning old enough changes no decision, only a reason's wording."""
+    computed as `preemption.preempt` does before it commits any plan, or an elastic job's
+    worker beyond its gang, which a job of another queue within its fair share may take).
+    A superset: the pending jobs are not filtered by their reason, the GPU models they
+    may use or (for a grown worker) their fair share. Any other running job turning old
+    enough changes no decision, only a reason's wording."""
     tree = accounting.QueueTree.build(snapshot.queues)
     nodes = {n.name: n for n in snapshot.nodes}
-    ledger = accounting.build_ledger(tree, snapshot.running, nodes)
+    running = elastic.split(snapshot.running)  # as the cycle sees them
+    ledger = accounting.build_ledger(tree, running, nodes)
     est = accounting.Estimator(snapshot.nodes)
-    over = context.over_guarantee(tree, snapshot.running, nodes)
+    over = context.over_guarantee(tree, running, nodes)
     takers: list[tuple[str, int, bool]] = []  # (queue, priority, may reclaim)
     for job in snapshot.pending:
         if job.queue not in tree.queues:
@@ -56,13 +59,14 @@ def _may_be_victims(snapshot: m.Snapshot) -> list[m.RunningJob]:
         room = accounting.guaranteed(tree.queues[job.queue], m.TOTAL) - ledger.of(job.queue)
         takers.append((job.queue, job.priority, est.total(job) <= room + m.EPS))
     out = []
-    for r in snapshot.running:
+    for r in running:
         if r.stopping or r.job.queue not in tree.queues:
             continue
         if not (r.job.preemptible if r.job.preemptible is not None else r.key in over):
             continue
         if any(
-            r.job.priority < prio if q == r.job.queue else reclaim for q, prio, reclaim in takers
+            r.job.priority < prio if q == r.job.queue else reclaim or r.part >= 0
+            for q, prio, reclaim in takers
         ):
             out.append(r)
     return out
