@@ -10,17 +10,21 @@ only waits for it), so it never holds the loop's GIL: on a thread it slowed the 
 overlapped about twofold (docs/benchmarks.md, "Start-time estimates"). Its CPU is bounded
 too: `max_steps` cycles a forecast, and the next one waits at least `1 / cpu_share` times
 as long as the last took (a 4 s forecast at 1,000 nodes: the next in 80 s, 5% of a core).
+That process ends with the server, however the server ends (`_exit_with_parent`).
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from multiprocessing import connection
+from multiprocessing.connection import Connection
 
 from scheduler import model
 from scheduler.core import forecast
@@ -48,6 +52,22 @@ def _forecast(
     return got, time.process_time() - began
 
 
+def _exit_with_parent(lifeline: Connection) -> None:
+    """The forecast process's initializer: a thread that ends the process once the
+    server's end of `lifeline` is closed. A SIGKILLed server cannot shut its pool down,
+    and the pool's own pipes never tell (the process holds their writing ends too), so it
+    would wait for work forever (issue 35: one was found 42 minutes on, parent 1). Only
+    the server holds the writing end, so its end is EOF here, even one that came before
+    this thread started; a pipe works wherever `spawn` does, unlike Linux's
+    PR_SET_PDEATHSIG, which follows the thread that started the process, not the server."""
+
+    def watch() -> None:
+        connection.wait([lifeline])  # nothing is ever sent: readable means EOF
+        os._exit(0)
+
+    threading.Thread(target=watch, name="shoal-lifeline", daemon=True).start()
+
+
 def _shape(snapshot: model.Snapshot) -> tuple[object, ...]:
     """What the forecast reads that moves: pending jobs, running attempts and nodes."""
     return (
@@ -66,6 +86,7 @@ class Estimator:
         self._model: forecast.RuntimeModel | None = None
         self._history_at = -float("inf")
         self._pool: ProcessPoolExecutor | None = None
+        self._lifeline: Connection | None = None  # the writing end (`_exit_with_parent`)
         self.runs = 0  # forecasts made (for tests and metrics)
         self.last_seconds = 0.0  # CPU time of the last forecast
 
@@ -91,7 +112,10 @@ class Estimator:
         if self.config.subprocess:
             if self._pool is None:  # spawn: the serving process has threads, never fork it
                 spawn = multiprocessing.get_context("spawn")
-                self._pool = ProcessPoolExecutor(1, mp_context=spawn)
+                reader, self._lifeline = spawn.Pipe(duplex=False)
+                self._pool = ProcessPoolExecutor(
+                    1, mp_context=spawn, initializer=_exit_with_parent, initargs=(reader,)
+                )
             got, self.last_seconds = self._pool.submit(_forecast, *args).result()
         else:
             got, self.last_seconds = _forecast(*args)
@@ -132,3 +156,6 @@ class Estimator:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+        if self._lifeline is not None:  # a forecast under way ends too
+            self._lifeline.close()
+            self._lifeline = None
