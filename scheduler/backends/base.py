@@ -101,6 +101,16 @@ class WorkerStatus:
     # its GPUs (a pod with a DisruptionTarget condition, not yet gone): the loop keeps
     # its GPUs reserved until it is.
     still_running: bool = False
+    # An elastic job's worker a shrink removed, reported while it ends and after (the
+    # local and sim backends; a Kubernetes pod is gone once it has ended).
+    removed: bool = False
+
+    @property
+    def vacated(self) -> bool:
+        """A removed worker that has ended: its exit is no failure of the job, and its
+        index is free for a grow to add back, whatever size the job has now (a crash
+        between a grow's record and the backend's grow leaves it inside the size)."""
+        return self.removed and not self.holds_gpus
 
     @property
     def holds_gpus(self) -> bool:

@@ -99,9 +99,11 @@ class Job(Protocol):
 
 def current(job: Job, workers: Sequence[WorkerStatus]) -> list[WorkerStatus]:
     """The workers of the job's present size: a worker an elastic job's shrink removed
-    (an index past its placements) no longer decides its phase, even while it drains."""
+    (an index past its placements) no longer decides its phase, even while it drains,
+    nor once ended inside the size (`vacated`: a grow back into its index not carried
+    out yet), where it is missing, not failed."""
     size = size_of(job)
-    return [w for w in workers if w.worker < size]
+    return [w for w in workers if w.worker < size and not w.vacated]
 
 
 def size_of(job: Job) -> int:

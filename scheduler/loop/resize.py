@@ -101,10 +101,13 @@ def settle(cycle: Cycle, lj: store.LiveJob, workers: Sequence[base.WorkerStatus]
     if resizable is None or lj.resized_at is None or lj.phase is not Phase.RUNNING:
         return
     size = {p.worker for p in lj.placements}
-    seen = {w.worker for w in workers}
+    seen = {w.worker for w in workers if not w.vacated}  # an ended removed one: missing
     if size - seen:
         resizable.grow(_request(cycle, lj, lj.placements))
-    past = sorted(w.worker for w in workers if w.worker not in size and w.holds_gpus)
+    # Past its size and still running, unless the backend says its shrink was carried out.
+    past = sorted(
+        w.worker for w in workers if w.worker not in size and w.holds_gpus and not w.removed
+    )
     if past:
         resizable.shrink(lj.id, lj.attempt, past, lj.request.grace_period_s)
 

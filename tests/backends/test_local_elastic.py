@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ import yaml
 from support.wait import eventually
 
 from scheduler.backends import base
-from scheduler.backends.local import LocalBackend
+from scheduler.backends.local import LocalBackend, processes
 from scheduler.model import Node, WorkerPlacement
 from scheduler.spec import JobSpec
 
@@ -39,6 +40,8 @@ TELL = (
     "time.sleep(120)\n"
 )
 DEAF = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
+# A worker that dies of SIGTERM, as torchrun's agent does: its shim reports exit 143.
+SLEEP = "import time; time.sleep(120)"
 
 
 def placements(n: int) -> tuple[WorkerPlacement, ...]:
@@ -146,6 +149,49 @@ def test_a_grow_a_crash_interrupted_is_finished_by_a_repeat(tmp_path: Path) -> N
         assert sorted(eventually(lambda: running(again, 4))) == [0, 1, 2, 3]
         ledger = eventually(lambda: len(again.records.launches()) == 4 and again.records)
         assert sorted(ledger.launches().values()) == [1, 1, 1, 1]
+    finally:
+        again.kill_all()
+        again.close()
+
+
+def test_a_crash_right_after_a_shrinks_sigterm_leaves_a_removed_worker_not_a_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: the service dies just after `shrink` sent SIGTERM to a removed worker.
+    Its record must already say the worker was removed (`Resized`): else the restarted
+    service reports the exit 143 as a plain failure, and a grow back into that index
+    starts nothing, so the loop fails the job ("worker 3: exit code 143")."""
+    # No watcher tick: it would save the records the crash left in memory.
+    kw: dict[str, Any] = {"nodes": NODES, "run_dir": tmp_path / "run", "watch_interval_s": 3600}
+    b = LocalBackend(tmp_path / "state", **kw)
+    s = elastic(SLEEP)
+    b.launch(req(s, 4))
+    eventually(lambda: running(b, 4), what="four workers")
+    eventually(lambda: len(b.records.launches()) == 4, what="the shims to be up")
+    before = pids(b)
+    send = processes.send
+
+    def dies_after_sigterm(pid: int, sig: signal.Signals, *, group: bool) -> None:
+        send(pid, sig, group=group)
+        if sig == signal.SIGTERM:
+            raise Crash  # the crash point: the signal sent, nothing after it done
+
+    monkeypatch.setattr(processes, "send", dies_after_sigterm)
+    with pytest.raises(Crash):
+        b.shrink("el", 1, [3], 30)
+    monkeypatch.undo()
+    b.close()
+    again = LocalBackend(tmp_path / "state", **kw)  # restarted
+    try:
+        gone = eventually(lambda: states(again)[3].state in ENDED and states(again)[3])
+        assert gone.exit_code == 143
+        assert gone.message == "Resized: exit code 143", gone.message  # removed, not failed
+        again.grow(req(s, 4))  # the index again: a new process of the next generation
+        eventually(lambda: running(again, 4), what="worker 3 back")
+        assert again.records.attempts["el/1"].workers[3].generation == 1
+        after = pids(again)
+        assert [after[w] for w in range(3)] == [before[w] for w in range(3)]
+        assert after[3] not in (None, before[3])
     finally:
         again.kill_all()
         again.close()

@@ -352,3 +352,41 @@ def test_a_resize_of_a_job_cancelled_meanwhile_changes_nothing(world: World, kin
     assert "Resized" not in world.kinds(el)
     if kind == "shrink":
         world.until(lambda: world.job(prod).phase == Phase.RUNNING.value, cycles=40, step_s=5.0)
+
+
+def test_a_crash_after_a_grow_back_into_removed_indices_is_recorded_restarts_them(
+    world: World, crash: Armed
+) -> None:
+    """Issue 35: a shrink removed workers 4..7 (they ended, exit 143, `Resized`); a grow
+    back into those indices is recorded, then the process dies before the backend's
+    grow. The restarted loop must tell the removed workers' exits from a failure: it
+    starts the new ones, and the job goes on."""
+    _queue(world.db, "a", 2)
+    _queue(world.db, "p", 6)
+    el = world.submit(_spec("el", "a", {"min": 2, "max": 8}, grace_s=30), 5000.0)
+    world.until(lambda: world.job(el).phase == Phase.RUNNING.value)
+    a = world.attempt(el)
+    assert len(a.placements) == 8
+    world.clock.advance_to(world.clock.now() + 120.0)
+    prod = world.submit(_spec("prod", "p", 4), 200.0)
+    world.until(lambda: world.job(prod).phase == Phase.RUNNING.value, cycles=40, step_s=5.0)
+    assert set(world.sim.shrinks) == {(el, 1, (4, 5, 6, 7))}  # settle may repeat it
+    ended = _workers(world.sim, el)
+    assert [ended[w] for w in range(4, 8)] == [base.WorkerState.FAILED] * 4
+    crash.armed = True
+    with pytest.raises(Crash):  # prod ends; once the interval is over, el grows back
+        world.until(lambda: False, cycles=200, step_s=10.0)
+    row = world.job(el)
+    assert len(row.placements) == 8 and world.kinds(el).count("Resized") == 2
+    assert world.sim.grows == []  # the store has the grow; the cluster does not
+
+    world.restart()
+    world.until(lambda: len(world.sim.grows) == 1, cycles=5)
+    world.until(
+        lambda: _workers(world.sim, el) == {w: base.WorkerState.RUNNING for w in range(8)},
+        cycles=5,
+    )
+    row = world.job(el)
+    assert row.phase == Phase.RUNNING.value and row.attempt == 1 and row.restarts == 0
+    kinds = world.kinds(el)
+    assert "AttemptFailed" not in kinds and "Failed" not in kinds

@@ -193,6 +193,10 @@ class LocalBackend:
     ) -> None:
         with self._lock:
             if resizing.shrink(self.records, job_id, attempt, workers, grace_period_s):
+                # Saved before the SIGTERM: a crash after it must leave the record saying
+                # these workers were removed, or a restart reads their exit (143) as a
+                # failure and a grow back into their index starts nothing.
+                self.records.save()
                 self._escalate()
                 self.records.save()
 
@@ -203,6 +207,7 @@ class LocalBackend:
             stopping.request(
                 self.records.attempts.values(), job_id, grace_period_s, reason, time.time()
             )
+            self.records.save()  # before any signal, as in `shrink`
             self._escalate()
             self.records.save()
 

@@ -125,6 +125,7 @@ def status(rec: records.AttemptRecord, w: records.WorkerRecord) -> base.WorkerSt
         gpus=tuple(w.gpus),
         fraction=w.fraction,
         queue=rec.queue,
+        removed=bool(w.stop_reason),
     )
 
 

@@ -248,6 +248,7 @@ class SimBackend:
                     gpus=p.gpus,
                     fraction=p.fraction,
                     queue=queue,
+                    removed=True,
                 )
             )
         return out
