@@ -74,9 +74,9 @@ def _serve(db_url: str | None) -> Iterator[str]:
     port = free_port()
     cmd = [sys.executable, "-m", "scheduler.cli.main", "serve", "--port", str(port)]
     cmd += ["--state-dir", str(state)]
-    if db_url:
-        cmd += ["--database-url", db_url]
     env = {**os.environ, "SHOAL_API_TOKENS_FILE": str(tokens), "SHOAL_SHARED_USER_OK": "1"}
+    if db_url:  # the environment, not --database-url: any local user reads arguments
+        env["SHOAL_DATABASE_URL"] = db_url
     env["SHOAL_WORKER_KEY"] = WORKER_KEY  # the seed jobs' worker tokens
     with serving(cmd, env, state, port) as (url, _):
         yield url

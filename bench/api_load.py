@@ -62,9 +62,9 @@ def _serve(db_url: str | None, extra_env: dict[str, str]) -> Iterator[tuple[str,
     wrapper = extra_env.get("BENCH_SERVE_WRAPPER")
     entry = [wrapper] if wrapper else ["-m", "scheduler.cli.main"]
     cmd = [sys.executable, *entry, "serve", "--port", str(port), "--state-dir", str(state)]
-    if db_url:
-        cmd += ["--database-url", db_url]
     env = {**os.environ, **extra_env}
+    if db_url:  # the environment, not --database-url: any local user reads arguments
+        env["SHOAL_DATABASE_URL"] = db_url
     env.pop("SHOAL_API_TOKENS_FILE", None)
     if extra_env.get("BENCH_API_ONLY"):  # the API alone (no scheduler loop): its own cost
         (state / "admin-token").write_text("bench-admin")

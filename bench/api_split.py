@@ -125,12 +125,13 @@ def serve_split(
                  "SHOAL_API_TOKENS", "SHOAL_POLICY_FILE"):  # fmt: skip
         env.pop(name, None)
 
+    # The database URL travels as SHOAL_DATABASE_URL: any local user reads arguments.
     def cmd(role: str, port: int, *extra: str) -> list[str]:
         state = top / role
         state.mkdir()
         return [sys.executable, "-m", "scheduler.cli.main", "serve", "--role", role,
                 "--backend", "kubernetes", "--port", str(port), "--state-dir", str(state),
-                "--database-url", url, *extra]  # fmt: skip
+                *extra]  # fmt: skip
 
     workers = ["--api-workers", str(split.api_workers)] if db_url else []
     try:

@@ -28,6 +28,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -94,6 +95,9 @@ def serve(
 ) -> None:
     """`role` (scheduler.cli.roles): all, or one half of the service on the shared store."""
     part = roles.parse(role)
+    typed_secret = servesetup.password_on_command_line(sys.argv, database_url)
+    if typed_secret is not None:
+        log.warning("%s", typed_secret)
     state = Path(state_dir).resolve()
     db_url = database_url or f"sqlite:///{state / 'shoal.db'}"
     roles.check(part, backend_kind=backend_kind, database_url=db_url, api_workers=api_workers)

@@ -10,7 +10,11 @@ import typer
 StateDir = Annotated[str, typer.Option(envvar="SHOAL_STATE_DIR")]
 DatabaseUrl = Annotated[
     str | None,
-    typer.Option(envvar="SHOAL_DATABASE_URL", help="default: SQLite in the state dir"),
+    typer.Option(
+        envvar="SHOAL_DATABASE_URL",
+        help="default: SQLite in the state dir. Give a URL with a password as "
+        "SHOAL_DATABASE_URL instead: every local user can read a command line",
+    ),
 ]
 ClusterFile = Annotated[
     str | None, typer.Option("--cluster", help="nodes YAML (default: 2 nodes x 4 GPUs)")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from scheduler.cli import settings as serve_settings
 from scheduler.cli.roles import Role
@@ -16,9 +18,35 @@ log = logging.getLogger("shoal.serve")
 
 def announce(url: str, state: Path, db_url: str, admin: str | None, part: Role) -> None:
     what = {Role.ALL: "serving", Role.API: "API serving", Role.SCHEDULER: "scheduler probes"}
-    print(f"Shoal {what[part]} on {url}  (state {state}, database {db_url})", flush=True)
+    shown = without_password(db_url)
+    print(f"Shoal {what[part]} on {url}  (state {state}, database {shown})", flush=True)
     if admin is not None:
         print(f"admin token: {admin}  (also in {state / 'admin-token'})", flush=True)
+
+
+def without_password(url: str) -> str:
+    """The database URL as it may be printed or logged: its password as `***`."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+    except ValueError:  # not a URL open_database takes either; say nothing of it
+        return "(a URL that cannot be parsed)"
+    userinfo, _, host = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=f"{userinfo.partition(':')[0]}:***@{host}"))
+
+
+def password_on_command_line(argv: Sequence[str], db_url: str | None) -> str | None:
+    """A warning when `--database-url` was typed with a password, None otherwise: every
+    local user reads every process's arguments (ps, /proc/<pid>/cmdline), workers
+    included, but not its environment, so SHOAL_DATABASE_URL keeps the password."""
+    typed = any(a == "--database-url" or a.startswith("--database-url=") for a in argv)
+    if not typed or db_url is None or without_password(db_url) == db_url:
+        return None
+    return (
+        "--database-url shows its password to every local user of this host (ps, "
+        "/proc/<pid>/cmdline), this server's workers included: set SHOAL_DATABASE_URL instead"
+    )
 
 
 def settings_and_policy(

@@ -5,7 +5,7 @@ A replica that dies leaves its shims running. The replica that takes over has an
 state directory, but each launch recorded where the launching one keeps its state
 (`Launching`/`Launched` events: `backend`, `state`), so the new leader reads that
 attempt's record (ports, files, processes), fills in the processes a crash left out of
-it from the process table (every shim carries its key on its command line), and keeps
+it from the process table (every shim carries its key in its environment), and keeps
 the attempt as its own: its workers are then seen, counted, stopped and finished as any
 other, and a launch the dead replica did not finish is finished, never begun again.
 """

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from scheduler.backends import base
-from scheduler.backends.local import records
+from scheduler.backends.local import records, shimenv
 from scheduler.backends.local.users import RunAs
 
 HOST_VARS = ("HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
@@ -58,10 +58,14 @@ def spawn(
     if not argv:
         unstartable(w, "the job has no command")
         return None
-    shim = [sys.executable, "-m", "scheduler.backends.local.shim"]
-    shim += ["--exit-file", w.exit_file, "--ledger", str(ledger)]
-    shim += ["--key", shim_key]
-    shim += ["--user", user.name, "--"] if user is not None else ["--"]
+    shim = [sys.executable, "-m", "scheduler.backends.local.shim", "--"]
+    # Its files and key in its environment: any local user reads its arguments.
+    told = shimenv.environment(
+        exit_file=w.exit_file,
+        ledger=str(ledger),
+        key=shim_key,
+        user=None if user is None else user.name,
+    )
     try:
         # 0600 whatever the umask: a log is its team's, read through the API only.
         with open(os.open(w.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log:
@@ -70,7 +74,7 @@ def spawn(
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=env,
+                env=env | told,
                 start_new_session=True,  # survives the service; its own process group
             )
     except (OSError, ValueError) as exc:

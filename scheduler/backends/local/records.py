@@ -4,7 +4,7 @@ Each attempt is one small file, `attempts/<job>.<attempt>.json`, replaced atomic
 (write, fsync, rename) when that attempt changes, and an attempt is recorded *before*
 its first process starts. After a crash the record may list fewer workers than were
 started; `find_shims` recovers those from the process table (each shim carries its key
-on its command line), so a restarted service knows every worker and never starts an
+in its environment), so a restarted service knows every worker and never starts an
 attempt again. (One file for all attempts, rewritten whole three times per launch, was
 most of the scheduler loop's CPU under a burst of submissions: docs/benchmarks.md.) A
 `state.json` of an older version is read once and split into these files.
@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+from scheduler.backends.local import shimenv
 
 
 @dataclass
@@ -211,18 +213,25 @@ def alive(rec: WorkerRecord) -> bool:
 
 
 def find_shims(instance: str) -> dict[str, int]:
-    """Live shims of this state directory by key, read from /proc/*/cmdline."""
+    """Live shims of this state directory by key. A shim is known by its command line
+    (`-m scheduler.backends.local.shim`) and the service's user, and says its key in its
+    environment (`shimenv`), which only that user and root can read; one started by
+    an older version says it in its arguments (`--key`)."""
     found: dict[str, int] = {}
+    me = os.geteuid()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"scheduler.backends.local.shim" not in argv or b"--key" not in argv:
-            continue
-        key = argv[argv.index(b"--key") + 1].decode()
+            if b"scheduler.backends.local.shim" not in argv or entry.stat().st_uid != me:
+                continue
+            if b"--key" in argv:
+                key = argv[argv.index(b"--key") + 1].decode()
+            else:
+                key = shimenv.key_in((entry / "environ").read_bytes())
+        except (OSError, IndexError, UnicodeDecodeError):
+            continue  # gone meanwhile, or not ours to read
         if key.startswith(instance + ":") and start_ticks(int(entry.name)) is not None:
             found[key] = int(entry.name)
     return found
