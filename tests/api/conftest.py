@@ -7,7 +7,7 @@ unless a test module overrides it or a test parametrizes it (`api.services.Wirin
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +15,14 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from support import pg
+from typer.testing import CliRunner, Result
 
 from api.app import create_app
 from api.services import Wiring
 from api.settings import Settings
 from scheduler import store
+from scheduler.cli import client as cli_client
+from scheduler.cli.main import app as cli
 from scheduler.model import Node
 from scheduler.spec import QueueSpec
 from scheduler.store.db import open_database
@@ -88,6 +91,29 @@ def pg_app() -> Iterator[FastAPI]:
         app = build_app(url)
         yield app
         app.state.database.close()
+
+
+Shoal = Callable[..., Result]
+
+
+@pytest.fixture
+def shoal(app: FastAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[Shoal]:
+    """`shoal ARGS...` run in-process against `app` as the admin."""
+    real = cli_client.Api.__init__
+
+    def via_testclient(
+        self: cli_client.Api, url: str | None = None, token: str | None = None
+    ) -> None:
+        real(self, "http://testserver", "admin-token")
+        self.http = TestClient(app, base_url="http://testserver", headers=ADMIN)
+
+    monkeypatch.setattr(cli_client.Api, "__init__", via_testclient)
+    runner = CliRunner()
+
+    def run(*args: str) -> Result:
+        return runner.invoke(cli, list(args))
+
+    yield run
 
 
 def job_body(**kw: object) -> dict[str, object]:

@@ -5,45 +5,19 @@ submit's scheduling flags, the jobs table, the queue tree) say what the API know
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import ADMIN, job_body
+from conftest import ADMIN, Shoal, job_body
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from typer.testing import CliRunner, Result
 
 from api.services import Wiring
 from scheduler import store
-from scheduler.cli import client as cli_client
-from scheduler.cli.main import app as cli
 from scheduler.model import WorkerPlacement
 from scheduler.spec import JobSpec, Phase
 from scheduler.store import jobs as store_jobs
-
-Shoal = Callable[..., Result]
-
-
-@pytest.fixture
-def shoal(app: FastAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[Shoal]:
-    """`shoal ARGS...` run in-process against `app` as the admin."""
-    real = cli_client.Api.__init__
-
-    def via_testclient(
-        self: cli_client.Api, url: str | None = None, token: str | None = None
-    ) -> None:
-        real(self, "http://testserver", "admin-token")
-        self.http = TestClient(app, base_url="http://testserver", headers=ADMIN)
-
-    monkeypatch.setattr(cli_client.Api, "__init__", via_testclient)
-    runner = CliRunner()
-
-    def run(*args: str) -> Result:
-        return runner.invoke(cli, list(args))
-
-    yield run
 
 
 class OneLog:
