@@ -15,6 +15,7 @@ from api.deps import AdminDep, SessionDep
 from api.errors import fail
 from api.models import _Model
 from scheduler.spec.text import UserInput
+from scheduler import store
 from scheduler.store import tokens
 
 router = APIRouter(prefix="/tokens", tags=["tokens"])
@@ -80,6 +81,11 @@ def create_token(body: TokenCreate, session: SessionDep, admin: AdminDep) -> Tok
     token itself is ever shown."""
     if body.role not in (Role.ADMIN, Role.METRICS) and not body.queues:
         raise fail(422, 'a member or viewer token needs queues (or ["*"])', loc=["body", "queues"])
+    # A token for a queue that does not exist would open nothing: a typo, said at once.
+    known = {q.name for q in store.list_queues(session=session, names=body.queues)}
+    for i, q in enumerate(body.queues):
+        if q != ALL and q not in known:
+            raise fail(422, f"queue {q!r} does not exist", loc=["body", "queues", i])
     row, secret = tokens.create_token(
         session=session,
         user=body.user,

@@ -54,6 +54,17 @@ def test_bad_token_requests_are_422(client: TestClient, body: dict[str, object])
     assert client.get(T, headers=ADMIN).json()["data"] == []
 
 
+def test_a_token_for_a_queue_that_does_not_exist_is_422(client: TestClient) -> None:
+    """issue 35: `tokens create alice -q visoin` answered 201, a token that opens nothing."""
+    r = client.post(T, json={"user": "a", "queues": ["vision", "visoin"]}, headers=ADMIN)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"] == [
+        {"loc": ["body", "queues", 1], "msg": "queue 'visoin' does not exist", "type": "error"}
+    ]
+    assert client.get(T, headers=ADMIN).json()["data"] == []
+    assert client.post(T, json={"user": "a", "queues": ["*"]}, headers=ADMIN).status_code == 201
+
+
 def test_only_admins_manage_tokens(client: TestClient) -> None:
     assert client.get(T, headers=VISION).status_code == 403
     assert client.post(T, json={"user": "x", "queues": ["*"]}, headers=VISION).status_code == 403
