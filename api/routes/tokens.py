@@ -14,8 +14,8 @@ from api.auth import ALL, Role
 from api.deps import AdminDep, SessionDep
 from api.errors import fail
 from api.models import _Model
-from scheduler.spec.text import UserInput
 from scheduler import store
+from scheduler.spec.text import UserInput
 from scheduler.store import tokens
 
 router = APIRouter(prefix="/tokens", tags=["tokens"])

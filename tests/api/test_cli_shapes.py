@@ -28,7 +28,11 @@ from scheduler.spec import Phase
 from scheduler.store import estimates, resizes
 
 AN_HOUR_AGO = datetime.now(UTC) - timedelta(hours=1)
-ELASTIC: dict[str, object] = {"framework": "pytorch", "workers": {"min": 2, "max": 4}, "command": ["torchrun"]}
+ELASTIC: dict[str, object] = {
+    "framework": "pytorch",
+    "workers": {"min": 2, "max": 4},
+    "command": ["torchrun"],
+}
 # name -> (body, placements as (node, gpus, fraction) per worker; None: not placed)
 SHAPES: dict[str, tuple[dict[str, object], list[tuple[str, tuple[int, ...], float]] | None]] = {
     "rigid": ({"gpu": 2}, [("h1", (0, 1), 1.0)]),
