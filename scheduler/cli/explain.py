@@ -27,6 +27,12 @@ def _details(details: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in details.items() if not isinstance(v, (dict, list)))
 
 
+def fits(c: dict[str, Any]) -> str:
+    """yes: the whole job fits on the node; part: some of its workers (a gang's others
+    must fit elsewhere at once); no."""
+    return "yes" if c["fits"] else "part" if c.get("workers") else "no"
+
+
 def show(api: Api, name: str, fmt: Format) -> None:
     job = api.find_job(name)
     e = api.get(f"/jobs/{job['id']}/explain")
@@ -82,7 +88,7 @@ def show(api: Api, name: str, fmt: Format) -> None:
         t.add_column("FITS", header_style="bold", no_wrap=True)
         t.add_column("WHY", header_style="bold", overflow="fold")
         for c in candidates:
-            t.add_row(c["node"], "yes" if c["fits"] else "no", c["reason"])
+            t.add_row(c["node"], fits(c), c["reason"])
         output.out.print(t)
     elif e["decision"] == "pending":
         output.out.print("  no candidate node")

@@ -43,8 +43,9 @@ class ShareLine:
 @dataclass(frozen=True, slots=True)
 class Candidate:
     node: str
-    fits: bool
+    fits: bool  # the whole job fits on this node now
     reason: str
+    workers: int = 0  # how many of its workers fit there now (0 < workers < all: part)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,14 +125,15 @@ def explain(snapshot: m.Snapshot, job_id: str) -> Explanation:
         with ctx.session.trial():
             ctx.state.release(job_id)
             candidates = [
-                Candidate(f.node, f.fits, f.reason)
+                Candidate(f.node, f.fits, f.reason, f.workers)
                 for f in placement.explain_choice(ctx.state, job, snapshot.config.policy)
             ]
     elif place is None and job.queue in ctx.tree.queues:
         # Nodes as admission left them, before preemption plans changed the state.
         ctx.session.rollback(done.after_admission)
         candidates = [
-            Candidate(f.node, f.fits, f.reason) for f in placement.diagnose(ctx.state, job)
+            Candidate(f.node, f.fits, f.reason, f.workers)
+            for f in placement.diagnose(ctx.state, job)
         ]
     return Explanation(
         job_id,

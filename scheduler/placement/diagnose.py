@@ -20,8 +20,9 @@ from scheduler.placement.state import UNIT, ClusterState, Sig
 @dataclass(frozen=True, slots=True)
 class NodeFit:
     node: str
-    fits: bool
+    fits: bool  # the whole job fits here now (a gang's every worker)
     reason: str
+    workers: int  # how many of its workers fit here now: 0 < workers < all is "part"
 
 
 def _why(d: fit.Demand, s: Sig, workers: int, distinct: bool) -> tuple[int, str, int]:
@@ -65,14 +66,15 @@ def diagnose(state: ClusterState, job: m.JobRequest, top: int = 5) -> list[NodeF
     ranked = []
     for s, members in state.classes.items():
         far, reason, k = _why(d, s, workers, job.distinct_gpus)
-        ranked.append(((far, -k, -sum(s.shares), -s.cpu, members[0]), members, far == 0, reason))
+        k = k if far == 0 else 0
+        ranked.append(((far, -k, -sum(s.shares), -s.cpu, members[0]), members, k, reason))
     ranked.sort(key=lambda r: r[0])
     out: list[NodeFit] = []
-    for _, members, ok, reason in ranked:
+    for _, members, k, reason in ranked:
         for i in members:
             if len(out) >= top:
                 return out
-            out.append(NodeFit(state.nodes[i].name, ok, reason))
+            out.append(NodeFit(state.nodes[i].name, k >= workers, reason, k))
     return out
 
 
@@ -95,10 +97,13 @@ def explain_choice(
         if n is not None:
             ranked.append((members[0], s, n, scorer.score(s, d, n)))
     ranked.sort(key=lambda x: (x[3].score, x[0]))
+    workers = max(job.workers, 1)
     out: list[NodeFit] = []
     for k, (i, s, n, c) in enumerate(ranked[:top]):
         lead = "chosen" if k == 0 else f"rank {k + 1}"
-        out.append(NodeFit(state.nodes[i].name, True, f"{lead}: {_numbers(scorer, s, d, n, c)}"))
+        room = fit.capacity(d, s, workers, distinct=job.distinct_gpus)
+        said = f"{lead}: {_numbers(scorer, s, d, n, c)}"
+        out.append(NodeFit(state.nodes[i].name, room >= workers, said, room))
     return out
 
 

@@ -163,6 +163,16 @@ def _runs_nowhere(
 ) -> m.PendingReason:
     """No node class can ever hold one worker: its GPU type, its GPU memory, or GPUs
     shared as MPS replicas smaller than the worker."""
+    wants_gpu = job.gpu > 0 or bool(job.gpu_memory_mib)
+    if not any(n.gpu_count or not wants_gpu for n in nodes):
+        # Nothing to compare the job with (the numbers below would be None and 0).
+        what = "node with GPUs" if wants_gpu else "node"
+        return m.PendingReason(
+            R.NO_NODE,
+            f"needs {_ask(job)}; no {what} is offered now: none has joined, or all are "
+            "cordoned or NotReady",
+            {**base, "nodes_offered": len(nodes)},
+        )
     models = sorted({n.gpu_model for n in nodes if n.gpu_count})
     if d.gpu_types and not set(d.gpu_types) & set(models):
         return m.PendingReason(
@@ -193,6 +203,10 @@ def _runs_nowhere(
             {**base, "slices": sliced},
         )
     largest = max((n.gpu_memory_mib for n in nodes), default=0)
+    if job.gpu_memory_mib is None:
+        return m.PendingReason(
+            R.NO_NODE, f"needs {_ask(job)}; no node offered can ever hold one worker", base
+        )
     return m.PendingReason(
         R.NO_NODE,
         f"needs {job.gpu_memory_mib} MiB of GPU memory per worker; the largest GPU "

@@ -87,6 +87,14 @@ def test_explain_shows_the_decision_fair_share_and_candidates(
     for c in api["candidates"]:
         assert c["node"] in result.output
     assert "would place w1 on h2 gpus 0,1,2,3,4,5,6,7" in result.output
+    # issue 35: a node with room for one of its two workers is "part", not "yes".
+    assert api["candidates"][0] | {"reason": ""} == {
+        "node": "h1",
+        "fits": False,
+        "reason": "",
+        "workers": 1,
+    }
+    assert re.search(r"^ h1\s+part\s+chosen", result.output, re.M), result.output
     line = api["fairShare"][0]
     assert f"{line['guaranteed']:g}" in result.output and "vision" in result.output
 

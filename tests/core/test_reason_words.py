@@ -51,3 +51,26 @@ def test_a_limit_reason_names_the_parent_limit_in_the_way() -> None:
     roomy = [queue("dept").limit(16).obj(), queue("team").limit(4).parent("dept").obj()]
     result = cycle.schedule(snapshot([node("a", 8), node("b", 8)], roomy, [held], [big]))
     assert_waits(result, "big", R.QUEUE_LIMIT, "or the limit is raised to 12")
+
+
+def test_no_node_offered_says_so_not_none_mib() -> None:
+    """issue 35: with every node cordoned the reason read "needs None MiB of GPU memory
+    per worker; the largest GPU of an allowed type has 0 MiB"."""
+    for ask in (job("j", "q").gpu(0.5), job("j", "q").gpu(2), job("j", "q").workers(2)):
+        snap = snapshot([], [queue("q").obj()], pending=[ask.obj()])
+        (kept,) = cycle.schedule(snap).pending
+        assert kept.reason.code is R.NO_NODE
+        assert "None" not in kept.reason.message, kept.reason.message
+        assert kept.reason.message.endswith(
+            "no node with GPUs is offered now: none has joined, or all are cordoned or NotReady"
+        ), kept.reason.message
+
+
+def test_a_node_with_room_for_part_of_a_gang_is_part_not_a_fit() -> None:
+    """issue 35: explain's candidates said FITS yes for "room for 1 of its 4 workers"."""
+    (part,) = diagnose(state([node("a", 1)]), job("g", "q").workers(4).obj())
+    assert (part.fits, part.workers) == (False, 1)
+    (whole,) = diagnose(state([node("a", 8)]), job("g", "q").workers(4).obj())
+    assert (whole.fits, whole.workers) == (True, 4)
+    (none,) = diagnose(state([node("a", 0)]), job("g", "q").workers(4).obj())
+    assert (none.fits, none.workers) == (False, 0)
