@@ -78,3 +78,24 @@ def test_the_environment_sets_the_role_and_the_workers(
     monkeypatch.setenv("SHOAL_API_WORKERS", "4")
     result = CliRunner().invoke(app, ["serve", "--port", "1"])
     assert "--api-workers 4 needs PostgreSQL" in str(result.exception)
+
+
+@pytest.mark.integration
+def test_the_kubernetes_backend_without_a_kubeconfig_says_so(tmp_path: Path) -> None:
+    """issue 35: `shoal serve --role scheduler --backend kubernetes` with no kubeconfig
+    died with a 70-line traceback."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOAL_", "KUBE"))}
+    env |= {"HOME": str(tmp_path), "KUBECONFIG": str(tmp_path / "none")}
+    argv = ["serve", "--role", "scheduler", "--backend", "kubernetes", "--port", "1"]
+    done = subprocess.run(
+        [sys.executable, "-m", "scheduler.cli.main", *argv, "--state-dir", str(tmp_path / "s")],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    said = done.stderr.strip().splitlines()
+    assert said[-1].startswith("no Kubernetes API server to use: not in a pod"), done.stderr
+    assert str(tmp_path / "none") in said[-1] and "KUBECONFIG" in said[-1]

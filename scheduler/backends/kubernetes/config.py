@@ -162,9 +162,17 @@ def api_client(config: KubeConfig) -> Any:
         try:
             kubernetes.config.load_incluster_config(client_configuration=conf)  # type: ignore[no-untyped-call]
         except kubernetes.config.ConfigException:
-            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=config.kubeconfig, client_configuration=conf
-            )
+            try:
+                kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=config.kubeconfig, client_configuration=conf
+                )
+            except kubernetes.config.ConfigException as e:
+                where = config.kubeconfig or "~/.kube/config (KUBECONFIG unset)"
+                raise ValueError(
+                    f"no Kubernetes API server to use: not in a pod (no ServiceAccount "
+                    f"token), and the kubeconfig {where} gives none ({e}); set KUBECONFIG, "
+                    "or SHOAL_KUBE_API_URL, or run `shoal serve` without --backend kubernetes"
+                ) from None
     conf.retries = False
     # One pooled connection per thread that may call at once: the binding threads, the
     # watches (pods, nodes, the CR watcher's), the loop, the upkeep and the Events
