@@ -1,21 +1,30 @@
 """Start-time estimates beside the loop (issue 29 part 1).
 
 The loop hands every cycle's report to `Estimator.observe` (cheap: it keeps the
-snapshot). A thread of its own, at most every `interval_s` and only when the snapshot
-changed in what the forecast reads (what is pending, what runs and where), replays the
+snapshot and wakes the estimator's thread). That thread, after each cycle, replays the
 state forward (`core.forecast`) with runtimes from finished jobs
 (`core.forecast.RuntimeModel`, re-read every `history_every_s`) and replaces the store's
-estimates. The forecast itself runs in a process of its own (`subprocess`; the thread
-only waits for it), so it never holds the loop's GIL: on a thread it slowed the cycles it
-overlapped about twofold (docs/benchmarks.md, "Start-time estimates"). Its CPU is bounded
-too: `max_steps` cycles a forecast, and the next one waits at least `1 / cpu_share` times
-as long as the last took (a 4 s forecast at 1,000 nodes: the next in 80 s, 5% of a core).
-That process ends with the server, however the server ends (`_exit_with_parent`).
+estimates when one is due (`Estimator.tick`):
+- at once when a pending job is one the last forecast did not cover, or an estimate has
+  passed while its job still waits (issue 35: a new job had none for ~30 s, and a passed
+  one stood until something else moved);
+- at most every `interval_s` when only what else the forecast reads moved (what is
+  pending, what runs and where).
+The forecast itself runs in a process of its own (`subprocess`; the thread only waits for
+it), so it never holds the loop's GIL: on a thread it slowed the cycles it overlapped
+about twofold (docs/benchmarks.md, "Start-time estimates"). Its CPU is bounded too:
+`max_steps` cycles a forecast, and the next one, whatever made it due, waits at least
+`1 / cpu_share` times as long as the last took (a 4 s forecast at 1,000 nodes: the next in
+80 s, 5% of a core). A new job that must wait for that gets a placeholder saying so
+(`PLACEHOLDER`), so that it has an honest word within a cycle. That process ends with the
+server, however the server ends (`_exit_with_parent`). Times are the snapshots' (the
+loop's clock), so a test drives it with the loop's virtual clock.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import os
 import threading
@@ -77,12 +86,26 @@ def _shape(snapshot: model.Snapshot) -> tuple[object, ...]:
     )
 
 
+# The words of a new job's placeholder while the forecast is spaced out (`tick`).
+PLACEHOLDER = "the forecast has not run since it was submitted; the next is due in about {} s"
+# How long `run_forever` sleeps at most without a cycle's report: how soon it sees `stop`.
+IDLE_S = 1.0
+
+
 class Estimator:
     def __init__(self, database: Database, config: EstimatorConfig | None = None) -> None:
         self.database = database
         self.config = config or EstimatorConfig()
         self._latest: model.Snapshot | None = None
+        self._wake = threading.Event()  # set by `observe`: a new snapshot to look at
+        self._ticked: model.Snapshot | None = None  # the last snapshot `tick` looked at
         self._done: tuple[object, ...] | None = None
+        self._at = -float("inf")  # the snapshot time of the last forecast
+        self._covered: set[str] = set()  # the pending jobs of the last forecast
+        self._held: set[str] = set()  # jobs given a placeholder since
+        self._starts: dict[str, float] = {}  # estimated starts still ahead when made
+        self._soonest = float("inf")  # the earliest of them
+        self._placed: frozenset[str] = frozenset()  # the latest cycle's placed jobs
         self._model: forecast.RuntimeModel | None = None
         self._history_at = -float("inf")
         self._pool: ProcessPoolExecutor | None = None
@@ -91,19 +114,60 @@ class Estimator:
         self.last_seconds = 0.0  # CPU time of the last forecast
 
     def observe(self, report: object) -> None:
-        """A loop observer: keep the cycle's snapshot (nothing else; must be quick)."""
+        """A loop observer: keep the cycle's snapshot and wake `run_forever` (nothing
+        else; must be quick)."""
         snapshot = getattr(report, "snapshot", None)
         if snapshot is not None:
+            result = getattr(report, "result", None)
+            self._placed = frozenset(p.job_id for p in getattr(result, "places", ()))
             self._latest = snapshot
+            self._wake.set()
 
     def run_once(self) -> bool:
-        """Forecast the latest snapshot if it changed; True when estimates were written."""
+        """Forecast the latest snapshot if it moved, or an estimate in it has passed,
+        whenever the last forecast was; True when estimates were written."""
         snapshot = self._latest
         if snapshot is None:
             return False
-        shape = _shape(snapshot)
-        if shape == self._done:
+        if _shape(snapshot) == self._done and not self._passed(snapshot):
             return False
+        self._forecast(snapshot)
+        return True
+
+    def tick(self) -> str:
+        """One round of `run_forever`, after a cycle: forecast the latest snapshot when
+        due, else give a new job a placeholder. Returns why it forecast ("" if not)."""
+        snapshot = self._latest
+        if snapshot is None or snapshot is self._ticked:
+            return ""  # the same snapshot and time: the same answer as last round
+        self._ticked = snapshot
+        since = snapshot.now - self._at
+        # A job placed by the cycle that took the snapshot does not wait: not news.
+        covered, placed = self._covered, self._placed
+        new = [j.id for j in snapshot.pending if j.id not in covered and j.id not in placed]
+        why = ""
+        if since >= self.cost_s():
+            if new:
+                why = "a job the last forecast did not cover"
+            elif self._passed(snapshot):
+                why = "an estimate passed while its job waits"
+        if not why and since >= self.pause_s() and _shape(snapshot) != self._done:
+            why = "the state moved"
+        if why:
+            self._forecast(snapshot)
+        elif held := [job_id for job_id in new if job_id not in self._held]:
+            self._placehold(snapshot, held, self.cost_s() - since)
+        return why
+
+    def _passed(self, snapshot: model.Snapshot) -> bool:
+        """Whether an estimate made for a later time has passed while its job waits."""
+        if self._soonest > snapshot.now:
+            return False
+        return any(
+            self._starts.get(j.id, snapshot.now + 1) <= snapshot.now for j in snapshot.pending
+        )
+
+    def _forecast(self, snapshot: model.Snapshot) -> None:
         if self._model is None or time.monotonic() - self._history_at > self.config.history_every_s:
             with self.database.session() as session:
                 self._model = forecast.RuntimeModel(estimates.finished_runtimes(session=session))
@@ -133,22 +197,51 @@ class Estimator:
         ]
         with self.database.session() as session:
             estimates.replace_all(session=session, estimates=rows)
-        self._done = shape
+        self._done = _shape(snapshot)
+        self._at = snapshot.now
+        self._covered, self._held = set(got), set()
+        # A start at the forecast's own time ("it fits now") is not watched: made again
+        # at once it would say the same; a later one that passes is news.
+        self._starts = {
+            job_id: e.start_s
+            for job_id, e in got.items()
+            if e.start_s is not None and e.start_s > snapshot.now
+        }
+        self._soonest = min(self._starts.values(), default=float("inf"))
         self.runs += 1
-        return True
+
+    def _placehold(self, snapshot: model.Snapshot, job_ids: list[str], wait_s: float) -> None:
+        """Say "not yet" for jobs the last forecast did not cover, while the next waits
+        for the last one's cost (position 0: not known yet)."""
+        at = datetime.fromtimestamp(snapshot.now, UTC)
+        due = PLACEHOLDER.format(math.ceil(max(0.0, wait_s) + self.last_seconds))
+        rows = [estimates.StartEstimate(job_id, None, 0, "", due, at) for job_id in job_ids]
+        with self.database.session() as session:
+            estimates.add_missing(session=session, estimates=rows)
+        self._held.update(job_ids)
+
+    def cost_s(self) -> float:
+        """The least time between two forecasts: `1 / cpu_share` times the last one's CPU
+        time, so that forecasts take at most `cpu_share` of a core."""
+        return self.last_seconds / self.config.cpu_share
 
     def pause_s(self) -> float:
-        """How long to wait before the next forecast: the interval, or longer after a
-        costly one, so that forecasts take at most `cpu_share` of the time."""
-        return max(self.config.interval_s, self.last_seconds / self.config.cpu_share)
+        """How long after the last forecast a state that only moved is forecast again:
+        the interval, or longer after a costly one (`cost_s`)."""
+        return max(self.config.interval_s, self.cost_s())
 
     def run_forever(self, stop: threading.Event) -> None:
         try:
-            while not stop.wait(self.pause_s()):
+            while not stop.is_set():
+                self._wake.wait(IDLE_S)  # the next cycle's report
+                self._wake.clear()
+                if stop.is_set():
+                    break
                 try:
-                    self.run_once()
-                except Exception:  # a database away: the next round tries again
+                    self.tick()
+                except Exception:  # a database away: a later round tries again
                     log.exception("start-time estimate failed; retrying")
+                    stop.wait(self.pause_s())
         finally:
             self.close()
 

@@ -1,7 +1,8 @@
 """Start-time estimates of pending jobs (issue 29 part 1).
 
 The scheduler's estimator replays the current state forward (`core.forecast`) beside the
-loop and replaces the whole set here when it has computed a new one; the API, the CLI and
+loop and replaces the whole set here when it has computed a new one (between two, a job
+the last one did not cover gets a placeholder row, `add_missing`); the API, the CLI and
 the dashboard read one job's (`of`) or a page's (`of_many`). A job that started, or left
 the queue, loses its row at the next replacement; readers show an estimate only for a
 job still pending.
@@ -33,18 +34,27 @@ class StartEstimate:
 def replace_all(*, session: Session, estimates: Sequence[StartEstimate]) -> None:
     """Make the table hold exactly these estimates."""
     session.execute(delete(schema.EstimateRow))
-    session.add_all(
-        schema.EstimateRow(
-            job_id=e.job_id,
-            start_at=e.start_at,
-            position=e.position,
-            basis=e.basis,
-            unknown=e.unknown,
-            computed_at=e.computed_at,
-        )
-        for e in estimates
-    )
+    session.add_all(_row(e) for e in estimates)
     session.commit()
+
+
+def add_missing(*, session: Session, estimates: Sequence[StartEstimate]) -> None:
+    """Add these estimates of jobs that have none (the estimator's placeholders for jobs
+    its last forecast did not cover); a row already there is kept."""
+    have = of_many(session=session, job_ids=[e.job_id for e in estimates])
+    session.add_all(_row(e) for e in estimates if e.job_id not in have)
+    session.commit()
+
+
+def _row(e: StartEstimate) -> schema.EstimateRow:
+    return schema.EstimateRow(
+        job_id=e.job_id,
+        start_at=e.start_at,
+        position=e.position,
+        basis=e.basis,
+        unknown=e.unknown,
+        computed_at=e.computed_at,
+    )
 
 
 def _of(row: schema.EstimateRow) -> StartEstimate:
