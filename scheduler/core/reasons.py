@@ -18,11 +18,11 @@ def _gpus(key: str) -> str:
 
 
 def unknown_queue(job: m.JobRequest) -> m.PendingReason:
-    return m.PendingReason(
-        m.ReasonCode.UNKNOWN_QUEUE,
-        f"queue {job.queue} does not exist; create it or resubmit to an existing queue",
-        {"queue": job.queue},
-    )
+    if not job.queue:  # a foreign pod without the label
+        said = "it names no queue: give the pod the label shoal.dev/queue=<queue>"
+    else:
+        said = f"queue {job.queue} does not exist; create it or resubmit to an existing queue"
+    return m.PendingReason(m.ReasonCode.UNKNOWN_QUEUE, said, {"queue": job.queue})
 
 
 def over_limit(

@@ -271,10 +271,6 @@ class Loop:
 
     def _snapshot(self, db: LiveStore, now: float, seen: Seen) -> model.Snapshot:
         queues = db.load_queues()
-        known = {q.name for q in queues}
-        for fp in seen.foreign_pending:
-            if fp.queue not in known:
-                log.debug("foreign pod %s: unknown queue %r, not scheduled", fp.id, fp.queue)
         wait = self.memory.held_back(now)
         stopping = snapshots.draining_attempts(seen.draining, seen.attempts, seen.by_id, now)
         stopping += resize.leftovers(seen.live, seen.attempts, now)

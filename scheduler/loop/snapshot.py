@@ -81,7 +81,6 @@ def build(
     running.extend(stopping)
     holding = {r.job.id for r in running}
     running.extend(f for f in foreign_running if f.job.id not in holding)
-    known = {q.name for q in queues}
     ids = {lj.id for lj in live}
     extra = model.NodeRules(tolerations=config.worker_tolerations)
     pending = tuple(
@@ -93,11 +92,7 @@ def build(
         and not lj.cancel_requested
         and lj.id not in draining
         and lj.id not in held_back
-    ) + tuple(
-        fp
-        for fp in foreign_pending
-        if fp.queue in known and fp.id not in ids and fp.id not in held_back
-    )
+    ) + tuple(fp for fp in foreign_pending if fp.id not in ids and fp.id not in held_back)
     return model.Snapshot(
         nodes=tuple(nodes),
         queues=tuple(queues),

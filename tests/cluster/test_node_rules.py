@@ -178,3 +178,30 @@ def test_a_trainingjobs_node_selector_and_tolerations_reach_its_workers(
     )
     (valid,) = [c for c in status["conditions"] if c["type"] == "Valid"]
     assert "podAffinity is not supported" in valid["message"], valid
+
+
+def test_a_pod_naming_no_queue_or_an_unknown_one_is_told_why(
+    cluster: ControlPlane, shoal_env: dict[str, str], start_shoal: Callable[..., Shoal]
+) -> None:
+    """issue 35: a pod with `schedulerName: shoal` and no queue label was ignored in
+    silence (no condition, no event): it gets PodScheduled=False with the reason, as a
+    pod of a queue that does not exist does."""
+    cluster.add_node(A100_NODE, gpus=8)
+    queue(cluster)
+    shoal = start_shoal(shoal_env)
+    eventually(lambda: len(shoal.runtime.backend.nodes()) == 1, 60)
+    bare = gpu_pod("bare", 1, schedulerName="shoal")
+    bare["metadata"]["labels"] = {}
+    stray = gpu_pod("stray", 1, schedulerName="shoal")
+    stray["metadata"]["labels"] = {"shoal.dev/queue": "nope"}
+    for pod in (bare, stray):
+        cluster.core.create_namespaced_pod("default", pod)
+    why = eventually(lambda: unschedulable(cluster, "bare"), 60)
+    assert why == "it names no queue: give the pod the label shoal.dev/queue=<queue>", why
+    why = eventually(lambda: unschedulable(cluster, "stray"), 60)
+    assert why.startswith("queue nope does not exist"), why
+    events = cluster.core.list_namespaced_event("default").items
+    assert any(
+        e.reason == "FailedScheduling" and e.involved_object.name == "bare" for e in events
+    ), [(e.reason, e.involved_object.name) for e in events]
+    assert node_of(cluster, "bare") is None and node_of(cluster, "stray") is None

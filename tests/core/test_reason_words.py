@@ -74,3 +74,15 @@ def test_a_node_with_room_for_part_of_a_gang_is_part_not_a_fit() -> None:
     assert (whole.fits, whole.workers) == (True, 4)
     (none,) = diagnose(state([node("a", 0)]), job("g", "q").workers(4).obj())
     assert (none.fits, none.workers) == (False, 0)
+
+
+def test_a_pod_naming_no_queue_is_told_so() -> None:
+    """issue 35: a pod with `schedulerName: shoal` and no queue label was left out of the
+    cycle in silence; now it waits with a reason, as one in a queue that does not exist."""
+    snap = snapshot([node("a", 8)], [queue("q").obj()], pending=[job("pod:default/p", "").obj()])
+    assert_waits(
+        cycle.schedule(snap),
+        "pod:default/p",
+        R.UNKNOWN_QUEUE,
+        "it names no queue: give the pod the label shoal.dev/queue=<queue>",
+    )

@@ -50,8 +50,8 @@ def build(jobs: list[LiveJob], **kw: object) -> model.Snapshot:
         pytest.param(
             [],
             {"foreign_pending": (model.JobRequest("f", "q"), model.JobRequest("g", "nope"))},
-            ["f"],
-            id="foreign pods in a known queue only",
+            ["f", "g"],
+            id="foreign pods, an unknown queue's too (the core says why it waits)",
         ),
     ],
 )

@@ -271,7 +271,6 @@ def foreign_pod(pod: Obj, scheduler_name: str) -> ForeignPod | None:
         or spec.get("nodeName")
         or names.is_shoal_placed(pod)
         or meta.get("deletionTimestamp")
-        or names.QUEUE not in labels
         or (pod.get("status") or {}).get("phase", "Pending") != "Pending"
         or gates(pod)
     ):
@@ -286,7 +285,7 @@ def foreign_pod(pod: Obj, scheduler_name: str) -> ForeignPod | None:
         namespace=meta.get("namespace", ""),
         name=meta["name"],
         uid=meta.get("uid", ""),
-        queue=labels[names.QUEUE],
+        queue=labels.get(names.QUEUE, ""),  # none: it waits, told to name one
         gpu=gpu,
         gpu_memory_mib=gpu_mem,
         cpu_milli=cpu,
