@@ -104,6 +104,11 @@ class StartEstimatePublic(_Model):
     basis: str = Field(description="what the estimate rests on")
     unknown: str = ""
     computed_at: datetime
+    overdue: bool = Field(
+        False,
+        description="`at` has passed and the job still waits: the estimate proved wrong, "
+        "and the estimator makes a new one",
+    )
 
 
 class ResizePublic(_Model):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -95,6 +96,9 @@ def _estimate(row: schema.JobRow) -> models.StartEstimatePublic | None:
         basis=got.basis,
         unknown=got.unknown,
         computed_at=got.computed_at,
+        # Said by the server, on its clock: a reader must never take a passed `at` for
+        # "now" (issue 35: `#1 now` for 30 s while the job was still blocked).
+        overdue=got.start_at is not None and got.start_at < datetime.now(UTC),
     )
 
 

@@ -107,15 +107,20 @@ def why(j: dict[str, Any]) -> str:
 
 
 def eta(j: dict[str, Any]) -> str:
-    """A Pending job's estimated start, as `#position ~in 2h` (or `#position ?` when no
-    estimate is honest); '-' for a job that is not pending or has none yet."""
+    """A Pending job's estimated start, as `#position ~in 2h`; `#position overdue` once
+    that time has passed while it still waits (never "now": issue 35, it read `#1 now`
+    while the job stayed blocked); `#position ?` when no estimate is honest (no `#` while
+    its position is not known either); '-' for a job that is not pending or has none."""
     e = j.get("estimatedStart")
     if j["phase"] != "Pending" or not e:
         return "-"
+    place = f"#{e['position']} " if e.get("position") else ""
     if not e.get("at"):
-        return f"#{e['position']} ?"
+        return f"{place}?"
     left = datetime.fromisoformat(e["at"]).timestamp() - time.time()
-    return f"#{e['position']} now" if left <= 0 else f"#{e['position']} ~in {span(left)}"
+    if e.get("overdue") or left <= 0:  # the server's word, or this clock's
+        return f"{place}overdue"
+    return f"{place}~in {span(max(left, 1.0))}"
 
 
 def eta_line(j: dict[str, Any]) -> str:
@@ -123,9 +128,14 @@ def eta_line(j: dict[str, Any]) -> str:
     e = j.get("estimatedStart")
     if j["phase"] != "Pending" or not e:
         return ""
+    place = f"position {e['position']} in its queue; " if e.get("position") else ""
     if not e.get("at"):
-        return f"position {e['position']} in its queue; start unknown: {e['unknown']}"
-    return f"position {e['position']} in its queue; estimated start {eta(j)} ({e['basis']})"
+        return f"{place}start unknown: {e['unknown']}"
+    when = eta(j)
+    if when.endswith("overdue"):
+        ago = span(max(0.0, time.time() - datetime.fromisoformat(e["at"]).timestamp()))
+        return f"{place}estimated start {when}: it was due {ago} ago ({e['basis']})"
+    return f"{place}estimated start {when} ({e['basis']})"
 
 
 def jobs_table(api: Api, queue: str | None, phase: str | None, limit: int, fmt: Format) -> None:
@@ -225,7 +235,7 @@ def follow_logs(
     offsets: dict[tuple[int, int], int] = {}
     partial: dict[tuple[int, int], str] = {}  # the unfinished last line of each worker
     current = attempt
-    said = ""
+    said: tuple[Any, ...] = ()
     while True:
         if follow:
             said = say_waiting(j, said)
@@ -286,13 +296,36 @@ def waiting_line(j: dict[str, Any]) -> str:
     return ""
 
 
-def say_waiting(j: dict[str, Any], said: str) -> str:
-    """Print the job's phase and reason when they changed while it waits (to stderr, so
-    the worker output on stdout stays clean); returns what is now said."""
+def say_waiting(j: dict[str, Any], said: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Print the job's waiting line (to stderr, so the worker output on stdout stays
+    clean) when something a user cares about changed since the last one: its phase, its
+    reason, its position, whether its start is known or overdue, or the estimate moving by
+    more than a minute and a tenth of the time it had left. Not because "~in 59s" became
+    "~in 58s", and on one line however narrow the terminal or pipe (issue 35: piped, rich
+    wrapped it at 80 columns and it was reprinted, 3 lines, every second). Returns what
+    is now said (`()`: nothing yet)."""
     line = waiting_line(j)
-    if line and line != said:
-        err.print(f"[dim]{line}[/dim]", highlight=False)
-    return line or said
+    if not line:
+        return said
+    pending = j["phase"] == "Pending"
+    r = (j.get("pendingReason") or {}) if pending else {}
+    e = (j.get("estimatedStart") or {}) if pending else {}
+    at = datetime.fromisoformat(e["at"]).timestamp() if e.get("at") else None
+    overdue = eta(j).endswith("overdue")
+    state = "none" if not e else "unknown" if at is None else "overdue" if overdue else "ahead"
+    # The words of an unknown quote times ("+3,600 s") that move with every forecast.
+    gist = " ".join(w for w in str(e.get("unknown", "")).split() if not any(map(str.isdigit, w)))
+    now = (j["phase"], r.get("code"), r.get("message"), e.get("position"), state, gist)
+    if said and said[:-1] == now:  # the same but for when: news only if it moved a lot
+        before = said[-1]
+        if (
+            at is None
+            or before is None
+            or abs(at - before) <= max(60.0, (before - time.time()) / 10)
+        ):
+            return said  # kept as said, so that small moves add up against it
+    err.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)
+    return (*now, at)
 
 
 def print_line(worker: int, line: str) -> None:

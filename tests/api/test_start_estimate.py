@@ -40,3 +40,25 @@ def test_a_pending_job_shows_when_it_is_estimated_to_start(
     assert listed[b]["at"] is None and "runtime unknown" in listed[b]["unknown"]
     assert client.post(f"{J}/{a}/cancel", headers=VISION).status_code == 200
     assert client.get(f"{J}/{a}", headers=VISION).json()["estimatedStart"] is None
+
+
+def test_a_passed_estimate_is_overdue_never_now(app: FastAPI, client: TestClient) -> None:
+    """Issue 35: an estimate whose time has passed while the job still waits read `#1 now`
+    for as long as nothing else moved. The API says it is overdue, on its own clock."""
+    late = client.post(J, json=job_body(name="late"), headers=VISION).json()["id"]
+    ahead = client.post(J, json=job_body(name="ahead"), headers=VISION).json()["id"]
+    now = datetime.now(UTC)
+    with app.state.database.session() as s:
+        estimates.replace_all(
+            session=s,
+            estimates=[
+                estimates.StartEstimate(late, now - timedelta(minutes=2), 1, "b", "", now),
+                estimates.StartEstimate(ahead, now + timedelta(hours=1), 2, "b", "", now),
+            ],
+        )
+    got = client.get(f"{J}/{late}", headers=VISION).json()["estimatedStart"]
+    assert got["overdue"] is True, got
+    assert client.get(f"{J}/{ahead}", headers=VISION).json()["estimatedStart"]["overdue"] is False
+    listed = {j["id"]: j["estimatedStart"] for j in client.get(J, headers=ADMIN).json()["data"]}
+    assert listed[late]["overdue"] is True and listed[ahead]["overdue"] is False
+    assert client.get(f"{J}/{late}/explain", headers=VISION).json()["estimatedStart"] == got

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.cli.jobs import eta, eta_line, waiting_line
+from scheduler.cli.jobs import eta, eta_line, say_waiting, waiting_line
 
 
 def job(phase: str, estimate: dict[str, Any] | None) -> dict[str, Any]:
@@ -25,11 +25,20 @@ def at(seconds: float) -> str:
     [
         ("Running", {"at": at(60), "position": 1, "basis": "b", "unknown": ""}, "-", ""),
         ("Pending", None, "-", ""),
-        ("Pending", {"at": at(-5), "position": 1, "basis": "b", "unknown": ""}, "#1 now", "b"),
+        # Passed while it still waits (issue 35: it read `#1 now`): overdue, by this clock
+        # or by the server's.
+        ("Pending", {"at": at(-125), "position": 1, "basis": "b", "unknown": ""},
+         "#1 overdue", "estimated start #1 overdue: it was due 2m ago (b)"),
+        ("Pending", {"at": at(30), "position": 1, "basis": "b", "unknown": "", "overdue": True},
+         "#1 overdue", "estimated start #1 overdue"),
         ("Pending", {"at": at(3 * 3600), "position": 4, "basis": "median", "unknown": ""},
          "#4 ~in 3h", "estimated start #4 ~in 3h (median)"),
         ("Pending", {"at": None, "position": 2, "basis": "", "unknown": "j7 has no runtime"},
          "#2 ?", "start unknown: j7 has no runtime"),
+        # The estimator's placeholder: no forecast has placed it in its queue yet.
+        ("Pending", {"at": None, "position": 0, "basis": "",
+                     "unknown": "the forecast has not run since it was submitted"},
+         "?", "start unknown: the forecast has not run since it was submitted"),
     ],
 )  # fmt: skip
 def test_eta_in_words(phase: str, estimate: dict[str, Any] | None, column: str, words: str) -> None:
@@ -38,3 +47,45 @@ def test_eta_in_words(phase: str, estimate: dict[str, Any] | None, column: str, 
     assert (words in eta_line(j)) if words else eta_line(j) == ""
     if phase == "Pending" and words:
         assert words in waiting_line(j)
+    assert "now" not in eta(j) and "position 0" not in eta_line(j)
+
+
+def pending(reason: str, estimate: dict[str, Any] | None) -> dict[str, Any]:
+    return {
+        "name": "j",
+        "phase": "Pending",
+        "estimatedStart": estimate,
+        "pendingReason": {"code": "Fragmentation", "message": reason},
+    }
+
+
+def test_the_waiting_line_is_said_again_only_when_it_changed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 35: `submit --follow`, piped, printed its waiting line again whenever "~in
+    59s" became "~in 58s", wrapped by rich at 80 columns into 3 lines."""
+    long = "needs 4 GPUs on one node; the nodes with room have at most 2 free: " + "n" * 60
+    said: tuple[Any, ...] = ()
+    lines = []
+
+    def follow(j: dict[str, Any]) -> None:
+        nonlocal said
+        said = say_waiting(j, said)
+        lines.append(capsys.readouterr().err)
+
+    def in_(seconds: float, position: int = 1) -> dict[str, Any]:
+        return {"at": at(seconds), "position": position, "basis": "median", "unknown": ""}
+
+    follow(pending(long, in_(59)))
+    follow(pending(long, in_(58)))  # a second later
+    follow(pending(long, in_(59 + 30)))  # a new forecast, half a minute later
+    assert lines[0].count("\n") == 1 and long in lines[0], lines  # one line, whole
+    assert lines[1:] == ["", ""], lines
+    follow(pending(long, in_(59 + 600)))  # ten minutes later: news
+    follow(pending("another reason", in_(59 + 600)))
+    follow(pending("another reason", in_(59 + 600, position=2)))
+    follow(pending("another reason", in_(-1, position=2)))  # passed: overdue
+    follow(pending("another reason", in_(-2, position=2)))
+    follow(pending("another reason", None))
+    assert [x.count("\n") for x in lines[3:]] == [1, 1, 1, 1, 0, 1], lines
+    assert "overdue" in lines[6] and "now" not in lines[6], lines

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -51,3 +51,27 @@ def test_the_estimate_is_on_the_job_list_and_page(client: TestClient) -> None:
     assert "runtime unknown" in listing
     page = client.get(f"/ui/jobs/{job}").text
     assert "Position 1" in page and "median of 5" in page
+
+
+def test_a_passed_estimate_is_shown_overdue(client: TestClient) -> None:
+    """Issue 35: a passed estimate of a job that still waits is marked overdue (the CLI
+    read it as "now"); one still ahead is not."""
+    queue = {"name": "vision", "guaranteed": 8}
+    assert client.post("/api/v1/queues", json=queue, headers=AUTH).status_code == 201
+    body = {"name": "late", "queue": "vision", "image": "x", "command": ["c"], "gpu": 1}
+    late = client.post("/api/v1/jobs", json=body, headers=AUTH).json()["id"]
+    body["name"] = "ahead"
+    ahead = client.post("/api/v1/jobs", json=body, headers=AUTH).json()["id"]
+    now = datetime.now(UTC)
+    with client.app.state.database.session() as s:  # type: ignore[attr-defined]
+        estimates.replace_all(session=s, estimates=[
+            estimates.StartEstimate(late, now - timedelta(minutes=5), 1, "median of 5", "", now),
+            estimates.StartEstimate(ahead, now + timedelta(hours=2), 2, "median of 5", "", now),
+        ])  # fmt: skip
+    listing = client.get("/ui/jobs").text
+    cells = dict(re.findall(r'data-testid="eta-(\w+)">(.*?)</td>', listing, re.S))
+    assert "overdue" in cells["late"] and "overdue" not in cells["ahead"], cells
+    assert "#1 " in cells["late"] and "#2 " in cells["ahead"], cells
+    page = client.get(f"/ui/jobs/{late}").text
+    assert "overdue" in page and "median of 5" in page
+    assert "overdue" not in client.get(f"/ui/jobs/{ahead}").text
