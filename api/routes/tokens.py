@@ -10,8 +10,8 @@ from datetime import datetime
 from fastapi import APIRouter, Path, status
 from pydantic import Field, field_validator
 
-from api.auth import ALL, Role
-from api.deps import AdminDep, SessionDep
+from api.auth import ALL, Principal, Role, refusal
+from api.deps import AdminDep, ServicesDep, SessionDep
 from api.errors import fail
 from api.models import _Model
 from scheduler import store
@@ -57,6 +57,11 @@ class TokenPublic(_Model):
 
 class TokenCreated(TokenPublic):
     token: str = Field(description="the bearer token: shown this once, stored only as a digest")
+    refused: str | None = Field(
+        default=None,
+        description="why this server answers the token 403 (a team token where its workers "
+        "would run as its own OS user), or null: it works",
+    )
 
 
 class TokensPublic(_Model):
@@ -76,9 +81,12 @@ def _public(row: tokens.TokenRow) -> TokenPublic:
 
 
 @router.post("", response_model=TokenCreated, status_code=status.HTTP_201_CREATED)
-def create_token(body: TokenCreate, session: SessionDep, admin: AdminDep) -> TokenCreated:
+def create_token(
+    body: TokenCreate, session: SessionDep, admin: AdminDep, services: ServicesDep
+) -> TokenCreated:
     """A new token for `user` with `role` in `queues`; the response is the only place the
-    token itself is ever shown."""
+    token itself is ever shown. It is made even where this server refuses it (`refused`
+    says why): the refusal lifts once the admin fixes its cause."""
     if body.role not in (Role.ADMIN, Role.METRICS) and not body.queues:
         raise fail(422, 'a member or viewer token needs queues (or ["*"])', loc=["body", "queues"])
     # A token for a queue that does not exist would open nothing: a typo, said at once.
@@ -93,7 +101,9 @@ def create_token(body: TokenCreate, session: SessionDep, admin: AdminDep) -> Tok
         queues=body.queues,
         created_by=admin.user,
     )
-    return TokenCreated(**_public(row).model_dump(), token=secret)
+    who = Principal(row.user, Role(row.role), frozenset(row.queues))
+    why = refusal(who, services.wiring.team_tokens_refused)
+    return TokenCreated(**_public(row).model_dump(), token=secret, refused=why)
 
 
 @router.get("", response_model=TokensPublic)

@@ -13,9 +13,10 @@ import math
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from scheduler.cli import cluster, output
-from scheduler.cli.client import Api, die
+from scheduler.cli.client import Api, die, err
 from scheduler.cli.output import Format, Output
 
 Url = Annotated[str | None, typer.Option("--url", help="API URL (default: SHOAL_URL)")]
@@ -161,6 +162,9 @@ def create_token(
     output.out.print(f"token {t['id']} for {t['user']} ({t['role']}, queues {t['queues']}):")
     print(t["token"], flush=True)  # plain, for `$(shoal tokens create ...)`
     output.out.print("[yellow]store it now: it is not shown again[/yellow]")
+    if t.get("refused"):  # made all the same: it works once the admin fixes the cause
+        why = escape(t["refused"])
+        err.print(f"[yellow]warning:[/yellow] this server refuses it (403): {why}", highlight=False)
 
 
 @tokens_app.command("list")

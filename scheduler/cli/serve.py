@@ -16,9 +16,11 @@ leaves running workers alone; the next start adopts them (see docs/loop.md). A s
 server on the same state directory is refused (local backend) or warned about.
 
 The state directory is the service's alone (`statedir.secure`). With the local backend
-workers run as `--worker-user` / the cluster file's `workerUser` (when this is root);
-where they would run as the service's own user, team tokens are refused with the reason,
-unless `--shared-user-ok` accepts that (docs/gpu.md, "Sharing one box between teams").
+workers run as `--worker-user` / the cluster file's `workerUser` (when this is root), or
+with neither as its own `shoal-worker` (`scheduler.backends.local.ownuser`); where they
+would run as the service's own user, team tokens are refused with the reason, unless
+`--shared-user-ok` accepts that, which also keeps them as its own user (docs/gpu.md,
+"Sharing one box between teams").
 """
 
 from __future__ import annotations
@@ -149,6 +151,7 @@ def serve(
         gpus=gpus,
         fallback_simulated=fallback_simulated,
         worker_user=worker_user,
+        shared_user_ok=shared_user_ok,
     )
     backend = wired.backend
     stop = threading.Event()  # the loop's thread: made before the app, whose /healthz checks it
@@ -183,6 +186,7 @@ def _wire(
     gpus: str | None,
     fallback_simulated: bool,
     worker_user: str | None,
+    shared_user_ok: bool,
 ) -> tuple[Wired, Loop]:
     """The backend and the loop it wakes (made in that order), after one cycle: the
     inventory is in the store before the first submission."""
@@ -202,6 +206,7 @@ def _wire(
         gpus=gpus,
         fallback_simulated=fallback_simulated,
         worker_user=worker_user,
+        shared_user_ok=shared_user_ok,
     )
     # The kubernetes runtime's Lease decides who leads; other backends always lead.
     loop = Loop(database, wired.backend, config=replace(config, is_leader=wired.is_leader))

@@ -46,15 +46,17 @@ WorkerUser = Annotated[
     typer.Option(
         envvar="SHOAL_WORKER_USER",
         help="local backend, run as root: the OS user workers run as (over the cluster "
-        "file's workerUser; queueUsers there give a queue its own)",
+        "file's workerUser; queueUsers there give a queue its own). With neither: "
+        "shoal-worker, created if absent",
     ),
 ]
 SharedUserOk = Annotated[
     bool,
     typer.Option(
         envvar="SHOAL_SHARED_USER_OK",
-        help="accept team tokens although workers run as this server's own user "
-        "(one trusted team only: its workers can read the state directory)",
+        help="keep workers as this server's own user (no shoal-worker) and accept team "
+        "tokens all the same (one trusted team only: its workers can read the state "
+        "directory)",
     ),
 ]
 ServeRole = Annotated[

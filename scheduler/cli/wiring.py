@@ -20,7 +20,7 @@ from typing import Any
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from scheduler.backends import base
-from scheduler.backends.local import host, users
+from scheduler.backends.local import host, ownuser, users
 from scheduler.cli import settings as serve_settings
 from scheduler.loop.service import Loop
 from scheduler.store import cycle as store_cycle
@@ -98,20 +98,26 @@ def make_backend(
     gpus: str | None = None,
     fallback_simulated: bool = False,
     worker_user: str | None = None,
+    shared_user_ok: bool = False,
 ) -> Wired:
     """`gpus="auto"` (local only): this host's GPUs through NVML, not the simulated cluster.
-    `worker_user` (local only) over the cluster file's `workerUser`: who runs workers."""
+    `worker_user` (local only) over the cluster file's `workerUser`: who runs workers;
+    with neither, as root, its own `shoal-worker` (`ownuser`), unless `shared_user_ok`
+    keeps them as this process's user."""
     if gpus not in (None, "auto"):
         raise SystemExit(f"--gpus {gpus!r}: the only value is auto (this host's GPUs)")
     if kind == "local":
         try:
+            own = None if shared_user_ok else ownuser.own_worker_user
+            worker_users = users.resolve(cluster, worker_user, own=own)
+            ownuser.warn_of_configured(worker_users)
             local = host.local_backend(
                 state,
                 cluster_file=cluster,
                 gpus_auto=gpus == "auto",
                 fallback_simulated=fallback_simulated,
                 on_change=wake,
-                users=users.resolve(cluster, worker_user),
+                users=worker_users,
             )
             local.run.ensure()  # a run directory someone else made stops the service now
             return Wired(local, local.close)
@@ -197,7 +203,8 @@ def team_refusal(worker_users: users.WorkerUsers | None, *, shared_user_ok: bool
     why = worker_users.shared_reason()
     if why is None:
         who = sorted({u.name for u in (worker_users.default, *worker_users.queues.values()) if u})
-        log.info("workers run as %s, apart from the state directory", ", ".join(who))
+        own = " (its own worker user: no workerUser is set)" if worker_users.own else ""
+        log.info("workers run as %s, apart from the state directory%s", ", ".join(who), own)
         return None
     if shared_user_ok:
         log.warning("--shared-user-ok: team tokens accepted although %s", why.split(": ", 1)[1])

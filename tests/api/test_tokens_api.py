@@ -4,13 +4,17 @@ CLI says where its stale token came from."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
-from conftest import ADMIN, VISION, job_body
+from conftest import ADMIN, VISION, Shoal, build_app, job_body
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 from typer.testing import CliRunner
 
+from api.services import Wiring
 from scheduler.cli import client as cli_client
 from scheduler.cli.main import app as cli
 
@@ -117,3 +121,42 @@ def test_the_cli_creates_lists_and_revokes(app: FastAPI, monkeypatch: pytest.Mon
     tid = listed.output.split("\n")[1].split()[0]
     revoked = runner.invoke(cli, ["tokens", "revoke", tid])
     assert revoked.exit_code == 0 and "revoked" in revoked.output
+
+
+def test_tokens_create_warns_when_the_server_refuses_the_token(
+    tmp_path: Path, migrated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 35: on a server that refuses team tokens (its workers run as its own OS
+    user), `shoal tokens create alice -q vision` succeeded in silence, and alice's first
+    call was a 403. The API says so in `refused`; the CLI warns on stderr, exit code 0."""
+    why = "team tokens are refused on this server: its workers run as its own OS user"
+    shutil.copyfile(migrated, tmp_path / "api.db")
+    app = build_app(f"sqlite:///{tmp_path / 'api.db'}", Wiring(team_tokens_refused=why))
+    with TestClient(app) as c:
+        member = c.post(T, json={"user": "a", "queues": ["vision"]}, headers=ADMIN).json()
+        assert member["refused"] == why
+        admin = c.post(T, json={"user": "b", "role": "admin"}, headers=ADMIN).json()
+        assert admin["refused"] is None  # only team tokens are refused
+    real = cli_client.Api.__init__
+
+    def via_testclient(
+        self: cli_client.Api, url: str | None = None, token: str | None = None
+    ) -> None:
+        real(self, "http://testserver", "admin-token")
+        self.http = TestClient(app, base_url="http://testserver", headers=ADMIN)
+
+    monkeypatch.setattr(cli_client.Api, "__init__", via_testclient)
+    made = CliRunner().invoke(cli, ["tokens", "create", "alice", "-q", "vision"])
+    assert made.exit_code == 0, made.output
+    secret = made.stdout.splitlines()[1]
+    assert secret.startswith("shoal_") and "refuses" not in made.stdout
+    warning = " ".join(made.stderr.split())
+    assert warning == f"warning: this server refuses it (403): {why}", made.stderr
+    metrics = CliRunner().invoke(cli, ["tokens", "create", "prom", "--role", "metrics"])
+    assert metrics.exit_code == 0 and metrics.stderr == ""
+    app.state.database.close()
+
+
+def test_tokens_create_is_quiet_where_the_token_works(shoal: Shoal) -> None:
+    made = shoal("tokens", "create", "alice", "-q", "vision")
+    assert made.exit_code == 0 and made.stderr == "", made.output

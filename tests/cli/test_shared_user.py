@@ -1,11 +1,14 @@
 """Where the local backend's workers would run as the service's own OS user, team tokens
 are refused with the reason (admin, metrics and worker tokens still work) unless the
-operator accepts it (`--shared-user-ok`); the state directory is the service's alone."""
+operator accepts it (`--shared-user-ok`); as root with no worker user set, the service
+takes its own (`ownuser`), or says why it could not; the state directory is the
+service's alone."""
 
 from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,8 @@ from api.app import create_app
 from api.services import Wiring
 from api.settings import Settings
 from scheduler import workertoken
-from scheduler.backends.local.users import RunAs, WorkerUsers, resolve
+from scheduler.backends.local import ownuser
+from scheduler.backends.local.users import NoOwnUser, RunAs, WorkerUsers, resolve
 from scheduler.cli.statedir import prepare_state, secure
 from scheduler.cli.wiring import team_refusal
 
@@ -34,6 +38,13 @@ def test_the_reason_says_what_the_admin_must_do() -> None:
     not_root = WorkerUsers(default=NOBODY, can_switch=False)
     assert "run it as root" in (not_root.shared_reason() or "")
     assert not_root.for_queue("team-a") is None  # it cannot switch: its own user
+    # Not root and nothing set: root would take a user of its own (was "set workerUser",
+    # which alone changes nothing there).
+    assert "run it as root" in (WorkerUsers(can_switch=False).shared_reason() or "")
+    no_own = WorkerUsers(can_switch=True, no_own=NoOwnUser("why-x", "fix-y"))
+    why = no_own.shared_reason() or ""
+    assert "It gives them no user of its own: why-x." in why
+    assert "must fix-y, or set workerUser" in why and "--shared-user-ok" in why
     isolated = WorkerUsers(default=NOBODY, queues={"b": NOBODY}, can_switch=True)
     assert isolated.shared_reason() is None and isolated.for_queue("a") == NOBODY
     assert team_refusal(plain, shared_user_ok=False) == plain.shared_reason()
@@ -52,6 +63,72 @@ def test_cluster_file_users_and_the_flag_over_them(tmp_path: Path) -> None:
     f.write_text("nodes: []\nqueueUsers: [nobody]\n")
     with pytest.raises(ValueError, match="queueUsers must map"):
         resolve(f, is_root=True)
+
+
+def _never() -> RunAs:
+    raise AssertionError("its own worker user is only for root with none set")
+
+
+def test_as_root_with_no_worker_user_it_takes_its_own(tmp_path: Path) -> None:
+    """issue 35: a root server with no workerUser kept its workers as root and refused
+    team tokens; now it gives them its own user (`own`), unless one is set or it is not
+    root, and where that fails it says why in the refusal."""
+    mine = resolve(None, is_root=True, own=lambda: NOBODY)
+    assert (mine.default, mine.own, mine.shared_reason()) == (NOBODY, True, None)
+    assert mine.for_queue("team-a") == NOBODY
+    f = tmp_path / "cluster.yaml"
+    f.write_text("nodes: []\nworkerUser: nobody\n")
+    chosen = resolve(f, is_root=True, own=_never)
+    assert chosen.default == NOBODY and not chosen.own
+    assert resolve(None, "nobody", is_root=True, own=_never).default == NOBODY
+    not_root = resolve(None, is_root=False, own=_never)
+    assert not_root.default is None and "run it as root" in (not_root.shared_reason() or "")
+    failed = resolve(None, is_root=True, own=lambda: NoOwnUser("no useradd", "create it"))
+    assert failed.default is None and failed.for_queue("team-a") is None
+    assert "no user of its own: no useradd." in (team_refusal(failed, shared_user_ok=False) or "")
+    # A bad file entry stops the service before any user is made.
+    f.write_text("nodes: []\nqueueUsers: {b: no-such-user-x}\n")
+    with pytest.raises(ValueError, match="no-such-user-x"):
+        resolve(f, is_root=True, own=_never)
+
+
+def test_without_useradd_it_says_so() -> None:
+    got = ownuser.own_worker_user("shoal-no-such-user-x", useradd="/nonexistent/useradd")
+    assert isinstance(got, NoOwnUser)
+    assert got.why == (
+        "it could not create the OS user shoal-no-such-user-x "
+        "(/nonexistent/useradd: No such file or directory)"
+    )
+    assert got.fix == "create it (useradd --system shoal-no-such-user-x)"
+    cmd = ownuser.useradd_command("shoal-worker")
+    assert cmd[:4] == ["useradd", "--system", "--user-group", "--no-create-home"]
+    assert cmd[-1] == "shoal-worker" and "--shell" in cmd
+
+
+def test_the_directory_that_keeps_a_user_out_is_named(tmp_path: Path) -> None:
+    (tmp_path / "open" / "bin").mkdir(parents=True)
+    (tmp_path / "shut" / "bin").mkdir(parents=True)
+    (tmp_path / "shut").chmod(0o600)  # not even its owner may enter
+    me = os.getuid()
+    assert ownuser.closed_directory([str(tmp_path / "open/bin/python")], me, set()) is None
+    shut = ownuser.closed_directory([str(tmp_path / "shut/bin/python")], me, set())
+    assert shut == f"{tmp_path / 'shut'} is 0600: closed to it"
+    (tmp_path / "shut").chmod(0o700)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="trying another user's access needs root")
+def test_a_python_closed_to_the_user_is_found_by_trying(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A virtualenv under /root (0700), here one under pytest's 0700 tmp: the worker user
+    cannot even start it, and the answer names the directory that keeps it out."""
+    closed = tmp_path / "venv" / "bin"
+    closed.mkdir(parents=True)
+    (closed / "python").symlink_to(os.path.realpath(sys.executable))
+    monkeypatch.setattr(sys, "executable", str(closed / "python"))
+    why = ownuser.cannot_run_python(NOBODY) or ""
+    assert why.startswith(f"nobody cannot run its Python ({closed / 'python'}, that is "), why
+    assert "Permission denied" in why and "is 0700: closed to it" in why, why
 
 
 def _client(tmp_path: Path, refused: str | None) -> TestClient:

@@ -37,8 +37,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(tmp: Path, env: Mapping[str, str] | None = None) -> Iterator[Serve]:
-    """`shoal serve --min-runtime 0 --interval 0.5` with state under `tmp`."""
+def serving(
+    tmp: Path, env: Mapping[str, str] | None = None, python: Path | None = None
+) -> Iterator[Serve]:
+    """`shoal serve --min-runtime 0 --interval 0.5` with state under `tmp`, run by `python`
+    (default: this one), which is also what its workers' `python` is."""
     port, state = free_port(), tmp / "state"
     url = f"http://127.0.0.1:{port}"
     full = {
@@ -51,7 +54,7 @@ def serving(tmp: Path, env: Mapping[str, str] | None = None) -> Iterator[Serve]:
     full.pop("SHOAL_TOKEN", None)
     log_path = tmp / "serve.log"
     log = open(log_path, "w")  # noqa: SIM115 (closed below)
-    cmd = [sys.executable, "-m", "scheduler.cli.main", "serve", "--port", str(port)]
+    cmd = [str(python or sys.executable), "-m", "scheduler.cli.main", "serve", "--port", str(port)]
     cmd += ["--min-runtime", "0", "--interval", "0.5"]
     proc = subprocess.Popen(cmd, env=full, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
