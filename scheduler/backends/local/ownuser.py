@@ -79,7 +79,7 @@ def _create(name: str, useradd: str) -> NoOwnUser | None:
         err = "no answer in 60s"
     else:
         if done.returncode == 0:
-            log.warning("created the OS user %s for workers: %s", name, " ".join(cmd))
+            log.info("created the OS user %s for workers: %s", name, " ".join(cmd))
             return None
         err = done.stderr.strip() or f"exit code {done.returncode}"
     try:
