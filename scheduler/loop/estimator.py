@@ -17,8 +17,9 @@ about twofold (docs/benchmarks.md, "Start-time estimates"). Its CPU is bounded t
 `1 / cpu_share` times as long as the last took (a 4 s forecast at 1,000 nodes: the next in
 80 s, 5% of a core). A new job that must wait for that gets a placeholder saying so
 (`PLACEHOLDER`), so that it has an honest word within a cycle. That process ends with the
-server, however the server ends (`_exit_with_parent`). Times are the snapshots' (the
-loop's clock), so a test drives it with the loop's virtual clock.
+server, however the server ends (`_exit_with_parent`). Forecasts are spaced out on
+real time (`clock`; a test gives the loop's virtual one); estimates, and whether one has
+passed, are on the snapshots' clock.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -88,19 +90,29 @@ def _shape(snapshot: model.Snapshot) -> tuple[object, ...]:
 
 # The words of a new job's placeholder while the forecast is spaced out (`tick`).
 PLACEHOLDER = "the forecast has not run since it was submitted; the next is due in about {} s"
-# How long `run_forever` sleeps at most without a cycle's report: how soon it sees `stop`.
+# How long `run_forever` sleeps at most without a cycle's report: how late a forecast
+# spaced out for its cost may come when no cycle runs.
 IDLE_S = 1.0
 
 
 class Estimator:
-    def __init__(self, database: Database, config: EstimatorConfig | None = None) -> None:
+    def __init__(
+        self,
+        database: Database,
+        config: EstimatorConfig | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.database = database
         self.config = config or EstimatorConfig()
+        # What spaces forecasts out (their CPU share is a matter of real time); a test
+        # gives the loop's virtual clock. Estimates are on the snapshots' clock.
+        self._clock = clock
         self._latest: model.Snapshot | None = None
         self._wake = threading.Event()  # set by `observe`: a new snapshot to look at
         self._ticked: model.Snapshot | None = None  # the last snapshot `tick` looked at
+        self._retry = float("inf")  # when `tick` may answer otherwise for that snapshot
         self._done: tuple[object, ...] | None = None
-        self._at = -float("inf")  # the snapshot time of the last forecast
+        self._at = -float("inf")  # when the last forecast ended (`clock`)
         self._covered: set[str] = set()  # the pending jobs of the last forecast
         self._held: set[str] = set()  # jobs given a placeholder since
         self._starts: dict[str, float] = {}  # estimated starts still ahead when made
@@ -137,26 +149,27 @@ class Estimator:
     def tick(self) -> str:
         """One round of `run_forever`, after a cycle: forecast the latest snapshot when
         due, else give a new job a placeholder. Returns why it forecast ("" if not)."""
-        snapshot = self._latest
-        if snapshot is None or snapshot is self._ticked:
-            return ""  # the same snapshot and time: the same answer as last round
-        self._ticked = snapshot
-        since = snapshot.now - self._at
+        snapshot, now = self._latest, self._clock()
+        if snapshot is None or (snapshot is self._ticked and now < self._retry):
+            return ""  # nothing new to look at, and nothing waiting for time to pass
+        self._ticked, self._retry = snapshot, float("inf")
         # A job placed by the cycle that took the snapshot does not wait: not news.
         covered, placed = self._covered, self._placed
         new = [j.id for j in snapshot.pending if j.id not in covered and j.id not in placed]
-        why = ""
-        if since >= self.cost_s():
-            if new:
-                why = "a job the last forecast did not cover"
-            elif self._passed(snapshot):
-                why = "an estimate passed while its job waits"
-        if not why and since >= self.pause_s() and _shape(snapshot) != self._done:
-            why = "the state moved"
-        if why:
-            self._forecast(snapshot)
-        elif held := [job_id for job_id in new if job_id not in self._held]:
-            self._placehold(snapshot, held, self.cost_s() - since)
+        if new:
+            why, gap = "a job the last forecast did not cover", self.cost_s()
+        elif self._passed(snapshot):
+            why, gap = "an estimate passed while its job waits", self.cost_s()
+        elif _shape(snapshot) != self._done:
+            why, gap = "the state moved", self.pause_s()
+        else:
+            return ""
+        if now < self._at + gap:
+            self._retry = self._at + gap
+            if held := [job_id for job_id in new if job_id not in self._held]:
+                self._placehold(snapshot, held, self._retry - now)
+            return ""
+        self._forecast(snapshot)
         return why
 
     def _passed(self, snapshot: model.Snapshot) -> bool:
@@ -168,10 +181,10 @@ class Estimator:
         )
 
     def _forecast(self, snapshot: model.Snapshot) -> None:
-        if self._model is None or time.monotonic() - self._history_at > self.config.history_every_s:
+        if self._model is None or self._clock() - self._history_at > self.config.history_every_s:
             with self.database.session() as session:
                 self._model = forecast.RuntimeModel(estimates.finished_runtimes(session=session))
-            self._history_at = time.monotonic()
+            self._history_at = self._clock()
         args = (snapshot, self._model, self.config.max_steps)
         if self.config.subprocess:
             if self._pool is None:  # spawn: the serving process has threads, never fork it
@@ -198,7 +211,7 @@ class Estimator:
         with self.database.session() as session:
             estimates.replace_all(session=session, estimates=rows)
         self._done = _shape(snapshot)
-        self._at = snapshot.now
+        self._at = self._clock()
         self._covered, self._held = set(got), set()
         # A start at the forecast's own time ("it fits now") is not watched: made again
         # at once it would say the same; a later one that passes is news.
@@ -231,6 +244,11 @@ class Estimator:
         return max(self.config.interval_s, self.cost_s())
 
     def run_forever(self, stop: threading.Event) -> None:
+        def ender() -> None:  # `stop` wakes it too: it ends at once, not up to IDLE_S on
+            stop.wait()
+            self._wake.set()
+
+        threading.Thread(target=ender, name="estimator-stop", daemon=True).start()
         try:
             while not stop.is_set():
                 self._wake.wait(IDLE_S)  # the next cycle's report
