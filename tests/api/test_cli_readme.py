@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 import yaml
 from conftest import ADMIN, NODES, Shoal
 from fastapi import FastAPI
