@@ -5,6 +5,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+# As root, the virtualenv's interpreter must be one other users can run: `shoal serve`
+# runs workers as its unprivileged shoal-worker (docs/gpu.md), and a Python under /root
+# (pyenv's, say) is closed to it, so team tokens would be refused. The OS's python3 is
+# open to all; a venv made on another one is made again (PYTHON=... keeps yours).
+if [ -z "${PYTHON:-}" ] && [ "$(id -u)" = 0 ] && [ -x /usr/bin/python3 ] \
+  && /usr/bin/python3 -c 'import sys, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  PY=/usr/bin/python3
+  if [ -f .venv/pyvenv.cfg ] && ! grep -qx 'home = /usr/bin' .venv/pyvenv.cfg; then
+    echo "setup.sh: .venv was made on $(sed -n 's/^home = //p' .venv/pyvenv.cfg), which" \
+      "shoal-worker cannot run; making it again on /usr/bin/python3" >&2
+    rm -rf .venv
+  fi
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
