@@ -278,8 +278,8 @@ def _run(
     app: Starlette, loop: Loop, sock: socket.socket, thread: threading.Thread, stop: threading.Event
 ) -> None:
     """Serve `app` with the loop cycling on `thread` (stopped by `stop`), and the start-time
-    estimator beside it (SHOAL_ETA_INTERVAL_SECONDS, default 30; 0: off), until uvicorn
-    stops."""
+    estimator beside it, woken by each cycle (SHOAL_ETA_INTERVAL_SECONDS, default 30, spaces
+    out the forecasts of a state that merely moved; 0: off), until uvicorn stops."""
     thread.start()
     eta_s = float(os.environ.get("SHOAL_ETA_INTERVAL_SECONDS") or 30)
     if eta_s > 0:
