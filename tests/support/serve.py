@@ -41,14 +41,21 @@ def serving(
     tmp: Path, env: Mapping[str, str] | None = None, python: Path | None = None
 ) -> Iterator[Serve]:
     """`shoal serve --min-runtime 0 --interval 0.5` with state under `tmp`, run by `python`
-    (default: this one), which is also what its workers' `python` is."""
+    (default: this one), which is also what its workers' `python` is.
+
+    Its workers run as the server's own user unless `env` names a worker user setting
+    (SHOAL_WORKER_USER, SHOAL_SHARED_USER_OK): as root, the default would run them as
+    `shoal-worker`, who cannot enter pytest's 0700 `tmp_path`, where tests keep the files
+    their jobs wait for. tests/backends/test_serve_isolation.py tests that default."""
     port, state = free_port(), tmp / "state"
     url = f"http://127.0.0.1:{port}"
+    chosen = {"SHOAL_WORKER_USER", "SHOAL_SHARED_USER_OK"} & set(env or {})
     full = {
         **os.environ,
         "SHOAL_STATE_DIR": str(state),
         "SHOAL_URL": url,
         "PYTHONPATH": str(ROOT),
+        **({} if chosen else {"SHOAL_SHARED_USER_OK": "1"}),
         **(env or {}),
     }
     full.pop("SHOAL_TOKEN", None)
