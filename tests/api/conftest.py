@@ -96,9 +96,9 @@ def pg_app() -> Iterator[FastAPI]:
 Shoal = Callable[..., Result]
 
 
-@pytest.fixture
-def shoal(app: FastAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[Shoal]:
-    """`shoal ARGS...` run in-process against `app` as the admin."""
+def cli_on(app: FastAPI, monkeypatch: pytest.MonkeyPatch) -> Shoal:
+    """`shoal ARGS...` run in-process against `app` as the admin (the CLI's client is
+    pointed at it for the rest of the test)."""
     real = cli_client.Api.__init__
 
     def via_testclient(
@@ -113,7 +113,13 @@ def shoal(app: FastAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[Shoal]:
     def run(*args: str) -> Result:
         return runner.invoke(cli, list(args))
 
-    yield run
+    return run
+
+
+@pytest.fixture
+def shoal(app: FastAPI, monkeypatch: pytest.MonkeyPatch) -> Shoal:
+    """`shoal ARGS...` run in-process against `app` as the admin."""
+    return cli_on(app, monkeypatch)
 
 
 def job_body(**kw: object) -> dict[str, object]:

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import ADMIN, VISION, Shoal, build_app, job_body
+from conftest import ADMIN, VISION, Shoal, build_app, cli_on, job_body
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import text
@@ -102,24 +102,14 @@ def test_the_cli_names_the_stale_admin_token_file(
     assert "admin-token" in result.output and "stale" in result.output
 
 
-def test_the_cli_creates_lists_and_revokes(app: FastAPI, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = cli_client.Api.__init__
-
-    def via_testclient(
-        self: cli_client.Api, url: str | None = None, token: str | None = None
-    ) -> None:
-        real(self, "http://testserver", "admin-token")
-        self.http = TestClient(app, base_url="http://testserver", headers=ADMIN)
-
-    monkeypatch.setattr(cli_client.Api, "__init__", via_testclient)
-    runner = CliRunner()
-    made = runner.invoke(cli, ["tokens", "create", "--user", "dan", "-q", "vision"])
+def test_the_cli_creates_lists_and_revokes(shoal: Shoal) -> None:
+    made = shoal("tokens", "create", "--user", "dan", "-q", "vision")
     assert made.exit_code == 0, made.output
     assert "shoal_" in made.output and "not shown again" in made.output
-    listed = runner.invoke(cli, ["tokens", "list"])
+    listed = shoal("tokens", "list")
     assert "dan" in listed.output and "shoal_" not in listed.output
     tid = listed.output.split("\n")[1].split()[0]
-    revoked = runner.invoke(cli, ["tokens", "revoke", tid])
+    revoked = shoal("tokens", "revoke", tid)
     assert revoked.exit_code == 0 and "revoked" in revoked.output
 
 
@@ -137,22 +127,14 @@ def test_tokens_create_warns_when_the_server_refuses_the_token(
         assert member["refused"] == why
         admin = c.post(T, json={"user": "b", "role": "admin"}, headers=ADMIN).json()
         assert admin["refused"] is None  # only team tokens are refused
-    real = cli_client.Api.__init__
-
-    def via_testclient(
-        self: cli_client.Api, url: str | None = None, token: str | None = None
-    ) -> None:
-        real(self, "http://testserver", "admin-token")
-        self.http = TestClient(app, base_url="http://testserver", headers=ADMIN)
-
-    monkeypatch.setattr(cli_client.Api, "__init__", via_testclient)
-    made = CliRunner().invoke(cli, ["tokens", "create", "alice", "-q", "vision"])
+    shoal = cli_on(app, monkeypatch)
+    made = shoal("tokens", "create", "alice", "-q", "vision")
     assert made.exit_code == 0, made.output
     secret = made.stdout.splitlines()[1]
     assert secret.startswith("shoal_") and "refuses" not in made.stdout
     warning = " ".join(made.stderr.split())
     assert warning == f"warning: this server refuses it (403): {why}", made.stderr
-    metrics = CliRunner().invoke(cli, ["tokens", "create", "prom", "--role", "metrics"])
+    metrics = shoal("tokens", "create", "prom", "--role", "metrics")
     assert metrics.exit_code == 0 and metrics.stderr == ""
     app.state.database.close()
 
