@@ -20,18 +20,26 @@ def at(seconds: float) -> str:
     return datetime.fromtimestamp(time.time() + seconds, UTC).isoformat()
 
 
+def dated(estimate: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`estimate` with its `at` (seconds from now, in the table) made a time when the test
+    runs: made at collection, a long suite's earlier tests had aged it."""
+    if estimate is None or estimate["at"] is None:
+        return estimate
+    return {**estimate, "at": at(estimate["at"])}
+
+
 @pytest.mark.parametrize(
     ("phase", "estimate", "column", "words"),
     [
-        ("Running", {"at": at(60), "position": 1, "basis": "b", "unknown": ""}, "-", ""),
+        ("Running", {"at": 60, "position": 1, "basis": "b", "unknown": ""}, "-", ""),
         ("Pending", None, "-", ""),
         # Passed while it still waits (issue 35: it read `#1 now`): overdue, by this clock
         # or by the server's.
-        ("Pending", {"at": at(-125), "position": 1, "basis": "b", "unknown": ""},
+        ("Pending", {"at": -125, "position": 1, "basis": "b", "unknown": ""},
          "#1 overdue", "estimated start #1 overdue: it was due 2m ago (b)"),
-        ("Pending", {"at": at(30), "position": 1, "basis": "b", "unknown": "", "overdue": True},
+        ("Pending", {"at": 30, "position": 1, "basis": "b", "unknown": "", "overdue": True},
          "#1 overdue", "estimated start #1 overdue"),
-        ("Pending", {"at": at(3 * 3600), "position": 4, "basis": "median", "unknown": ""},
+        ("Pending", {"at": 3 * 3600, "position": 4, "basis": "median", "unknown": ""},
          "#4 ~in 3h", "estimated start #4 ~in 3h (median)"),
         ("Pending", {"at": None, "position": 2, "basis": "", "unknown": "j7 has no runtime"},
          "#2 ?", "start unknown: j7 has no runtime"),
@@ -42,7 +50,7 @@ def at(seconds: float) -> str:
     ],
 )  # fmt: skip
 def test_eta_in_words(phase: str, estimate: dict[str, Any] | None, column: str, words: str) -> None:
-    j = job(phase, estimate)
+    j = job(phase, dated(estimate))
     assert eta(j) == column
     assert (words in eta_line(j)) if words else eta_line(j) == ""
     if phase == "Pending" and words:
