@@ -15,7 +15,11 @@ loss averaged over ranks, `t` the wall clock), and every rank exits 0 after STEP
 in total, however many restarts they took. Knobs (env): STEPS (200), CHECKPOINT_EVERY
 (5), STEP_SECONDS (0.1, a pause per step so a resize is seen on a laptop),
 CHECKPOINT_DIR (default `var/checkpoints/<SHOAL_JOB_ID>` under the working directory,
-beside `shoal serve`'s state).
+beside `shoal serve`'s state). With SHOAL_TIMING set, every rank also prints
+`SHOAL_TIMING {"rank", "world", "at", "t"}` at each stage of its start (`start`, before
+torch is imported; `imported`; `joined`, the process group formed; `built`, the data,
+model and optimizer made; `loaded`, the checkpoint read and broadcast):
+bench/elastic_resize_timing.py reads them.
 """
 
 from __future__ import annotations
@@ -24,13 +28,27 @@ import json
 import os
 import sys
 import time
-from datetime import timedelta
-from pathlib import Path
 
-import torch
-import torch.distributed as dist
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel
+
+def mark(at: str) -> None:
+    """With SHOAL_TIMING set, one timestamped line for a stage of this process's start."""
+    if os.environ.get("SHOAL_TIMING"):
+        rank, world = (int(os.environ.get(v, "-1")) for v in ("RANK", "WORLD_SIZE"))
+        said = {"rank": rank, "world": world, "at": at, "t": round(time.time(), 3)}
+        print("SHOAL_TIMING " + json.dumps(said), flush=True)
+
+
+mark("start")  # before torch: what importing it costs shows as the next stage
+
+from datetime import timedelta  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
+
+mark("imported")
 
 STEPS = int(os.environ.get("STEPS", "200"))
 EVERY = max(1, int(os.environ.get("CHECKPOINT_EVERY", "5")))
@@ -67,6 +85,7 @@ def main() -> int:
     # RANK, WORLD_SIZE, MASTER_ADDR/PORT come from torchrun, new at every rendezvous. A
     # peer that goes away (a shrink) breaks the next collective; the timeout bounds a hang.
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+    mark("joined")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     x = torch.randn(4096, 16)  # the same problem on every rank (fixed seed)
@@ -75,10 +94,12 @@ def main() -> int:
     x, y = x[rank::world], y[rank::world]
     net = nn.Sequential(nn.Linear(16, 64), nn.Tanh(), nn.Linear(64, 1))
     opt = torch.optim.Adam(net.parameters(), lr=0.01)
+    mark("built")  # the optimizer's first call imports torch._dynamo
     done = load(net, opt)  # before DDP, which broadcasts rank 0's parameters
     first = torch.tensor([done])
     dist.broadcast(first, 0)  # every rank resumes at rank 0's step
     done = int(first.item())
+    mark("loaded")
     model = DistributedDataParallel(net)
     print(f"rank {rank}/{world}: from step {done + 1} of {STEPS}", flush=True)
     gen = torch.Generator().manual_seed(1000 * done + rank)
