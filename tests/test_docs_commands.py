@@ -157,6 +157,8 @@ MANIFESTS = (
 HELM = "tests/cluster/helmchart.py::install"  # helm upgrade --install helm/shoal, shoal-system
 GPU_TIER = "tests/gpu/test_tier.py::test_the_inventory_matches_nvidia_smi"
 MAKE = "tests/e2e/test_bench_commands.py::test_a_make_target_runs"
+WALK = "tests/cluster/test_install_walkthrough.py::test_install_md_walkthrough_runs_as_written"
+CP_ENV = "tests/cluster/test_install_walkthrough.py::shell"  # eval "$(... env)", then kubectl
 KUBE_SCALE = "bench.kube_scale: no test runs it yet (a control plane per scheduler)"
 
 COVERED: dict[str, tuple[str, ...]] = {
@@ -323,13 +325,37 @@ COVERED: dict[str, tuple[str, ...]] = {
         "test_as_root_by_default_team_jobs_run_as_its_own_user_apart_from_the_state",
     ),
     # the control plane (kwok): what tests/cluster runs with kubectl and helm
-    "kubectl apply -f deploy/examples/queues.yaml": (MANIFESTS,),
-    "kubectl apply -f deploy/examples/fractional.yaml": (MANIFESTS,),
+    "kubectl apply -f deploy/examples/queues.yaml": (MANIFESTS, WALK),
+    "kubectl apply -f deploy/examples/fractional.yaml": (MANIFESTS, WALK),
     "kubectl get queues": (MANIFESTS,),
     "kubectl -n shoal-jobs get tj -o wide": (MANIFESTS,),
     "helm upgrade --install": (HELM,),
     "helm uninstall": ("tests/cluster/helmchart.py::uninstall",),
     "helm template": ("tests/chart/conftest.py::render",),
+    # docs/install.md's walkthrough, as written, in a user's order (and the README's line)
+    'eval "$(scripts/controlplane.sh env)"': (CP_ENV,),
+    "kubectl create namespace shoal-system": (WALK,),
+    "helm install shoal helm/shoal -n shoal-system": (WALK,),
+    "helm install": (WALK,),
+    "PATH=$PWD/.tools/bin:$PATH helm install shoal helm/shoal": (WALK,),
+    "kubectl -n shoal-system create secret generic shoal-auth --from-literal=admin-token=$TOKEN"
+    " --from-literal=tokens.yaml=\"$TOKEN: {user: admin, role: admin, queues: ['*']}\"": (WALK,),
+    "kubectl apply -f deploy/shoal.yaml": (WALK,),
+    "helm upgrade shoal helm/shoal -n shoal-system --reuse-values": (WALK,),
+    "kubectl apply -f helm/shoal/crds/": (WALK,),
+    "helm uninstall shoal -n shoal-system": (WALK,),
+    "kubectl -n shoal-jobs describe tj finetune-quarter": (WALK,),
+    "kubectl -n shoal-jobs delete tj NAME": (WALK,),
+    "kubectl delete namespace shoal-jobs": (WALK,),
+    "kubectl delete crd trainingjobs.shoal.dev queues.shoal.dev": (WALK,),
+    "kubectl get nodes": (WALK,),
+    "kubectl get nodes -o custom-columns='NAME:.metadata.name,GPUS:.status.allocatable."
+    "nvidia\\.com/gpu,MODEL:.metadata.labels.nvidia\\.com/gpu\\.product,MEM:.metadata.labels."
+    "nvidia\\.com/gpu\\.memory'": (WALK,),
+    "kubectl auth can-i create pods --subresource=binding"
+    " --as=system:serviceaccount:shoal-system:shoal": (WALK,),
+    "kubectl -n shoal-reservations get pod -l app.kubernetes.io/component=gpu-reservation": (WALK,),
+    "kubectl get pods": (WALK,),
 }
 
 # Commands no test runs yet (issue 35 stays open for them); each says what running it
@@ -362,34 +388,6 @@ NOT_YET_RUN: dict[str, str] = {
         "python -m bench.kube_scale --timeout 900",
     )
 } | {
-    "kubectl create namespace shoal-system": "install.md's path on the control plane: not yet",
-    "helm install shoal helm/shoal -n shoal-system": "tests use upgrade --install",
-    "helm install": "install.md's path: tests/cluster uses helm upgrade --install",
-    "PATH=$PWD/.tools/bin:$PATH helm install shoal helm/shoal": "as helm install, in default",
-    "kubectl -n shoal-system create secret generic shoal-auth --from-literal=admin-token=$TOKEN"
-    " --from-literal=tokens.yaml=\"$TOKEN: {user: admin, role: admin, queues: ['*']}\"": (
-        "install.md's plain-manifest path on the control plane: not yet"
-    ),
-    "kubectl apply -f deploy/shoal.yaml": "install.md's plain-manifest path: not yet",
-    "helm upgrade shoal helm/shoal -n shoal-system --reuse-values": "install.md's upgrade: not yet",
-    "kubectl apply -f helm/shoal/crds/": "install.md's upgrade: not yet",
-    "helm uninstall shoal -n shoal-system": "tests/cluster uninstalls with --wait: not as written",
-    "kubectl -n shoal-jobs describe tj finetune-quarter": "install.md's describe: not yet",
-    "kubectl delete namespace shoal-jobs": "install.md's uninstall: not yet",
-    "kubectl delete crd trainingjobs.shoal.dev queues.shoal.dev": "install.md's uninstall: not yet",
-    "kubectl delete tj NAME": "install.md's delete: not yet",
-    'eval "$(scripts/controlplane.sh env)"': "kubernetes.md's by-hand kubectl: not yet",
-    "kubectl get nodes": "install.md's checks on the control plane: not yet",
-    "kubectl get nodes -o custom-columns='NAME:.metadata.name,GPUS:.status.allocatable."
-    "nvidia\\.com/gpu,MODEL:.metadata.labels.nvidia\\.com/gpu\\.product,MEM:.metadata.labels."
-    "nvidia\\.com/gpu\\.memory'": "install.md's GPU-label check on kwok nodes: not yet",
-    "kubectl auth can-i create pods/binding --as=system:serviceaccount:shoal-system:shoal": (
-        "install.md's RBAC check against the chart: not yet"
-    ),
-    "kubectl -n shoal-jobs get pod -l app.kubernetes.io/component=gpu-reservation": (
-        "install.md's check on the control plane: not yet"
-    ),
-    "kubectl get pods": "install.md's check on the control plane: not yet",
     "nice -n 10 .venv/bin/python -m bench.api_load --rates 0,50,200,600 --duration 10 --split"
     " --json split.json": "--split needs PostgreSQL (tests run --databases sqlite)",
     "nice -n 10 .venv/bin/python -m bench.api_fuzz --requests 10000 --max-seconds 540": (
