@@ -396,6 +396,9 @@ NOT_YET_RUN: dict[str, str] = {
     "shoal serve --job-retention": "the flag as serve takes it: not yet",
     "nice -n 19 .venv/bin/python -m bench.fgd_inflation --lists all --policies"
     " fgd-learned,fgd-paper --seeds 10 --jobs 2 --out /tmp/h6/all": "--lists: not yet",
+    "nice .venv/bin/python -m bench.elastic_resize_timing [--wait-load 2.0] [--json]": (
+        "a minute of torch restarts; tests/e2e/test_elastic_e2e.py runs the same scenario"
+    ),
     "make bench": "the full inflation benchmark (minutes); bench.fgd_inflation runs small",
 }
 
