@@ -68,8 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     while len(times[True]) < args.cycles:
         for on in (False, True):
             stop = threading.Event()
+            runner = threading.Thread(target=estimator.run_forever, args=(stop,), daemon=True)
             if on:
-                threading.Thread(target=estimator.run_forever, args=(stop,), daemon=True).start()
+                runner.start()
             for _ in range(BLOCK):
                 clock.advance_to(clock.now() + 1.0)
                 change(c)
@@ -79,6 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 times[on].append(time.perf_counter() - t)
                 time.sleep(0.05)  # as between cycles: the estimator's thread gets its turn
             stop.set()
+            if on:  # one run_forever at a time: a late one's close() would end the next's pool
+                runner.join()
     w = sys.stdout.write
     for on, label in ((False, "without the estimator"), (True, "with the estimator")):
         xs = sorted(times[on])

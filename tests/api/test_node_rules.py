@@ -20,6 +20,7 @@ from scheduler.backends.local import cluster
 from scheduler.backends.sim import SimBackend
 from scheduler.cli.client import Api
 from scheduler.cli.cluster import nodes_map
+from scheduler.cli.output import Format
 from scheduler.clock import VirtualClock
 from scheduler.loop.service import Loop, LoopConfig
 
@@ -242,7 +243,7 @@ def test_shoal_nodes_prints_labels_and_taints(
 ) -> None:
     api = Api("http://testserver", "admin-token")
     api.http = TestClient(app, base_url="http://testserver", headers=ADMIN)
-    nodes_map(api)
+    nodes_map(api, Format.TABLE)
     shown = capsys.readouterr().out
     assert "labels pool=research  taints dedicated=research:NoSchedule" in shown, shown
     assert "labels pool=training,tier=2\n" in shown and "hostname" not in shown, shown

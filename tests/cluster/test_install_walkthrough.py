@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from api.auth import Role, TokenTable
+from scheduler.backends.kubernetes.names import job_base
 from scheduler.store.db import open_database
 
 from .conftest import (
@@ -295,7 +296,9 @@ def test_install_md_walkthrough_runs_as_written(shell: Shell, tmp_path: Path) ->
         # ... out of the jobs namespace's `kubectl get pods` (documented in the values table).
         documented("`kubectl get pods`")
         jobs_pods = sh.run("kubectl -n shoal-jobs get pods").stdout
-        assert "finetune-quarter" in jobs_pods and "shoal-gpu-" not in jobs_pods, jobs_pods
+        # A pod's stem is the job's id where that is a DNS label (ids are random hex).
+        stem = job_base(cp.tj("finetune-quarter")["status"]["jobId"], "finetune-quarter")
+        assert f"{stem}-a" in jobs_pods and "shoal-gpu-" not in jobs_pods, jobs_pods
         sh.run("kubectl get pods")  # as written: the context's namespace
 
         # `kubectl delete tj NAME` cancels the job, and its pods go with it.
