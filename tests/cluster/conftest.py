@@ -68,38 +68,56 @@ def _exports(text: str) -> dict[str, str]:
     return out
 
 
-@pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+def _started(tmp: Path, **env: str) -> Iterator[ControlPlane]:
+    """A control plane of its own under `tmp` (scripts/controlplane.sh start), stopped
+    after; `env` adds to the script's environment (SHOAL_CONTROLPLANE_SCHEDULER=1)."""
     if not tool("kubectl") or not tool("helm"):
         _unavailable("kubectl/helm not found (scripts/setup.sh puts them in .tools/bin)")
-    given = os.environ.get("SHOAL_CONTROLPLANE_DIR")
-    if given and (Path(given) / "admin.kubeconfig").exists():
-        yield ControlPlane(Path(given), Path(given) / "admin.kubeconfig")
-        return
     bin_dir = Path(
         subprocess.run([str(SCRIPT), "bin"], capture_output=True, text=True).stdout.strip()
     )
     absent = [b for b in BINARIES if not (bin_dir / b).exists()]
     if absent:
         _unavailable(f"{', '.join(absent)} not built in {bin_dir} (scripts/controlplane.sh build)")
-    tmp = tmp_path_factory.mktemp("controlplane")
-    env = {**os.environ, "TMPDIR": str(tmp)}
+    full = {**os.environ, "TMPDIR": str(tmp), **env}
     started = subprocess.run(
-        [str(SCRIPT), "start"], capture_output=True, text=True, env=env, timeout=300
+        [str(SCRIPT), "start"], capture_output=True, text=True, env=full, timeout=300
     )
     if started.returncode != 0:
         pytest.fail(f"scripts/controlplane.sh start failed:\n{started.stderr}", pytrace=False)
-    exports = _exports(started.stdout)
-    cp_dir = Path(exports["SHOAL_CONTROLPLANE_DIR"])
+    cp_dir = Path(_exports(started.stdout)["SHOAL_CONTROLPLANE_DIR"])
     try:
         yield ControlPlane(cp_dir, cp_dir / "admin.kubeconfig")
     finally:
         subprocess.run(
             [str(SCRIPT), "stop"],
-            env={**env, "SHOAL_CONTROLPLANE_DIR": str(cp_dir)},
+            env={**full, "SHOAL_CONTROLPLANE_DIR": str(cp_dir)},
             capture_output=True,
             timeout=120,
         )
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    given = os.environ.get("SHOAL_CONTROLPLANE_DIR")
+    if given and (Path(given) / "admin.kubeconfig").exists():
+        if not tool("kubectl") or not tool("helm"):
+            _unavailable("kubectl/helm not found (scripts/setup.sh puts them in .tools/bin)")
+        yield ControlPlane(Path(given), Path(given) / "admin.kubeconfig")
+        return
+    yield from _started(tmp_path_factory.mktemp("controlplane"))
+
+
+@pytest.fixture(scope="module")
+def beside_kube_scheduler(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[ControlPlane, Chart]]:
+    """A control plane of the module's own with kube-scheduler running (default profile)
+    and the chart installed: Shoal shares the cluster with the default scheduler, which
+    binds pods and allocates DRA claims at the same time. Reset before each use."""
+    tmp = tmp_path_factory.mktemp("withscheduler")
+    for cp in _started(tmp, SHOAL_CONTROLPLANE_SCHEDULER="1"):
+        yield cp, install(cp, path=tmp / "shoal-sa.kubeconfig")
 
 
 @pytest.fixture(scope="session")
