@@ -100,13 +100,16 @@ class NodeRules:
     """Which nodes a job's workers may use, in Kubernetes' terms (a pod's nodeSelector,
     node affinity and tolerations). Every `required` entry holds (each: any of its
     terms); the `preferred` weights rank the nodes that are allowed. `blocked` says why
-    no node can take the job now (a volume or device claim Shoal cannot place)."""
+    no node can take the job now (a volume or device claim Shoal cannot place);
+    `excluded` names nodes it may not use, by why (resources or host ports the nodes'
+    pods hold that the core does not count: kube-scheduler's NodeResourcesFit, NodePorts)."""
 
     selector: tuple[tuple[str, str], ...] = ()
     required: tuple[tuple[Term, ...], ...] = ()
     preferred: tuple[tuple[int, Term], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     blocked: str = ""
+    excluded: tuple[tuple[str, frozenset[str]], ...] = ()  # (why, node names)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,8 @@
 """Which nodes a job may use: its node selector, node affinity and tolerations against
 the nodes' labels and taints, as kube-scheduler's NodeAffinity and TaintToleration
-plugins judge them (the kubelet refuses a pod bound against them).
+plugins judge them (the kubelet refuses a pod bound against them), and the nodes a
+backend excluded for it (`NodeRules.excluded`: a foreign pod's other resources or host
+ports, with kube-scheduler's reason).
 
 `tiers` is what `gang.place_gang` asks: None when every node will do (the hot path: no
 rules, no taints), else the allowed nodes by preference. Preferred terms rank before the
@@ -72,7 +74,7 @@ def refusal(rules: m.NodeRules | None, node: m.Node) -> str | None:
         return "didn't match the node selector"
     if any(not any(matches(t, node) for t in terms) for terms in rules.required):
         return "didn't match the node affinity"
-    return None
+    return next((why for why, names in rules.excluded if node.name in names), None)
 
 
 def rank(rules: m.NodeRules | None, node: m.Node) -> tuple[int, int]:
@@ -189,4 +191,5 @@ def also(base: m.NodeRules | None, extra: m.NodeRules | None) -> m.NodeRules | N
         preferred=base.preferred + extra.preferred,
         tolerations=base.tolerations + extra.tolerations,
         blocked=base.blocked or extra.blocked,
+        excluded=base.excluded + extra.excluded,
     )

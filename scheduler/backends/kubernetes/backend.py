@@ -34,6 +34,7 @@ from scheduler.backends.kubernetes.config import KubeConfig, api_client
 from scheduler.backends.kubernetes.draclaims import DraClaims
 from scheduler.backends.kubernetes.draforeign import ForeignClaims
 from scheduler.backends.kubernetes.foreign import ForeignBindings
+from scheduler.backends.kubernetes.nodefit import NodeFit
 from scheduler.backends.kubernetes.nodeview import NodeView
 from scheduler.backends.kubernetes.objects import graceful
 from scheduler.backends.kubernetes.podbinder import PodBinder
@@ -110,6 +111,7 @@ class KubernetesBackend:
             index=self.index,
             volumes=self.volumes,
             binder=self._binder,
+            fit=NodeFit(self.node_cache, self.index),
             lock=self._lock,
             closed=self._closed,
             mps_replicas=self._nodes.mps_replicas,

@@ -5,7 +5,9 @@ notes why one waits, and reports the adopted ones and those in flight as running
 Whole-GPU bindings run on a pool, one call per pod, none under the backend's lock. A pod
 is "in flight" from the loop's decision until the cache shows it bound (or gone):
 meanwhile it is not pending and counts as running where it was placed, so no cycle
-places it twice or gives its GPU to another pod.
+places it twice or gives its GPU to another pod. What the core does not count (other
+resources, the pod count, host ports) keeps a pod off the nodes where it does not fit, and
+is checked again at each bind (`nodefit`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from scheduler.backends.kubernetes.api import STRATEGIC_PATCH, Kube
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.draforeign import ForeignClaims
 from scheduler.backends.kubernetes.foreigngangs import PREFIX, ForeignGang, Gangs
+from scheduler.backends.kubernetes.nodefit import Fits, NodeFit
 from scheduler.backends.kubernetes.podbinder import PodBinder
 from scheduler.backends.kubernetes.status import ForeignPod
 from scheduler.model import JobRequest, NodeRules, Requirement, RunningJob, WorkerPlacement
@@ -44,6 +47,7 @@ class ForeignBindings:
         reservations: shares.Reservations,
         recorder: events.Recorder,
         binder: PodBinder,
+        fit: NodeFit,
         lock: threading.RLock,
         closed: threading.Event,
         mps_replicas: Callable[[str], int],
@@ -52,6 +56,7 @@ class ForeignBindings:
     ) -> None:
         self.kube, self.config, self.index, self.volumes = kube, config, index, volumes
         self.reservations, self.events, self.binder = reservations, recorder, binder
+        self.fit = fit  # other resources and host ports, per node
         self.lock, self.closed = lock, closed  # the backend's
         self.mps_replicas, self.on_change = mps_replicas, on_change
         self.dra = dra  # its own ResourceClaims (None: DRA is off)
@@ -83,8 +88,9 @@ class ForeignBindings:
         with self.flight_lock:
             flying = set(self.flight)
         off_dra = self._off_dra_nodes()
+        fits = self.fit.view()
         return [
-            self._with_claims(f, off_dra)
+            self._with_claims(self._with_fit(f, fits), off_dra)
             for key, f in self.index.foreign_pending()
             if (allowed is None or f.namespace in allowed)
             and key not in flying
@@ -97,6 +103,12 @@ class ForeignBindings:
         single, gangs = self.gangs.split(self.pending())
         self.last_gangs = {g.job_id: g for g in gangs}
         return [f.to_job_request() for f in single] + [g.to_job_request() for g in gangs]
+
+    @staticmethod
+    def _with_fit(f: ForeignPod, fits: Fits) -> ForeignPod:
+        """`f` kept off the nodes its other resources and host ports do not fit."""
+        rules = fits.rules(f.ask)
+        return replace(f, rules=eligible.also(f.rules, rules)) if rules is not None else f
 
     def _with_claims(self, f: ForeignPod, off_dra: NodeRules | None) -> ForeignPod:
         """`f` with what its volume claims and ResourceClaims ask of the placement;
@@ -235,12 +247,22 @@ class ForeignBindings:
             return
         if allowed is not None and pod.namespace not in allowed:
             return
-        if self.pool is None or manifests.is_fractional(placement):
-            self.bind(pod, placement)
-            return
         with self.flight_lock:
             if key in self.flight:
                 return
+        why = self.fit.admit(key, pod, placement.node)
+        if why is not None:  # taken by a bind of this cycle: it waits for the next
+            self.note_pending(job_id, f"node {placement.node}: {why} (since this cycle began)")
+            self.on_change()
+            return
+        if self.pool is None or manifests.is_fractional(placement):
+            try:
+                self.bind(pod, placement)
+            except Exception:
+                self.fit.forget(key)
+                raise
+            return
+        with self.flight_lock:
             self.flight[key] = (pod, placement)
         self.pool.submit(self._bind_in_pool, key, pod, placement)
 
@@ -249,6 +271,7 @@ class ForeignBindings:
             self.bind(pod, placement)
         except Exception as e:  # the pod waits again; the loop backs off its job
             log.warning("binding %s to %s failed: %s", key, placement.node, e)
+            self.fit.forget(key)
             with self.flight_lock:
                 self.flight.pop(key, None)
                 self.failed[pod.job_id] = e

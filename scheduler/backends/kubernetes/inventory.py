@@ -10,13 +10,11 @@ come from GPU Feature Discovery labels; `shoal.dev/gpu-model` on a node override
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils import quantity
-
-from scheduler.backends.kubernetes import names
+from scheduler.backends.kubernetes import names, podfit
 from scheduler.model import Enforcement, Node, Taint
 
 Obj = dict[str, Any]
@@ -32,11 +30,7 @@ MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"  # none | single | mixed
 TERMINAL = ("Succeeded", "Failed")
 
 
-def _q(value: Any) -> Decimal:
-    try:
-        return Decimal(quantity.parse_quantity(value))  # type: ignore[no-untyped-call]
-    except (ValueError, TypeError, ArithmeticError):
-        return Decimal(0)
+_q = podfit.quantity
 
 
 def is_ready(node: Obj) -> bool:
@@ -105,38 +99,14 @@ def mps_replicas(node: Obj) -> int:
     return replicas if labels.get(SHARING_LABEL) == "mps" and replicas > 1 else 0
 
 
-def pod_requests(pod: Obj) -> tuple[int, int, int]:
+def pod_requests(pod: Obj, reqs: Mapping[str, Decimal] | None = None) -> tuple[int, int, int]:
     """(cpu milli, memory MiB, whole GPUs) a pod holds, as kube-scheduler counts it
-    (`k8s.io/component-helpers/resource.PodRequests`): the containers' sum plus every
-    restartable init container (a sidecar, `restartPolicy: Always`, runs beside them),
-    or, if larger, the largest plain init container plus the sidecars started before it;
-    then `spec.overhead` (a RuntimeClass's) on top. A limit without a request counts as
-    the request (the API server defaults it so)."""
-
-    def one(c: Obj) -> list[Decimal]:
-        res = c.get("resources") or {}
-        req = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        return [_q(req.get("cpu", 0)), _q(req.get("memory", 0)), _q(req.get(GPU, 0))]
-
-    def add(a: list[Decimal], b: list[Decimal]) -> list[Decimal]:
-        return [x + y for x, y in zip(a, b, strict=True)]
-
-    spec = pod.get("spec") or {}
-    totals = [Decimal(0)] * 3
-    for c in spec.get("containers") or []:
-        totals = add(totals, one(c))
-    sidecars, init_peak = [Decimal(0)] * 3, [Decimal(0)] * 3
-    for c in spec.get("initContainers") or []:
-        if c.get("restartPolicy") == "Always":
-            sidecars = add(sidecars, one(c))
-            totals = add(totals, one(c))
-        else:
-            init_peak = [max(p, x) for p, x in zip(init_peak, add(sidecars, one(c)), strict=True)]
-    totals = [max(t, p) for t, p in zip(totals, init_peak, strict=True)]
-    overhead = spec.get("overhead") or {}
-    totals = add(totals, [_q(overhead.get(k, 0)) for k in ("cpu", "memory", GPU)])
-    cpu, mem, gpu = totals
-    return int(cpu * 1000), int(mem / (1024 * 1024)), int(gpu)
+    (`podfit.requests`: containers, init containers and sidecars, pod-level requests,
+    overhead), rounded up as kube-scheduler rounds; `reqs` is that when the caller has
+    it already."""
+    got = podfit.requests(pod) if reqs is None else reqs
+    cpu, mem, gpu = (got.get(k, Decimal(0)) for k in ("cpu", "memory", GPU))
+    return podfit.units("cpu", cpu), podfit.units("", mem / (1024 * 1024)), int(gpu)
 
 
 def holds_resources(pod: Obj) -> bool:

@@ -1,13 +1,13 @@
 """What the loop reads about pods every cycle, kept up to date from the pod cache's events.
 
 A scan of every cached pod each cycle (pending foreign pods, adopted ones, foreign usage
-per node, worker states) cost O(all pods) per read, several reads a cycle, most of it in
-parsing resource quantities again and again. `PodIndex` is the pod reflector's
-`Listener`: each ADDED/MODIFIED/DELETED event recomputes that one pod's entries with the
-same per-pod rules (`status.foreign_pod`, `inventory.foreign_usage`, `status.adopted`,
-`status.worker_status`), so a read costs O(what it returns). A foreign pod's job id
-(`pod:<ns>/<name>`, pending or adopted) maps to its cache key here (`key_of_job`): the
-backend looks a foreign job up, it never takes the id apart.
+per node, worker states, what each node's pods hold) cost O(all pods) per read, several
+reads a cycle, most of it in parsing resource quantities again and again. `PodIndex` is
+the pod reflector's `Listener`: each ADDED/MODIFIED/DELETED event recomputes that one
+pod's entries with the same per-pod rules (`status.foreign_pod`, `inventory.foreign_usage`,
+`status.adopted`, `status.worker_status`, `podfit.ask`), so a read costs O(what it
+returns). A foreign pod's job id (`pod:<ns>/<name>`, pending or adopted) maps to its cache
+key here (`key_of_job`): the backend looks a foreign job up, it never takes the id apart.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.backends.base import WorkerStatus
-from scheduler.backends.kubernetes import inventory, names, shares, status
+from scheduler.backends.kubernetes import inventory, names, podfit, shares, status
 from scheduler.model import RunningJob
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,22 @@ class _Entry:
     foreign_job: str | None = None  # the job id of a foreign pod, pending or adopted
     share_of: str | None = None  # the GPU reservation a share runs (or ran) on
     finished: bool = False
+    held: tuple[str, podfit.Ask] | None = None  # (node, what any pod takes there)
+
+
+def held_node(pod: Obj, scheduler_name: str) -> str | None:
+    """The node whose room the pod takes, whoever placed it: `inventory.claimed_node`,
+    or for a pod Shoal placed and has not bound yet (a worker just created, an adopted
+    pod waiting for its GPU's UUID) the node in its annotation."""
+    node = inventory.claimed_node(pod, scheduler_name)
+    if node is not None or not names.is_shoal_placed(pod):
+        return node
+    if (
+        pod["metadata"].get("deletionTimestamp")
+        or (pod.get("status") or {}).get("phase") in inventory.TERMINAL
+    ):
+        return None
+    return names.annotations_of(pod).get(names.NODE) or None
 
 
 def _entry(pod: Obj, scheduler_name: str) -> _Entry:
@@ -54,6 +70,7 @@ def _entry(pod: Obj, scheduler_name: str) -> _Entry:
         adopted = status.adopted([pod])
         foreign = status.foreign_pod(pod, scheduler_name)
         job = names.annotations_of(pod).get(names.JOB_ID)
+        on = held_node(pod, scheduler_name)
         return _Entry(
             uid=uid,
             settled=settled,
@@ -67,6 +84,7 @@ def _entry(pod: Obj, scheduler_name: str) -> _Entry:
             else (job if status.is_worker(pod) and not names.is_managed(pod) else None),
             share_of=names.labels_of(pod).get(names.RESERVATION),
             finished=(pod.get("status") or {}).get("phase") in inventory.TERMINAL,
+            held=(on, podfit.ask(pod)) if on is not None else None,
         )
     except Exception as e:  # a malformed pod must not stop the cache; say which
         log.warning("pod %s/%s not indexed: %s", meta.get("namespace"), meta.get("name"), e)
@@ -84,13 +102,14 @@ class PodIndex:
         self._usage: dict[str, Usage] = {}
         self._jobs: dict[str, str] = {}  # foreign pod's job id -> cache key
         self._users: dict[str, int] = {}  # reservation name -> shares not finished on it
+        self._held: dict[str, podfit.Held] = {}  # node -> what all its pods hold
 
     # ---- the reflector's Listener ----
 
     def reset(self, items: Mapping[str, Obj]) -> None:
         entries = {key: _entry(pod, self.scheduler_name) for key, pod in items.items()}
         with self._lock:
-            self._entries, self._usage, self._users = entries, {}, {}
+            self._entries, self._usage, self._users, self._held = entries, {}, {}, {}
             self._jobs = {e.foreign_job: k for k, e in entries.items() if e.foreign_job}
             for e in entries.values():
                 self._add_usage(e, 1)
@@ -114,6 +133,12 @@ class PodIndex:
             self.on_new_work()
 
     def _add_usage(self, e: _Entry, sign: int) -> None:
+        if e.held is not None:
+            node, ask = e.held
+            held = self._held.setdefault(node, podfit.Held())
+            held.add(ask, sign)
+            if held.empty():
+                del self._held[node]
         if e.share_of and not e.finished:
             users = self._users.get(e.share_of, 0) + sign
             if users > 0:
@@ -136,6 +161,23 @@ class PodIndex:
         """node -> what pods Shoal did not place hold there (`inventory.foreign_usage`)."""
         with self._lock:
             return dict(self._usage)
+
+    def held(self) -> dict[str, podfit.Held]:
+        """node -> what every pod there holds (`podfit.Held`, copies: the caller's)."""
+        with self._lock:
+            return {node: h.copy() for node, h in self._held.items()}
+
+    def held_on(self, node: str) -> podfit.Held:
+        """What every pod on `node` holds (a copy)."""
+        with self._lock:
+            h = self._held.get(node)
+            return h.copy() if h is not None else podfit.Held()
+
+    def holder(self, key: str) -> tuple[str, str | None] | None:
+        """(uid, the node it holds room on or None) of the cached pod `key`; None: gone."""
+        with self._lock:
+            e = self._entries.get(key)
+            return (e.uid, e.held[0] if e.held is not None else None) if e is not None else None
 
     def foreign_pending(self) -> list[tuple[str, status.ForeignPod]]:
         """(cache key, pod) of every foreign pod waiting for Shoal, by namespace and name."""

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scheduler.backends.base import WorkerState, WorkerStatus
-from scheduler.backends.kubernetes import inventory, names, podrules
+from scheduler.backends.kubernetes import inventory, names, podfit, podrules
 from scheduler.model import JobRequest, NodeRules, RunningJob, WorkerPlacement
 from scheduler.placement import eligible
 from scheduler.spec import parse_memory_mib
@@ -74,6 +74,9 @@ class ForeignPod:
     # made from its template yet.
     dra_claims: tuple[str, ...] = ()
     group: str = ""  # the PodGroup it names (spec.schedulingGroup), in its namespace
+    # All it asks of a node as kube-scheduler counts it (the core counts cpu, memory and
+    # GPUs; `nodefit` the rest: other resources, the pod count, host ports).
+    ask: podfit.Ask = field(default_factory=podfit.Ask)
 
     @property
     def job_id(self) -> str:
@@ -275,7 +278,8 @@ def foreign_pod(pod: Obj, scheduler_name: str) -> ForeignPod | None:
         or gates(pod)
     ):
         return None
-    cpu, mem, whole = inventory.pod_requests(pod)
+    reqs = podfit.requests(pod)
+    cpu, mem, whole = inventory.pod_requests(pod, reqs)
     gpu, gpu_mem = float(whole), None
     if not whole and names.GPU_FRACTION in ann:
         gpu = float(ann[names.GPU_FRACTION])
@@ -299,6 +303,7 @@ def foreign_pod(pod: Obj, scheduler_name: str) -> ForeignPod | None:
         claims=podrules.volume_claims(pod),
         dra_claims=podrules.resource_claims(pod),
         group=str((spec.get("schedulingGroup") or {}).get("podGroupName") or ""),
+        ask=podfit.ask(pod, reqs),
     )
 
 
