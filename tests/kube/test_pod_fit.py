@@ -350,3 +350,43 @@ def test_every_pod_on_the_node_counts_whoever_placed_it(kube: FakeKube, make_bac
         20,
     )
     assert too_many.excluded == (n2, ("Too many pods", frozenset({"n1"})))
+
+
+def test_a_gang_is_bound_whole_only_if_its_members_fit_beside_each_other(
+    kube: FakeKube, make_backend: Make
+) -> None:
+    """Two members of one PodGroup placed on one node asking one host port: neither is
+    bound (no half gang), each says why; placed on two nodes, both are bound."""
+    for n in ("n1", "n2"):
+        kube.put("nodes", node(n, gpus=8, cpu="8"))
+    group = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "default"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+    }
+    kube.put("podgroups", group)
+    for name in ("m-0", "m-1"):
+        member = pod_of([c({"cpu": "100m"}, ports=[port(8080, 8080)])], name)
+        member["spec"]["schedulingGroup"] = {"podGroupName": "g"}
+        kube.put("pods", member)
+    b = make_backend()
+    (gang,) = eventually(lambda: b.foreign_requests(), 20)
+    assert gang.id == "podgroup:default/g" and gang.workers == 2
+    for w in range(2):
+        b.bind_foreign(gang.id, WorkerPlacement(w, "n1", (), 1.0))
+    for name in ("m-0", "m-1"):
+        message = eventually(lambda n=name: why_now(kube, n, "free ports"), 20)
+        assert message.startswith("node n1: didn't have free ports"), message
+    assert not any(p["spec"].get("nodeName") for p in kube.objects("pods", "default"))
+    b.foreign_requests()
+    for w, n in enumerate(("n1", "n2")):
+        b.bind_foreign(gang.id, WorkerPlacement(w, n, (), 1.0))
+
+    def bound() -> dict[str, str]:
+        pods = kube.objects("pods", "default")
+        return {
+            p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")
+        }
+
+    assert eventually(lambda: len(bound()) == 2 and bound(), 20) == {"m-0": "n1", "m-1": "n2"}

@@ -62,6 +62,7 @@ class ForeignBindings:
         self.dra = dra  # its own ResourceClaims (None: DRA is off)
         self.gangs = Gangs(kube)
         self.last_gangs: dict[str, ForeignGang] = {}  # as `requests` offered them
+        self._gang_due: dict[str, list[tuple[ForeignPod, WorkerPlacement]]] = {}
         self.pool = (
             ThreadPoolExecutor(config.bind_workers, thread_name_prefix="shoal-bind")
             if config.bind_workers > 0
@@ -231,10 +232,7 @@ class ForeignBindings:
     def bind_foreign(self, job_id: str, placement: WorkerPlacement) -> None:
         """See `KubernetesBackend.bind_foreign`; a gang's worker i is its i-th pod."""
         if job_id.startswith(PREFIX):
-            gang = self.last_gangs.get(job_id)
-            member = gang.member(placement) if gang is not None else None
-            if member is not None:
-                self.bind_foreign(member[0].job_id, member[1])
+            self._bind_member(job_id, placement)
             return
         with self.flight_lock:
             failed = self.failed.pop(job_id, None)
@@ -265,6 +263,37 @@ class ForeignBindings:
         with self.flight_lock:
             self.flight[key] = (pod, placement)
         self.pool.submit(self._bind_in_pool, key, pod, placement)
+
+    def _bind_member(self, job_id: str, placement: WorkerPlacement) -> None:
+        """A gang's members are bound once all its placements are in, and only if every
+        member fits its node beside the others (`nodefit`): whole or not at all."""
+        gang = self.last_gangs.get(job_id)
+        member = gang.member(placement) if gang is not None else None
+        if gang is None or member is None:
+            return
+        due = self._gang_due.setdefault(job_id, [])
+        if placement.worker == 0:  # a new decision: what an interrupted one left goes
+            due.clear()
+        due.append(member)
+        if len(due) < len(gang.pods):
+            return
+        del self._gang_due[job_id]
+        admitted: list[str] = []
+        for pod, at in due:
+            key = self.index.key_of_job(pod.job_id)
+            why = self.fit.admit(key, pod, at.node) if key is not None else None
+            if why is not None:
+                for k in admitted:
+                    self.fit.forget(k)
+                self.note_pending(
+                    job_id, f"node {at.node}: {why} (pod {pod.name}, beside the gang)"
+                )
+                self.on_change()
+                return
+            if key is not None:
+                admitted.append(key)
+        for pod, at in due:
+            self.bind_foreign(pod.job_id, at)
 
     def _bind_in_pool(self, key: str, pod: ForeignPod, placement: WorkerPlacement) -> None:
         try:
