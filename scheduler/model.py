@@ -55,6 +55,10 @@ class Node:
     # no GPU in its container); fractional workers do not go here, whole GPUs still do.
     # Empty: fractions may.
     no_sharing: str = ""
+    # Why this node offers none of the GPUs it has (Kubernetes: DRA devices outside
+    # Shoal's node pool, which kube-scheduler allocates); a GPU job's pending reason
+    # names it. Empty: nothing withheld.
+    withheld: str = ""
     # Its labels and taints, for jobs' node selectors, affinity and tolerations.
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
     taints: tuple[Taint, ...] = ()

@@ -47,10 +47,29 @@ def explain(
     """Why the job does not fit on the nodes in `only` (the nodes its node rules allow;
     None: every node); the message says how many nodes that is when it is not all."""
     if only is None or len(only) == len(state.nodes):
-        return _explain(state, job, None)
+        return _withheld(state, job, None, _explain(state, job, None))
     why = _explain(state, job, only)
     where = f"on the {len(only)} of {len(state.nodes)} nodes its node rules allow: "
-    return replace(why, message=where + why.message, details={**why.details, "nodes": len(only)})
+    why = replace(why, message=where + why.message, details={**why.details, "nodes": len(only)})
+    return _withheld(state, job, only, why)
+
+
+def _withheld(
+    state: ClusterState, job: m.JobRequest, only: frozenset[int] | None, why: m.PendingReason
+) -> m.PendingReason:
+    """GPUs a node has but does not offer (`Node.withheld`: another scheduler allocates
+    them) are part of why a GPU job waits: the reason names such a node and why."""
+    if not (job.gpu > 0 or job.gpu_memory_mib):
+        return why
+    off = [n for i, n in enumerate(state.nodes) if n.withheld and (only is None or i in only)]
+    if not off:
+        return why
+    more = f" (and {len(off) - 1} more such node(s))" if len(off) > 1 else ""
+    return replace(
+        why,
+        message=f"{why.message}; {off[0].withheld}{more}",
+        details={**why.details, "withheld": {n.name: n.withheld for n in off}},
+    )
 
 
 def _explain(

@@ -202,6 +202,15 @@ def test_api_client_knobs_reach_the_backend_config(render: Render) -> None:
     assert (default.dra_gpu_class, default.dra_mig_class) == ("gpu.nvidia.com", "mig.nvidia.com")
     off = config("dra.enabled=false", "workloads.enabled=false", "dra.gpuClass=gpu.example.com")
     assert (off.dra, off.workloads, off.dra_gpu_class) == (False, False, "gpu.example.com")
+    # Issue 36: Shoal allocates DRA devices on its own node pool only, by default.
+    assert (default.pool_key, default.pool_value) == ("shoal.dev/pool", "shoal")
+    assert default.dra_outside_pool is False
+    pool = config("nodePool.key=example.com/gpus", "nodePool.value=train", "dra.outsidePool=true")
+    assert (pool.pool_key, pool.pool_value, pool.dra_outside_pool) == (
+        "example.com/gpus",
+        "train",
+        True,
+    )
 
 
 @pytest.mark.parametrize("name", ["shoal", "shoal-api"])  # the scheduler's, the API's

@@ -22,6 +22,7 @@ RELEASE_NS = "shoal-system"
 RELEASE = "shoal"
 KWOK_LABEL = "type=kwok"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok")
+POOL = {"key": "shoal.dev/pool", "value": "shoal"}  # the chart's nodePool
 Obj = dict[str, Any]
 
 
@@ -92,10 +93,13 @@ class ControlPlane:
         cpu: str = "64",
         memory: str = "512Gi",
         labels: dict[str, str] | None = None,
+        pool: bool = False,
     ) -> None:
         """A kwok node with `gpus` GPUs, labelled as GPU Feature Discovery would (and
-        with `labels`)."""
+        with `labels`); with `pool`, in Shoal's node pool (the chart's default label and
+        NoSchedule taint), where Shoal allocates DRA devices itself."""
         alloc = {"cpu": cpu, "memory": memory, "pods": "110", "nvidia.com/gpu": str(gpus)}
+        spec: Obj = {"taints": [{**POOL, "effect": "NoSchedule"}]} if pool else {}
         self.core.create_node(
             {
                 "apiVersion": "v1",
@@ -110,10 +114,12 @@ class ControlPlane:
                         "nvidia.com/gpu.product": product,
                         "nvidia.com/gpu.memory": str(gpu_memory),
                         "nvidia.com/gpu.count": str(gpus),
+                        **({POOL["key"]: POOL["value"]} if pool else {}),
                         **(labels or {}),
                     },
                     "annotations": {"kwok.x-k8s.io/node": "fake"},
                 },
+                "spec": spec,
                 "status": {"allocatable": alloc, "capacity": alloc},
             }
         )

@@ -27,9 +27,9 @@ DRIVER = "gpu.nvidia.com"
 
 
 def dra_node(cp: ControlPlane, make: Make, gpus: int, **kw: Any) -> KubernetesBackend:
-    """Node n1 with no device-plugin GPUs and `gpus` published by the driver; a backend
-    that sees them."""
-    cp.add_node("n1", gpus=0)
+    """Node n1 of Shoal's pool with no device-plugin GPUs and `gpus` published by the
+    driver; a backend that sees them."""
+    cp.add_node("n1", gpus=0, pool=True)
     publish(cp, "n1", gpus=gpus, **kw)
     b = make()
     eventually(lambda: node_of(b, "n1").gpu_count == gpus)
@@ -65,7 +65,7 @@ def node_of(b: KubernetesBackend, name: str) -> Any:
 def test_whole_gpus_are_counted_from_dra_alone_and_allocated_in_claims(
     cluster: ControlPlane, make_backend: Make
 ) -> None:
-    cluster.add_node("n1", gpus=8)  # the device plugin's count, which DRA replaces
+    cluster.add_node("n1", gpus=8, pool=True)  # the device plugin's count, which DRA replaces
     publish(cluster, "n1", gpus=4)
     b = make_backend()
     n1 = eventually(lambda: node_of(b, "n1") if node_of(b, "n1").gpu_count == 4 else None)

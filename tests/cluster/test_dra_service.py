@@ -53,7 +53,7 @@ def claiming(name: str) -> Obj:
 def test_jobs_and_foreign_claims_on_dra_gpus(
     cluster: ControlPlane, shoal_env: dict[str, str], start_shoal: Callable[..., Shoal]
 ) -> None:
-    cluster.add_node(NODE, gpus=0)
+    cluster.add_node(NODE, gpus=0, pool=True)  # Shoal allocates its DRA devices
     for obj in (gpu_class(), *gpu_slice(NODE, gpus=2)):
         cluster.kubectl("apply", "-f", "-", input=json.dumps(obj))
     queue(cluster)

@@ -175,8 +175,14 @@ def test_a_pytorch_job_runs_through_the_loop_on_kubernetes(
         assert p["spec"]["nodeName"] in ("n1", "n2")  # bound through pods/binding
         env = {e["name"]: e.get("value") for e in p["spec"]["containers"][0]["env"]}
         assert env["WORLD_SIZE"] == "2" and env["MASTER_ADDR"].startswith(f"{stem}-a1-w0.")
-        assert p["spec"]["tolerations"] == [
-            {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
+        assert p["spec"]["tolerations"] == [  # the chart's, and Shoal's node pool's
+            {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+            {
+                "key": "shoal.dev/pool",
+                "operator": "Equal",
+                "value": "shoal",
+                "effect": "NoSchedule",
+            },
         ]
     assert len({p["spec"]["nodeName"] for p in pods}) == 1  # binpack: one node holds both
 

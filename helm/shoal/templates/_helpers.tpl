@@ -133,6 +133,9 @@ app.kubernetes.io/component: api
 {{- $_ := set $opts "dra" .Values.dra.enabled -}}
 {{- $_ := set $opts "draGpuClass" .Values.dra.gpuClass -}}
 {{- $_ := set $opts "draMigClass" .Values.dra.migClass -}}
+{{- $_ := set $opts "draOutsidePool" .Values.dra.outsidePool -}}
+{{- $_ := set $opts "nodePoolKey" .Values.nodePool.key -}}
+{{- $_ := set $opts "nodePoolValue" .Values.nodePool.value -}}
 {{- $_ := set $opts "workloads" .Values.workloads.enabled -}}
 {{- toJson $opts -}}
 {{- end -}}

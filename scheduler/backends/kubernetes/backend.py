@@ -77,14 +77,19 @@ class KubernetesBackend:
             if self.config.dra
             else []
         )
-        self.claims = (
-            DraClaims(self.kube, self.config, *self.dra_caches) if self.dra_caches else None
-        )
+        self.claims: DraClaims | None = None
+        if self.dra_caches:
+            slices, classes, claims = self.dra_caches
+            self.claims = DraClaims(
+                self.kube, self.config, slices, classes, claims, nodes=self.node_cache.get
+            )
         self.is_leader = is_leader
         self.last_error: str | None = None
         self._lock = threading.RLock()  # launch/stop/reconcile never interleave
         self._closed = threading.Event()
-        self._nodes = NodeView(self.node_cache, self.index, self.reservations, self.claims)
+        self._nodes = NodeView(
+            self.node_cache, self.index, self.reservations, self.claims, self.config
+        )
         self._thread: threading.Thread | None = None
         self._make_collaborators()
         if start:

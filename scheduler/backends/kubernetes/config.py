@@ -17,6 +17,11 @@ import kubernetes
 SCHEDULER_NAME = "shoal"
 # A CDI kind, `vendor/class` (tags.cncf.io/container-device-interface/pkg/parser).
 CDI_KIND = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$")
+# A label key (an optional DNS prefix and a name) and a non-empty label value.
+LABEL_KEY = re.compile(
+    r"^([a-z0-9]([a-z0-9.-]*[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$"
+)
+LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
 # Connections kept beyond the binding threads' (see `api_client`).
 POOL_HEADROOM = 16
 
@@ -107,6 +112,14 @@ class KubeConfig:
     dra: bool = True
     dra_gpu_class: str = "gpu.nvidia.com"
     dra_mig_class: str = "mig.nvidia.com"
+    # Shoal's node pool (`nodepool`): nodes labelled `pool_key=pool_value` and tainted
+    # `pool_key=pool_value:NoSchedule`. Shoal allocates DRA devices itself only there;
+    # kube-scheduler allocates those of every other DRA node, whose GPUs Shoal leaves
+    # alone. `dra_outside_pool`: Shoal allocates on every DRA node (safe only where no
+    # other scheduler allocates DRA devices: kube-scheduler does for any pod with a claim).
+    pool_key: str = "shoal.dev/pool"
+    pool_value: str = "shoal"
+    dra_outside_pool: bool = False
     # Give every multi-worker attempt a Workload and a PodGroup (scheduling.k8s.io/v1beta1,
     # Kubernetes 1.37 with GenericWorkload), so cluster tools see the gang. Off where the
     # API is not served.
@@ -136,6 +149,11 @@ class KubeConfig:
     event_component: str = "shoal-scheduler"
 
     def __post_init__(self) -> None:
+        if not LABEL_KEY.match(self.pool_key) or not LABEL_VALUE.match(self.pool_value):
+            raise ValueError(
+                f"nodePool {self.pool_key}={self.pool_value} is not a label key and value "
+                "(e.g. shoal.dev/pool=shoal)"
+            )
         if self.share_cdi_kind is not None and not CDI_KIND.match(self.share_cdi_kind):
             raise ValueError(
                 f"shareCdiKind {self.share_cdi_kind!r} is not a CDI kind (vendor/class, "

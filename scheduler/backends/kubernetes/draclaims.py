@@ -14,28 +14,43 @@ devices are chosen here (`dra.choose`) among those no claim holds, a fraction on
 device its GPU index already shares. Each step is idempotent: a launch cut short is
 finished, and a device is never given twice (Shoal's own writes count before the cache
 shows them).
+
+Only on nodes of Shoal's pool (`nodepool`): elsewhere kube-scheduler allocates. And
+every allocation written is checked at once against all claims read back from the API
+server (`verify`: a fresh list, not the cache); a device also in another claim (another
+allocator on the node: a misconfigured cluster) has Shoal's allocation released before
+the pod is bound, and the launch fails with why (`DraConflict`), to be placed again.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from scheduler.backends import base
-from scheduler.backends.kubernetes import claimobjects, dra, names
+from scheduler.backends.kubernetes import claimobjects, dra, names, nodepool
 from scheduler.backends.kubernetes.api import ApiError, Kube
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.objects import ensure
 from scheduler.backends.kubernetes.reflector import Reflector, key_of
 from scheduler.model import Enforcement
 
+log = logging.getLogger(__name__)
 Obj = dict[str, Any]
+# A claim's status with no allocation: how Shoal gives back what it wrote.
+RELEASED: Obj = {"status": {"allocation": None, "reservedFor": None}}
 
 
 class DraUnfit(base.BackendError):
     """No device on the chosen node satisfies the worker's claim (the job's reason)."""
+
+
+class DraConflict(DraUnfit):
+    """A device Shoal just allocated is in another claim too: Shoal released its own
+    allocation; the pod is placed again (another allocator works on the node)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +71,7 @@ class NodeOffer:
     memory_mib: int
     enforcement: Enforcement
     no_sharing: str
+    withheld: str = ""  # why none of its GPUs is offered (outside Shoal's pool)
 
 
 class DraClaims:
@@ -66,9 +82,11 @@ class DraClaims:
         slices: Reflector,
         classes: Reflector,
         claims: Reflector,
+        nodes: Callable[[str], Obj | None] = lambda name: None,
     ) -> None:
         self.kube, self.config = kube, config
         self.slices, self.classes, self.claims = slices, classes, claims
+        self.nodes = nodes  # a Node object by name (the node cache), for the pool's label
         self._classes = dra.DeviceClasses()
         self._lock = threading.Lock()
         self._memo: tuple[tuple[str, ...], DraState] | None = None
@@ -133,6 +151,10 @@ class DraClaims:
             why = "its DRA GPUs are neither shared by capacity nor partitionable (MIG)"
         return NodeOffer(len(free), len(gpus.gpus), first.model, first.memory_mib, how, why)
 
+    def may_allocate(self, node: str) -> bool:
+        """May Shoal allocate DRA devices on `node` (`nodepool.may_allocate`)?"""
+        return nodepool.may_allocate(self.nodes(node), self.config)
+
     def dra_nodes(self) -> list[str]:
         """The nodes whose GPUs a DRA driver publishes."""
         return sorted(n for n, g in self.state().nodes.items() if g.gpus)
@@ -156,6 +178,8 @@ class DraClaims:
             err.transient = True
             raise err
         node = ann.get(names.NODE, "")
+        if not self.may_allocate(node):  # placed before the node left the pool
+            raise DraUnfit(nodepool.outside_reason(node, self.config))
         gpus = state.nodes.get(node)
         if gpus is None:
             raise DraUnfit(
@@ -176,6 +200,30 @@ class DraClaims:
             [(claimobjects.REQUEST, d.key, _local(consumed, d)) for d, consumed in choice],
         )
         self.write_status(key, body)
+        self.verify([key], node)
+
+    def verify(self, keys: Sequence[str], node: str) -> None:
+        """The check after an allocation Shoal wrote: read every claim back from the
+        API server (a consistent list, not the cache, which may lag another
+        allocator's write) and, if a device of `keys` is also in another claim,
+        release `keys`' allocations (before their pod is bound) and raise
+        `DraConflict` with why. One LIST of the cluster's claims per allocation."""
+        items, _ = self.kube.list("resourceclaims")
+        claims = {key_of(c): c for c in items}
+        inventory = self.state().usage.inventory
+        why = [line for k in keys for line in dra.overbooked(claims, inventory, k)]
+        if not why:
+            return
+        for k in keys:
+            self.write_status(k, RELEASED)
+        said = "; ".join(why)
+        log.warning("DRA devices on %s in two claims, released %s: %s", node, ", ".join(keys), said)
+        raise DraConflict(
+            f"node {node}: another scheduler allocated the same DRA device ({said}); Shoal "
+            f"released its ResourceClaim {', '.join(keys)} before the bind, and places the "
+            "pod again (is kube-scheduler allocating on Shoal's node pool? docs/kubernetes.md, "
+            '"Beside kube-scheduler, Kueue and KAI")'
+        )
 
     def write_status(self, key: str, body: Obj) -> None:
         """Write a claim's allocation; it counts from now on, before the cache shows it."""

@@ -9,12 +9,15 @@ CEL selectors, devices not in use); if no node does, it waits with the request's
 DeviceClass count as the pod's GPUs, so that placement keeps them from Shoal's own jobs.
 At the bind, the devices are chosen again on the placed node, the placement's GPU indices
 first, and written to each claim's status (allocation and `reservedFor` the pod) with
-the delete-protection finalizer, exactly as for Shoal's own claims (`claimobjects`).
+the delete-protection finalizer, exactly as for Shoal's own claims (`claimobjects`), and
+checked against every claim read back (`DraClaims.verify`). Only on nodes of Shoal's
+pool (`nodepool`): a pod whose claims fit only elsewhere waits, saying so (kube-scheduler
+allocates there).
 """
 
 from __future__ import annotations
 
-from scheduler.backends.kubernetes import claimobjects, dra
+from scheduler.backends.kubernetes import claimobjects, dra, nodepool
 from scheduler.backends.kubernetes.api import STRATEGIC_PATCH, Kube
 from scheduler.backends.kubernetes.draclaims import DraClaims, DraUnfit
 from scheduler.backends.kubernetes.status import ForeignPod
@@ -53,6 +56,13 @@ class ForeignClaims:
         gpus = float(sum(r.count for r in requests if r.device_class in gpu_classes))
         if not nodes:
             return gpus, NodeRules(blocked=why)
+        outside = [n for n in nodes if not self.claims.may_allocate(n)]
+        nodes = [n for n in nodes if n not in outside]
+        if not nodes:
+            config = self.claims.config
+            return gpus, NodeRules(
+                blocked="; ".join(nodepool.outside_reason(n, config) for n in outside)
+            )
         term = (Requirement("metadata.name", "In", tuple(nodes), field=True),)
         return gpus, NodeRules(required=((term,),))
 
@@ -62,6 +72,8 @@ class ForeignClaims:
         requests = self._requests(pod)
         if isinstance(requests, str):
             raise DraUnfit(requests)
+        if not self.claims.may_allocate(placement.node):
+            raise DraUnfit(nodepool.outside_reason(placement.node, self.claims.config))
         state = self.claims.state()
         devices = [d for d in state.usage.inventory.devices if d.node == placement.node]
         gpus = state.nodes.get(placement.node)
@@ -80,3 +92,4 @@ class ForeignClaims:
             self.kube.patch("resourceclaims", name, finalizer, pod.namespace, STRATEGIC_PATCH)
             body = claimobjects.allocation(obj, ref, placement.node, mine)
             self.claims.write_status(key, body)
+        self.claims.verify([f"{pod.namespace}/{n}" for n in pod.dra_claims], placement.node)

@@ -1,7 +1,9 @@
 """The cluster's nodes as the scheduler sees them, read from the Node cache.
 
 A node whose object and foreign usage are unchanged since the last read is not worked
-out again: the cache replaces an object on every change, never mutates it.
+out again: the cache replaces an object on every change, never mutates it. Shoal's node
+pool's taint is no bar to Shoal's pods (`nodepool`); a DRA node outside the pool offers
+none of its GPUs (kube-scheduler allocates them), and says so.
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from scheduler.backends.kubernetes import inventory, podindex, shares
+from scheduler.backends.kubernetes import inventory, nodepool, podindex, shares
+from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.draclaims import DraClaims, NodeOffer
 from scheduler.backends.kubernetes.reflector import Reflector
 from scheduler.model import Node
@@ -24,9 +27,11 @@ class NodeView:
         index: podindex.PodIndex,
         reservations: shares.Reservations,
         claims: DraClaims | None = None,
+        config: KubeConfig | None = None,
     ) -> None:
         self.node_cache, self.index, self.reservations = node_cache, index, reservations
         self.claims = claims
+        self.config = config or KubeConfig()
         # node name -> (Node object, foreign usage, DRA offer, what nodes() made of them)
         self._node_memo: dict[
             str, tuple[Obj, tuple[int, int, int], NodeOffer | None, Node | None]
@@ -42,19 +47,29 @@ class NodeView:
         for n in self.node_cache.items():
             name = n["metadata"]["name"]
             u = used.get(name, (0, 0, 0))
-            offer = self.claims.offer(name) if self.claims is not None else None
+            offer = self._offer(n)
             hit = self._node_memo.get(name)
             if hit is not None and hit[0] is n and hit[1] == u and hit[2] == offer:
                 memo[name] = hit
                 continue
             ok = inventory.unschedulable_reason(n, dra=offer is not None) is None
-            memo[name] = (n, u, offer, _offered(n, u, offer) if ok else None)
+            node = nodepool.without_taint(_offered(n, u, offer), self.config) if ok else None
+            memo[name] = (n, u, offer, node)
         self._node_memo = memo
         # A reservation found no GPU there: no fractions, whole GPUs still (issue 24).
         no_gpu = self.reservations.excluded()
         out = [m[3] for m in memo.values() if m[3] is not None]
         out = [replace(n, no_sharing=no_gpu[n.name]) if n.name in no_gpu else n for n in out]
         return sorted(out, key=lambda n: n.name)
+
+    def _offer(self, node: Obj) -> NodeOffer | None:
+        """What a DRA driver offers on `node` (None: its GPUs come from the device
+        plugin); outside Shoal's pool none of its GPUs, and why (`nodepool`)."""
+        offer = self.claims.offer(node["metadata"]["name"]) if self.claims is not None else None
+        if offer is None or nodepool.may_allocate(node, self.config):
+            return offer
+        why = nodepool.outside_reason(node["metadata"]["name"], self.config)
+        return replace(offer, gpus=0, withheld=why)
 
     def capacity(self) -> list[Node]:
         """Every node as if empty, cordoned and NotReady ones too (`inventory.Capacity`)."""
@@ -86,13 +101,16 @@ class NodeView:
 
     def excluded_nodes(self) -> dict[str, str]:
         """node -> why Shoal does not offer it (cordoned, a taint, NotReady, shared
-        devices it cannot count), or why it offers no fractions there (a reservation's
-        GPU did not reach its container; its whole GPUs are still offered)."""
+        devices it cannot count), why it offers none of its GPUs (DRA devices outside
+        Shoal's pool), or why it offers no fractions there (a reservation's GPU did not
+        reach its container; its whole GPUs are still offered)."""
         out = {}
         no_gpu = self.reservations.excluded()
         for n in self.node_cache.items():
             name = n["metadata"]["name"]
-            reason = inventory.unschedulable_reason(n) or no_gpu.get(name)
+            offer = self._offer(n)
+            withheld = offer.withheld if offer is not None else ""
+            reason = inventory.unschedulable_reason(n) or withheld or no_gpu.get(name)
             if reason:
                 out[name] = reason
         return out
@@ -115,4 +133,5 @@ def _offered(node: Obj, used: tuple[int, int, int], offer: NodeOffer | None) -> 
         enforcement=offer.enforcement,
         slices=0,
         no_sharing=offer.no_sharing,
+        withheld=offer.withheld,
     )

@@ -62,6 +62,9 @@ KUBE_OPTIONS = {
     "dra": "dra",
     "draGpuClass": "dra_gpu_class",
     "draMigClass": "dra_mig_class",
+    "nodePoolKey": "pool_key",
+    "nodePoolValue": "pool_value",
+    "draOutsidePool": "dra_outside_pool",
     "workloads": "workloads",
 }
 

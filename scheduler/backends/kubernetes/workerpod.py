@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from scheduler.backends import base, workerenv
-from scheduler.backends.kubernetes import names
+from scheduler.backends.kubernetes import names, nodepool
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.objectmeta import is_fractional, job_labels, object_meta
 from scheduler.model import WorkerPlacement
@@ -91,8 +91,12 @@ def _add_placement_fields(pod_spec: Obj, req: base.LaunchRequest, config: KubeCo
     own = [
         t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in spec.tolerations or []
     ]
-    if tolerations := [dict(t) for t in config.tolerations] + own:
-        pod_spec["tolerations"] = tolerations
+    # Every worker tolerates the pool's taint: Shoal's pool is its own room (`nodepool`).
+    pod_spec["tolerations"] = [
+        *(dict(t) for t in config.tolerations),
+        *own,
+        nodepool.toleration(config),
+    ]
     if spec.node_selector:
         pod_spec["nodeSelector"] = dict(spec.node_selector)
     if spec.affinity is not None:

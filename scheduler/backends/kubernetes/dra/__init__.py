@@ -18,6 +18,7 @@ from scheduler.backends.kubernetes.dra.devices import (
     split_qualified,
 )
 from scheduler.backends.kubernetes.dra.gpus import GpuDevice, NodeGpus, is_mig, node_gpus
+from scheduler.backends.kubernetes.dra.overbooked import overbooked
 from scheduler.backends.kubernetes.dra.quantity import parse_quantity, quantity_int
 from scheduler.backends.kubernetes.dra.selectors import (
     DeviceClasses,
@@ -48,6 +49,7 @@ __all__ = [
     "node_gpus",
     "nodes_for",
     "offered",
+    "overbooked",
     "parse_quantity",
     "pick",
     "qualified",
