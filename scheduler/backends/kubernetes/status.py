@@ -77,12 +77,16 @@ class ForeignPod:
     # All it asks of a node as kube-scheduler counts it (the core counts cpu, memory and
     # GPUs; `nodefit` the rest: other resources, the pod count, host ports).
     ask: podfit.Ask = field(default_factory=podfit.Ask)
+    # `spec.priority` (its PriorityClass's value, set by the API server's admission):
+    # Shoal's ordering and preemption read it as kube-scheduler's do.
+    priority: int = 0
+    created_at: float = 0.0  # its creationTimestamp: its place among equal priorities
 
     @property
     def job_id(self) -> str:
         return f"pod:{self.namespace}/{self.name}"
 
-    def to_job_request(self, submitted_at: float = 0.0, priority: int = 0) -> JobRequest:
+    def to_job_request(self) -> JobRequest:
         """A single-worker job for the scheduling core."""
         return JobRequest(
             id=self.job_id,
@@ -92,8 +96,8 @@ class ForeignPod:
             gpu_memory_mib=self.gpu_memory_mib,
             cpu_milli=self.cpu_milli,
             memory_mib=self.memory_mib,
-            priority=priority,
-            submitted_at=submitted_at,
+            priority=self.priority,
+            submitted_at=self.created_at,
             nodes=self.rules,
         )
 
@@ -304,7 +308,18 @@ def foreign_pod(pod: Obj, scheduler_name: str) -> ForeignPod | None:
         dra_claims=podrules.resource_claims(pod),
         group=str((spec.get("schedulingGroup") or {}).get("podGroupName") or ""),
         ask=podfit.ask(pod, reqs),
+        priority=_priority(spec),
+        created_at=created.timestamp()
+        if (created := _time(meta.get("creationTimestamp")))
+        else 0.0,
     )
+
+
+def _priority(spec: Obj) -> int:
+    try:
+        return int(spec.get("priority") or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def adopted(pods: list[Obj]) -> list[RunningJob]:
@@ -326,6 +341,7 @@ def adopted(pods: list[Obj]) -> list[RunningJob]:
             gpu=p.gpus_held,
             cpu_milli=cpu,
             memory_mib=mem,
+            priority=_priority(pod.get("spec") or {}),
         )
         out.append(RunningJob(request, (p,)))
     return sorted(out, key=lambda r: r.job.id)
