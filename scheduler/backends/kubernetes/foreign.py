@@ -25,7 +25,7 @@ from scheduler.backends.kubernetes import events, manifests, names, podindex, po
 from scheduler.backends.kubernetes.api import STRATEGIC_PATCH, Kube
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.draforeign import ForeignClaims
-from scheduler.backends.kubernetes.foreigngangs import PREFIX, ForeignGang, Gangs
+from scheduler.backends.kubernetes.foreigngangs import PREFIX, ForeignGang, Gangs, group_of
 from scheduler.backends.kubernetes.nodefit import Fits, NodeFit
 from scheduler.backends.kubernetes.podbinder import PodBinder
 from scheduler.backends.kubernetes.status import ForeignPod
@@ -60,7 +60,7 @@ class ForeignBindings:
         self.lock, self.closed = lock, closed  # the backend's
         self.mps_replicas, self.on_change = mps_replicas, on_change
         self.dra = dra  # its own ResourceClaims (None: DRA is off)
-        self.gangs = Gangs(kube)
+        self.gangs = Gangs(kube, nodes=fit.node_cache.get)
         self.last_gangs: dict[str, ForeignGang] = {}  # as `requests` offered them
         self._gang_due: dict[str, list[tuple[ForeignPod, WorkerPlacement]]] = {}
         self.pool = (
@@ -101,9 +101,28 @@ class ForeignBindings:
     def requests(self) -> list[JobRequest]:
         """The waiting pods as jobs for the core: one each, and one per gang of a
         PodGroup (`foreigngangs`); the gangs are kept for `bind_foreign`."""
-        single, gangs = self.gangs.split(self.pending())
+        waiting = self.pending()
+        single, gangs = self.gangs.split(waiting, self._placed_members(waiting))
         self.last_gangs = {g.job_id: g for g in gangs}
         return [f.to_job_request() for f in single] + [g.to_job_request() for g in gangs]
+
+    def _placed_members(self, waiting: list[ForeignPod]) -> dict[str, dict[str, int]]:
+        """PodGroup -> node -> its members placed there, for the groups of `waiting`:
+        those the cache shows placed (`PodIndex.members`), and those bound since that the
+        cache does not show yet (in flight, or bound here: node unknown, "")."""
+        groups = {group_of(f) for f in waiting} - {""}
+        if not groups:
+            return {}
+        placed = {g: self.index.members(g) for g in groups}
+        with self.flight_lock:
+            flying = {key: at.node for key, (_, at) in self.flight.items()}
+        for key, f in self.index.foreign_pending():
+            g = group_of(f)
+            if g not in groups or (key not in flying and f.uid not in self.binder.bound):
+                continue
+            node = flying.get(key, "")
+            placed[g][node] = placed[g].get(node, 0) + 1
+        return placed
 
     @staticmethod
     def _with_fit(f: ForeignPod, fits: Fits) -> ForeignPod:

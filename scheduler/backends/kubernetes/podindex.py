@@ -5,8 +5,8 @@ per node, worker states, what each node's pods hold) cost O(all pods) per read, 
 reads a cycle, most of it in parsing resource quantities again and again. `PodIndex` is
 the pod reflector's `Listener`: each ADDED/MODIFIED/DELETED event recomputes that one
 pod's entries with the same per-pod rules (`status.foreign_pod`, `inventory.foreign_usage`,
-`status.adopted`, `status.worker_status`, `podfit.ask`), so a read costs O(what it
-returns). A foreign pod's job id (`pod:<ns>/<name>`, pending or adopted) maps to its cache
+`status.adopted`, `status.worker_status`, `podfit.ask`, `gang_member`), so a read costs
+O(what it returns). A foreign pod's job id (`pod:<ns>/<name>`, pending or adopted) maps to its cache
 key here (`key_of_job`): the backend looks a foreign job up, it never takes the id apart.
 """
 
@@ -40,6 +40,7 @@ class _Entry:
     share_of: str | None = None  # the GPU reservation a share runs (or ran) on
     finished: bool = False
     held: tuple[str, podfit.Ask] | None = None  # (node, what any pod takes there)
+    member: tuple[str, str] | None = None  # (its PodGroup, its node): `gang_member`
 
 
 def held_node(pod: Obj, scheduler_name: str) -> str | None:
@@ -55,6 +56,21 @@ def held_node(pod: Obj, scheduler_name: str) -> str | None:
     ):
         return None
     return names.annotations_of(pod).get(names.NODE) or None
+
+
+def gang_member(pod: Obj) -> tuple[str, str] | None:
+    """(`namespace/name` of its PodGroup, its node) of a pod that names a PodGroup and is
+    placed: bound, or about to be bound by Shoal (its node in the annotation), and not
+    finished. kube-scheduler counts such members (assigned or assumed) toward the gang's
+    minCount, a pod being deleted among them until it is gone."""
+    meta, spec = pod["metadata"], pod.get("spec") or {}
+    group = (spec.get("schedulingGroup") or {}).get("podGroupName")
+    if not group or (pod.get("status") or {}).get("phase") in inventory.TERMINAL:
+        return None
+    node = spec.get("nodeName") or (
+        names.annotations_of(pod).get(names.NODE) if names.is_shoal_placed(pod) else None
+    )
+    return (f"{meta.get('namespace', '')}/{group}", str(node)) if node else None
 
 
 def _entry(pod: Obj, scheduler_name: str) -> _Entry:
@@ -85,6 +101,7 @@ def _entry(pod: Obj, scheduler_name: str) -> _Entry:
             share_of=names.labels_of(pod).get(names.RESERVATION),
             finished=(pod.get("status") or {}).get("phase") in inventory.TERMINAL,
             held=(on, podfit.ask(pod)) if on is not None else None,
+            member=gang_member(pod),
         )
     except Exception as e:  # a malformed pod must not stop the cache; say which
         log.warning("pod %s/%s not indexed: %s", meta.get("namespace"), meta.get("name"), e)
@@ -103,6 +120,7 @@ class PodIndex:
         self._jobs: dict[str, str] = {}  # foreign pod's job id -> cache key
         self._users: dict[str, int] = {}  # reservation name -> shares not finished on it
         self._held: dict[str, podfit.Held] = {}  # node -> what all its pods hold
+        self._members: dict[str, dict[str, int]] = {}  # PodGroup -> node -> placed members
 
     # ---- the reflector's Listener ----
 
@@ -110,6 +128,7 @@ class PodIndex:
         entries = {key: _entry(pod, self.scheduler_name) for key, pod in items.items()}
         with self._lock:
             self._entries, self._usage, self._users, self._held = entries, {}, {}, {}
+            self._members = {}
             self._jobs = {e.foreign_job: k for k, e in entries.items() if e.foreign_job}
             for e in entries.values():
                 self._add_usage(e, 1)
@@ -139,6 +158,14 @@ class PodIndex:
             held.add(ask, sign)
             if held.empty():
                 del self._held[node]
+        if e.member is not None:
+            group, node = e.member
+            on = self._members.setdefault(group, {})
+            on[node] = on.get(node, 0) + sign
+            if on[node] <= 0:
+                del on[node]
+                if not on:
+                    del self._members[group]
         if e.share_of and not e.finished:
             users = self._users.get(e.share_of, 0) + sign
             if users > 0:
@@ -178,6 +205,12 @@ class PodIndex:
         with self._lock:
             e = self._entries.get(key)
             return (e.uid, e.held[0] if e.held is not None else None) if e is not None else None
+
+    def members(self, group: str) -> dict[str, int]:
+        """node -> how many members of PodGroup `group` (`namespace/name`) are placed
+        there (`gang_member`; a copy)."""
+        with self._lock:
+            return dict(self._members.get(group, {}))
 
     def foreign_pending(self) -> list[tuple[str, status.ForeignPod]]:
         """(cache key, pod) of every foreign pod waiting for Shoal, by namespace and name."""
