@@ -13,6 +13,9 @@ run (objects deleted between runs):
   jobs take the 8 GPUs; kube-scheduler's pods, which do not tolerate the taint, wait.
 - Shared node: no pool label. kube-scheduler's pods take the 8 GPUs; Shoal allocates
   nothing there and its jobs wait, their reason naming the node and why.
+- Misconfigured: the pool's node, but kube-scheduler's pods tolerate every taint. Both
+  allocate there; only Shoal's check after allocation stands between them. A known
+  gap, measured (xfail): see docs/kubernetes.md.
 
 Runs per configuration: SHOAL_PROBE_RUNS (default 20). The figures go to the log and
 to docs/kubernetes.md, "Beside kube-scheduler, Kueue and KAI".
@@ -54,15 +57,15 @@ class Figures:
 
     runs: int = 0
     samples: int = 0
-    doubles: list[str] = field(default_factory=list)  # "run i: device in claims ..."
+    doubles: list[str] = field(default_factory=list)  # each sample's "run i: device in ..."
     seconds: list[float] = field(default_factory=list)  # each run, start to settled
 
     def __str__(self) -> str:
         mean = sum(self.seconds) / len(self.seconds) if self.seconds else 0.0
         return (
             f"{self.runs} runs, {self.samples} samples of every claim, "
-            f"{len(self.doubles)} device(s) in two claims, {mean:.1f} s a run to settle "
-            f"(max {max(self.seconds, default=0.0):.1f} s)"
+            f"{len(self.doubles)} sighting(s) of a device in two claims, "
+            f"{mean:.1f} s a run to settle (max {max(self.seconds, default=0.0):.1f} s)"
         )
 
 
@@ -106,14 +109,18 @@ def the_node(cp: ControlPlane, *, pool: bool) -> None:
     queue(cp)
 
 
-def theirs(i: int, run: int) -> Obj:
-    """A pod kube-scheduler places (no schedulerName), with a claim from the template."""
+def theirs(i: int, run: int, *, tolerate: bool = False) -> Obj:
+    """A pod kube-scheduler places (no schedulerName), with a claim from the template;
+    with `tolerate`, one that tolerates every taint (as DaemonSets do), Shoal's pool's
+    too: a misconfiguration."""
+    tolerations = [{"operator": "Exists"}] if tolerate else []
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": f"ks-{run}-{i}"},
         "spec": {
             "terminationGracePeriodSeconds": 0,
+            "tolerations": tolerations,
             "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": TEMPLATE}],
             "containers": [
                 {
@@ -157,7 +164,14 @@ def bound(cp: ControlPlane, ns: str, prefix: str) -> int:
     )
 
 
-def one_run(cp: ControlPlane, run: int, settled: Callable[[], bool], figures: Figures) -> None:
+def one_run(
+    cp: ControlPlane,
+    run: int,
+    settled: Callable[[], bool],
+    figures: Figures,
+    *,
+    tolerate: bool = False,
+) -> None:
     """The mixed workload once; every claim sampled until `settled` holds (and once
     more after), each device in two claims recorded; then everything deleted."""
     start = time.monotonic()
@@ -165,7 +179,7 @@ def one_run(cp: ControlPlane, run: int, settled: Callable[[], bool], figures: Fi
         trainingjob(cp, f"r{run}-{i}", workers=1, gpu=1, cpu="100m", memory="64Mi")
     time.sleep(random.uniform(0.5, 1.0))  # the issue's workload: theirs come 0.5-1 s later
     for i in range(GPUS):
-        cp.core.create_namespaced_pod("default", theirs(i, run))
+        cp.core.create_namespaced_pod("default", theirs(i, run, tolerate=tolerate))
 
     def sample() -> bool:
         figures.samples += 1
@@ -268,3 +282,49 @@ def test_on_a_shared_node_kube_scheduler_allocates_and_shoal_says_why_it_waits(
     print(f"\nshared node: {figures}")
     assert figures.runs == RUNS and not figures.doubles, figures.doubles
     assert not shoal_took, shoal_took[:3]
+
+
+@pytest.mark.xfail(
+    reason="a known gap (docs/kubernetes.md, 'One allocator per DRA device'): Shoal's "
+    "check misses a kube-scheduler write that lands after its LIST, and when Shoal "
+    "releases a device held twice, kube-scheduler counts it free and gives it again",
+    strict=False,
+)
+def test_misconfigured_kube_schedulers_pods_on_the_pool_end_with_no_device_twice(
+    cluster: ControlPlane, shoal: Shoal
+) -> None:
+    """Both allocate on the pool node (kube-scheduler's pods tolerate every taint, as a
+    DaemonSet's do): the check after allocation is all that stands between them.
+    Measured; the end state of every run should hold no device twice."""
+    the_node(cluster, pool=True)
+    eventually(lambda: [n.gpu_count for n in shoal.runtime.backend.nodes()] == [GPUS], 60)
+    figures, final = Figures(), list[str]()
+    for run in range(RUNS):
+
+        def settled(run: int = run) -> bool:
+            claims = allocations(cluster)
+            mine = allocated_to(claims, JOBS_NS)
+            ks = [
+                p for p in cluster.pods("default") if p["metadata"]["name"].startswith(f"ks-{run}-")
+            ]
+            ks_done = all(
+                p["spec"].get("nodeName")
+                or any(c["type"] == "PodScheduled" and c["status"] == "False"
+                       for c in p["status"].get("conditions") or [])
+                for p in ks
+            )  # fmt: skip
+            return (
+                len(ks) == GPUS
+                and ks_done
+                and mine + allocated_to(claims, "default") >= GPUS
+                and bound(cluster, JOBS_NS, "") == mine
+            )
+
+        def end_state(run: int = run) -> bool:
+            final.extend(f"run {run}: {d}" for d in doubles(allocations(cluster)))
+            return settled(run)
+
+        one_run(cluster, run, lambda e=end_state: e(), figures, tolerate=True)
+    log.warning("misconfigured pool: %s; at the end of a run: %s", figures, final)
+    print(f"\nmisconfigured pool: {figures}; at the end of a run: {len(final)}: {final[:4]}")
+    assert figures.runs == RUNS and not final, final
