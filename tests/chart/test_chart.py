@@ -245,7 +245,11 @@ def test_reservation_pods_get_a_namespace_of_their_own(render: Render) -> None:
     )
     role = by_kind(docs, "Role", "shoal-reservations")
     assert role["metadata"]["namespace"] == "shoal-reservations"
-    assert role_rules(docs, "Role", "shoal-reservations") == {("", "pods"): {"create", "delete"}}
+    # Reservation pods and nominees; a nominee's status names the node kept for a preemptor.
+    assert role_rules(docs, "Role", "shoal-reservations") == {
+        ("", "pods"): {"create", "delete"},
+        ("", "pods/status"): {"patch"},
+    }
     # Named empty: the jobs namespace, as before, and no second Role.
     docs = render("reservations.namespace.name=")
     opts = json.loads(by_kind(docs, "ConfigMap", "shoal-policy")["data"]["kube-options.json"])

@@ -137,6 +137,7 @@ app.kubernetes.io/component: api
 {{- $_ := set $opts "nodePoolKey" .Values.nodePool.key -}}
 {{- $_ := set $opts "nodePoolValue" .Values.nodePool.value -}}
 {{- $_ := set $opts "workloads" .Values.workloads.enabled -}}
+{{- $_ := set $opts "nominateFor" .Values.nominateFor -}}
 {{- toJson $opts -}}
 {{- end -}}
 

@@ -120,6 +120,11 @@ class KubeConfig:
     pool_key: str = "shoal.dev/pool"
     pool_value: str = "shoal"
     dra_outside_pool: bool = False
+    # The scheduler (kube-scheduler's profile) that must leave a preemptor's room while
+    # its victims terminate: each victim pod gets a nominee for it (`nominees`). None or
+    # "": none.
+    nominate_for: str | None = "default-scheduler"
+    nominee_hold_s: float = 30.0  # how long a nominee outlives its victim pod
     # Give every multi-worker attempt a Workload and a PodGroup (scheduling.k8s.io/v1beta1,
     # Kubernetes 1.37 with GenericWorkload), so cluster tools see the gang. Off where the
     # API is not served.

@@ -119,7 +119,8 @@ def holds_resources(pod: Obj) -> bool:
 def claimed_node(pod: Obj, scheduler_name: str) -> str | None:
     """The node whose room a pod holds or is promised: its node when bound and not
     finished; for a pending pod of another scheduler, the node that scheduler nominated
-    (kube-scheduler preempted there for it, and binds it there next), else None."""
+    (kube-scheduler preempted there for it, and binds it there next), else None.
+    Shoal's nominees hold nothing for Shoal: their room is its preemptor's already."""
     if holds_resources(pod):
         return str(pod["spec"]["nodeName"])
     spec, st = pod.get("spec") or {}, pod.get("status") or {}
@@ -129,9 +130,17 @@ def claimed_node(pod: Obj, scheduler_name: str) -> str | None:
         and spec.get("schedulerName", "default-scheduler") != scheduler_name
         and st.get("phase", "Pending") == "Pending"
         and not pod["metadata"].get("deletionTimestamp")
+        and not is_nominee(pod)
     ):
         return str(nominated)
     return None
+
+
+def is_nominee(pod: Obj) -> bool:
+    """A pod Shoal made to hold a preemptor's room for kube-scheduler (`nominees`)."""
+    return names.is_managed(pod) and names.labels_of(pod).get(names.COMPONENT) == (
+        names.NOMINEE_COMPONENT
+    )
 
 
 def foreign_usage(

@@ -49,11 +49,12 @@ WORKERS = f"{DOMAIN}/workers"
 FINISHED_AT = f"{DOMAIN}/finished-at"
 
 SHOAL = "shoal"
-WORKER, RESERVATION_COMPONENT, RENDEZVOUS, HOSTFILE = (
+WORKER, RESERVATION_COMPONENT, RENDEZVOUS, HOSTFILE, NOMINEE_COMPONENT = (
     "worker",
     "gpu-reservation",
     "rendezvous",
     "hostfile",
+    "nominee",  # holds a preemptor's room for kube-scheduler (nominees.py)
 )
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

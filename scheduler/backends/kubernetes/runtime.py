@@ -65,6 +65,7 @@ KUBE_OPTIONS = {
     "nodePoolKey": "pool_key",
     "nodePoolValue": "pool_value",
     "draOutsidePool": "dra_outside_pool",
+    "nominateFor": "nominate_for",
     "workloads": "workloads",
 }
 

@@ -61,6 +61,7 @@ class Upkeep:
                 elif (pod.get("status") or {}).get("phase") == "Failed":
                     self._report_failure(pod)
             self.reservations.sweep(pods)
+            self.workers.nominees.sweep(pods)
             self._report_reservation_problems(pods)
             self._expire_finished(pods)
             self.binder.bound &= {p["metadata"].get("uid", "") for p in pods}

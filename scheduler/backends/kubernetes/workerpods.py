@@ -24,6 +24,7 @@ from scheduler.backends.kubernetes import (
 from scheduler.backends.kubernetes.api import ApiError, Kube
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.draclaims import NodeOffer
+from scheduler.backends.kubernetes.nominees import Nominees
 from scheduler.backends.kubernetes.objects import (
     delete_job_objects,
     ensure,
@@ -62,6 +63,7 @@ class WorkerPods:
         self.dra = dra  # what a DRA driver offers on a node (None: the device plugin)
         self.gangs_served = config.workloads  # False once the API said it has no Workloads
         self.stopped: set[str] = set()  # jobs stop() has deleted (see stop)
+        self.nominees = Nominees(kube, config)  # rooms kept for preemptors (swept by upkeep)
 
     def launch(self, request: base.LaunchRequest) -> None:
         ns, req = self.config.namespace, request
@@ -142,6 +144,8 @@ class WorkerPods:
             pods = self._job_pods(job_id)
             used = {names.labels_of(p).get(names.RESERVATION) for p in pods} - {None}
             for pod in pods:
+                if reason == base.StopReason.PREEMPTED:
+                    self.nominees.hold(pod)  # before its room starts to free
                 self.stop_pod(pod, grace_period_s, reason, "stopping worker")
             delete_job_objects(self.kube, self.config.namespace, job_id, gangs=self.gangs_served)
             for name in sorted(str(u) for u in used):
