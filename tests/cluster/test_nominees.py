@@ -1,0 +1,119 @@
+"""Nominees beside kube-scheduler (issue 36 item 5), on a control plane of its own with
+kube-scheduler running and the chart installed with its defaults.
+
+nlp borrows a whole 8-GPU node with a worker that takes its grace period to go; vision's
+guarantee reclaims it. While the borrower terminates, a pod of kube-scheduler's asking
+the same 8 GPUs is created: kube-scheduler retries it the moment the borrower is gone,
+before Shoal's next cycle launches the owner. The nominee Shoal made for the victim
+(gated, `nominatedNodeName` the node) keeps it off: the owner gets the node, the
+intruder stays Pending with kube-scheduler's own reason.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.store.db import open_database
+
+from .conftest import JOBS_NS, RESERVATIONS_NS, Chart, ControlPlane, eventually
+from .localshoal import Shoal, chart_env, launch
+from .test_jobs import queue, running, trainingjob
+
+pytestmark = pytest.mark.cluster
+Obj = dict[str, Any]
+NODE = "kw-nom"
+
+
+@pytest.fixture
+def cluster(beside_kube_scheduler: tuple[ControlPlane, Chart]) -> Iterator[ControlPlane]:
+    cp, _ = beside_kube_scheduler
+    cp.reset()
+    yield cp
+    cp.reset()
+
+
+@pytest.fixture
+def shoal(beside_kube_scheduler: tuple[ControlPlane, Chart], tmp_path: Path) -> Iterator[Shoal]:
+    _, chart = beside_kube_scheduler
+    database = open_database(f"sqlite:///{tmp_path / 'shoal.db'}")
+    started = launch(database, chart_env(chart.kubeconfig, tmp_path))
+    yield started
+    started.stop()
+    database.close()
+
+
+def intruder() -> Obj:
+    gpus = {"nvidia.com/gpu": "8"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "intruder"},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "busybox",
+                 "resources": {"requests": {"cpu": "100m", **gpus}, "limits": gpus}}
+            ],
+            "nodeSelector": {"kubernetes.io/hostname": NODE},
+        },
+    }  # fmt: skip
+
+
+def pod(cp: ControlPlane, name: str, namespace: str) -> Obj | None:
+    return next((p for p in cp.pods(namespace) if p["metadata"]["name"] == name), None)
+
+
+def test_kube_scheduler_leaves_a_preemptors_room_while_its_victim_terminates(
+    cluster: ControlPlane, shoal: Shoal
+) -> None:
+    cluster.add_node(NODE, gpus=8)
+    queue(cluster, "vision", total=8)
+    queue(cluster, "nlp", total=0)
+    trainingjob(cluster, "borrower", queue="nlp", workers=1, gpu=8,
+                terminationGracePeriodSeconds=8)  # fmt: skip
+    borrower = eventually(lambda: cluster.tj("borrower").get("status", {}).get("jobId"))
+    (victim,) = running(cluster, borrower, 1)
+    cluster.core.patch_namespaced_pod(
+        victim["metadata"]["name"],
+        JOBS_NS,
+        {"metadata": {"annotations": {"shoal.test/graceful": "true"}}},
+    )
+    trainingjob(cluster, "owner", queue="vision", workers=1, gpu=8)
+    owner = eventually(lambda: cluster.tj("owner").get("status", {}).get("jobId"))
+
+    def nominee() -> Obj | None:
+        made = cluster.pods(RESERVATIONS_NS, "app.kubernetes.io/component=nominee")
+        return next((p for p in made if p["status"].get("nominatedNodeName")), None)
+
+    held = eventually(nominee, timeout=90, what="a nominee for the victim")
+    assert held["metadata"]["namespace"] == RESERVATIONS_NS
+    assert held["status"]["nominatedNodeName"] == NODE
+    assert held["spec"]["schedulerName"] == "default-scheduler"
+    assert held["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "8"
+    cluster.core.create_namespaced_pod("default", intruder())
+    # Through the borrower's grace period and the owner's launch, the intruder waits.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        got = pod(cluster, "intruder", "default")
+        assert got is not None and not got["spec"].get("nodeName"), (
+            f"kube-scheduler bound the intruder to {got and got['spec'].get('nodeName')} "
+            "while Shoal's preemptor waited for the room"
+        )
+        if any(p["spec"].get("nodeName") == NODE for p in cluster.job_pods(owner)):
+            break
+        time.sleep(0.2)
+    (placed,) = running(cluster, owner, 1)
+    assert placed["spec"]["nodeName"] == NODE
+    assert pod(cluster, victim["metadata"]["name"], JOBS_NS) is None
+
+    def unschedulable() -> str:
+        got = pod(cluster, "intruder", "default") or {}
+        conds = (got.get("status") or {}).get("conditions") or []
+        return next((c.get("message", "") for c in conds if c.get("type") == "PodScheduled"), "")
+
+    assert "Insufficient nvidia.com/gpu" in eventually(unschedulable, timeout=60)
+    assert not (pod(cluster, "intruder", "default") or {}).get("spec", {}).get("nodeName")
