@@ -108,16 +108,40 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
     yield from _started(tmp_path_factory.mktemp("controlplane"))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def beside_kube_scheduler(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[ControlPlane, Chart]]:
-    """A control plane of the module's own with kube-scheduler running (default profile)
-    and the chart installed: Shoal shares the cluster with the default scheduler, which
-    binds pods and allocates DRA claims at the same time. Reset before each use."""
+    """A second control plane, with kube-scheduler running (default profile) and the
+    chart installed: Shoal shares the cluster with the default scheduler, which binds
+    pods and allocates DRA claims at the same time. One for the session (its start is
+    most of a short test's time); each test resets it before use."""
     tmp = tmp_path_factory.mktemp("withscheduler")
     for cp in _started(tmp, SHOAL_CONTROLPLANE_SCHEDULER="1"):
         yield cp, install(cp, path=tmp / "shoal-sa.kubeconfig")
+
+
+@pytest.fixture
+def beside(beside_kube_scheduler: tuple[ControlPlane, Chart]) -> Iterator[ControlPlane]:
+    """The control plane with kube-scheduler (`beside_kube_scheduler`), reset before and
+    after the test."""
+    cp, _ = beside_kube_scheduler
+    cp.reset()
+    yield cp
+    cp.reset()
+
+
+@pytest.fixture
+def shoal_beside(
+    beside: ControlPlane,
+    beside_kube_scheduler: tuple[ControlPlane, Chart],
+    start_shoal: Callable[..., Shoal],
+    tmp_path: Path,
+) -> Callable[[], Shoal]:
+    """Starts Shoal on `beside` as the chart's Deployment runs it (its defaults); it is
+    stopped after the test, before the reset."""
+    _, chart = beside_kube_scheduler
+    return lambda: start_shoal(chart_env(chart.kubeconfig, tmp_path))
 
 
 @pytest.fixture(scope="session")

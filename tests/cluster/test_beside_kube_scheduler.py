@@ -28,19 +28,16 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import kubernetes
 import pytest
 from support.draslices import gpu_class, gpu_slice
 
-from scheduler.store.db import open_database
-
-from .conftest import JOBS_NS, Chart, ControlPlane, eventually
-from .localshoal import Shoal, chart_env, launch
+from .conftest import JOBS_NS, ControlPlane, eventually
+from .localshoal import Shoal
 from .test_jobs import queue, trainingjob
 
 pytestmark = pytest.mark.cluster
@@ -70,23 +67,15 @@ class Figures:
 
 
 @pytest.fixture
-def cluster(beside_kube_scheduler: tuple[ControlPlane, Chart]) -> Iterator[ControlPlane]:
-    cp, _ = beside_kube_scheduler
-    cp.reset()
-    yield cp
-    cp.reset()
+def cluster(beside: ControlPlane) -> ControlPlane:
+    return beside
 
 
 @pytest.fixture
-def shoal(beside_kube_scheduler: tuple[ControlPlane, Chart], tmp_path: Path) -> Iterator[Shoal]:
+def shoal(shoal_beside: Callable[[], Shoal]) -> Shoal:
     """Shoal as the chart's Deployment runs it (its defaults: the node pool on), once
     for all the runs of a test."""
-    _, chart = beside_kube_scheduler
-    database = open_database(f"sqlite:///{tmp_path / 'shoal.db'}")
-    running = launch(database, chart_env(chart.kubeconfig, tmp_path))
-    yield running
-    running.stop()
-    database.close()
+    return shoal_beside()
 
 
 def the_node(cp: ControlPlane, *, pool: bool) -> None:

@@ -10,15 +10,12 @@ count toward its minCount, as kube-scheduler 1.37 counts them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from scheduler.store.db import open_database
-
-from .conftest import Chart, ControlPlane, eventually
-from .localshoal import Shoal, chart_env, launch
+from .conftest import ControlPlane, eventually
+from .localshoal import Shoal
 from .test_jobs import queue
 from .test_podgroups import bound, member, pod_group
 
@@ -27,28 +24,20 @@ NODE = "kw-heal"
 
 
 @pytest.fixture
-def cluster(beside_kube_scheduler: tuple[ControlPlane, Chart]) -> Iterator[ControlPlane]:
-    cp, _ = beside_kube_scheduler
-    cp.reset()
+def cluster(beside: ControlPlane) -> Iterator[ControlPlane]:
+    cp = beside
     yield cp
     cp.kubectl("delete", "pods", "--all", "-n", "default", "--force", check=False)
     cp.kubectl("delete", "podgroups", "--all", "-n", "default", check=False)
-    cp.reset()
 
 
 @pytest.fixture
-def shoal(
-    cluster: ControlPlane, beside_kube_scheduler: tuple[ControlPlane, Chart], tmp_path: Path
-) -> Iterator[Shoal]:
-    _, chart = beside_kube_scheduler
+def shoal(cluster: ControlPlane, shoal_beside: Callable[[], Shoal]) -> Shoal:
     cluster.add_node(NODE, gpus=8)
     queue(cluster)
-    database = open_database(f"sqlite:///{tmp_path / 'shoal.db'}")
-    running = launch(database, chart_env(chart.kubeconfig, tmp_path))
+    running = shoal_beside()
     eventually(lambda: NODE in {n.name for n in running.runtime.backend.nodes()}, 60)
-    yield running
-    running.stop()
-    database.close()
+    return running
 
 
 def test_a_third_member_beyond_min_count_is_bound(cluster: ControlPlane, shoal: Shoal) -> None:

@@ -12,16 +12,13 @@ intruder stays Pending with kube-scheduler's own reason.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from scheduler.store.db import open_database
-
-from .conftest import JOBS_NS, RESERVATIONS_NS, Chart, ControlPlane, eventually
-from .localshoal import Shoal, chart_env, launch
+from .conftest import JOBS_NS, RESERVATIONS_NS, ControlPlane, eventually
+from .localshoal import Shoal
 from .test_jobs import queue, running, trainingjob
 
 pytestmark = pytest.mark.cluster
@@ -30,21 +27,13 @@ NODE = "kw-nom"
 
 
 @pytest.fixture
-def cluster(beside_kube_scheduler: tuple[ControlPlane, Chart]) -> Iterator[ControlPlane]:
-    cp, _ = beside_kube_scheduler
-    cp.reset()
-    yield cp
-    cp.reset()
+def cluster(beside: ControlPlane) -> ControlPlane:
+    return beside
 
 
 @pytest.fixture
-def shoal(beside_kube_scheduler: tuple[ControlPlane, Chart], tmp_path: Path) -> Iterator[Shoal]:
-    _, chart = beside_kube_scheduler
-    database = open_database(f"sqlite:///{tmp_path / 'shoal.db'}")
-    started = launch(database, chart_env(chart.kubeconfig, tmp_path))
-    yield started
-    started.stop()
-    database.close()
+def shoal(shoal_beside: Callable[[], Shoal]) -> Shoal:
+    return shoal_beside()
 
 
 def intruder() -> Obj:

@@ -11,17 +11,15 @@ five pending, each with `PodScheduled=False` naming its resource or port.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from scheduler.backends.kubernetes import podfit
-from scheduler.store.db import open_database
 
-from .conftest import Chart, ControlPlane, eventually
-from .localshoal import Shoal, chart_env, launch
+from .conftest import ControlPlane, eventually
+from .localshoal import Shoal
 from .test_jobs import queue
 
 pytestmark = pytest.mark.cluster
@@ -68,21 +66,13 @@ def the_pod(name: str, node: str, scheduler: str | None) -> Obj:
 
 
 @pytest.fixture
-def cluster(beside_kube_scheduler: tuple[ControlPlane, Chart]) -> Iterator[ControlPlane]:
-    cp, _ = beside_kube_scheduler
-    cp.reset()
-    yield cp
-    cp.reset()
+def cluster(beside: ControlPlane) -> ControlPlane:
+    return beside
 
 
 @pytest.fixture
-def shoal(beside_kube_scheduler: tuple[ControlPlane, Chart], tmp_path: Path) -> Iterator[Shoal]:
-    _, chart = beside_kube_scheduler
-    database = open_database(f"sqlite:///{tmp_path / 'shoal.db'}")
-    running = launch(database, chart_env(chart.kubeconfig, tmp_path))
-    yield running
-    running.stop()
-    database.close()
+def shoal(shoal_beside: Callable[[], Shoal]) -> Shoal:
+    return shoal_beside()
 
 
 def outcome(cp: ControlPlane, node: str) -> tuple[set[str], dict[str, str]]:

@@ -12,17 +12,14 @@ shares a claim. The second pod waited "ResourceClaim … is allocated already" b
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from support.draslices import gpu_class, gpu_slice
 
-from scheduler.store.db import open_database
-
-from .conftest import Chart, ControlPlane, eventually
-from .localshoal import Shoal, chart_env, launch
+from .conftest import ControlPlane, eventually
+from .localshoal import Shoal
 from .test_coexistence import gpu_pod, read
 from .test_dra_service import claim_status, claiming
 from .test_jobs import queue
@@ -32,9 +29,8 @@ OURS, THEIRS, DRIVER = "kw-share-pool", "kw-share-kube", "gpu.nvidia.com"
 
 
 @pytest.fixture
-def cluster(beside_kube_scheduler: tuple[ControlPlane, Chart]) -> Iterator[ControlPlane]:
-    cp, _ = beside_kube_scheduler
-    cp.reset()
+def cluster(beside: ControlPlane) -> Iterator[ControlPlane]:
+    cp = beside
     cp.add_node(OURS, gpus=0, pool=True)  # Shoal allocates DRA devices here
     cp.add_node(THEIRS, gpus=0)  # kube-scheduler does
     for obj in (gpu_class(), *gpu_slice(OURS, gpus=2), *gpu_slice(THEIRS, gpus=2)):
@@ -43,20 +39,13 @@ def cluster(beside_kube_scheduler: tuple[ControlPlane, Chart]) -> Iterator[Contr
     yield cp
     cp.kubectl("delete", "pods", "--all", "-n", "default", "--force", check=False)
     cp.kubectl("delete", "resourceclaims", "--all", "-n", "default", check=False)
-    cp.reset()
 
 
 @pytest.fixture
-def shoal(
-    cluster: ControlPlane, beside_kube_scheduler: tuple[ControlPlane, Chart], tmp_path: Path
-) -> Iterator[Shoal]:
-    _, chart = beside_kube_scheduler
-    database = open_database(f"sqlite:///{tmp_path / 'shoal.db'}")
-    running = launch(database, chart_env(chart.kubeconfig, tmp_path))
+def shoal(cluster: ControlPlane, shoal_beside: Callable[[], Shoal]) -> Shoal:
+    running = shoal_beside()
     eventually(lambda: OURS in {n.name for n in running.runtime.backend.nodes()}, 60)
-    yield running
-    running.stop()
-    database.close()
+    return running
 
 
 def one_gpu_claim(cp: ControlPlane, name: str) -> None:
