@@ -7,6 +7,8 @@ hook; TensorFlow and JAX through their environment), forwards SIGTERM/SIGINT to 
 command so it can checkpoint, copies the command's output through while picking up
 `SHOAL_PROGRESS` lines, and reports a heartbeat and the latest progress to
 SHOAL_API_URL with SHOAL_API_TOKEN. The API being down never stops the training.
+Before all that, a share of a GPU reservation on Kubernetes checks in (`checkin`): one
+that sees no GPU exits `checkin.NO_GPU_EXIT` without running the command.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from scheduler.worker import progress
+from scheduler.worker import checkin, progress
 from scheduler.worker.supervisor import Supervisor
 
 SITE_DIR = Path(__file__).parent / "_site"
@@ -105,6 +107,8 @@ def run(command: list[str], env: Mapping[str, str] | None = None) -> int:
         print("usage: shoal worker -- COMMAND [ARGS...]", file=sys.stderr)
         return 2
     base_env = dict(os.environ if env is None else env)
+    if (refused := checkin.check(base_env)) is not None:
+        return refused  # before the command: it would train on no GPU
     supervisor = Supervisor()  # a SIGTERM from now on reaches the command
     reporter = Reporter(base_env)
     reporter.start()

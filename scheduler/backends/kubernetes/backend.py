@@ -216,10 +216,12 @@ class KubernetesBackend:
 
     def workers(self) -> list[base.WorkerStatus]:
         """Every worker's state. A worker on a node that is gone or long NotReady, or
-        with a `DisruptionTarget` condition, or refused by the kubelet at admission, is
+        with a `DisruptionTarget` condition, or refused by the kubelet at admission, or a
+        share whose check-in saw no GPU (which also turns sharing off on its node), is
         FAILED and `retryable` (the infrastructure's failure, not the job's)."""
         nodes = {n["metadata"]["name"]: n for n in self.node_cache.items()}
         broken = self.reservations.problems(self.index.reservation_pods())
+        self.reservations.shares_without_gpu(p for p, _ in self.index.workers())
         now = dt.datetime.now(dt.UTC)
         out = []
         # A bound, unfinished pod's node_failure depends on its node alone: once per node.

@@ -5,7 +5,9 @@ device plugin allocates a real GPU to it and no other pod gets that GPU; its `sh
 reserve` process writes the GPU's UUID into the pod's `shoal.dev/gpu-uuid` annotation.
 Fractional workers request no GPU, carry the label `shoal.dev/reservation=<pod>`, and
 are bound once that UUID is known. A reservation is deleted when no live worker uses it
-any more (at once from `stop`, and by the periodic sweep for any left behind).
+any more (at once from `stop`, and by the periodic sweep for any left behind). Sharing
+goes off on a node whose reservation found no GPU, or whose share checked in and saw none
+(`scheduler.worker.checkin`).
 """
 
 from __future__ import annotations
@@ -13,10 +15,18 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from scheduler.backends.kubernetes import events, holds, inventory, manifests, names, reserve
+from scheduler.backends.kubernetes import (
+    events,
+    holds,
+    inventory,
+    manifests,
+    names,
+    reserve,
+    status,
+)
 from scheduler.backends.kubernetes.api import ApiError, Kube, Unavailable
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.model import RunningJob
@@ -26,10 +36,14 @@ Obj = dict[str, Any]
 
 
 def _age_s(obj: Obj) -> float:
-    created = obj["metadata"].get("creationTimestamp")
-    if not created:
+    return _since_s(obj["metadata"].get("creationTimestamp"))
+
+
+def _since_s(stamp: object) -> float:
+    """Seconds since an API timestamp (0 without one)."""
+    if not stamp:
         return 0.0
-    t = dt.datetime.fromisoformat(str(created).replace("Z", "+00:00"))
+    t = dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
     return (dt.datetime.now(dt.UTC) - t).total_seconds()
 
 
@@ -169,15 +183,31 @@ class Reservations:
                 out[name] = f"GPU reservation {name} reported no GPU UUID within {timeout:.0f}s"
         return out
 
-    def _exclude(self, pod: Obj, why: str) -> None:
-        """No sharing on the reservation's node, for `why`, until `sharing_retry_s`."""
+    def shares_without_gpu(self, workers: Iterable[Obj]) -> None:
+        """No sharing on the node of a share whose check-in saw no GPU
+        (`status.share_check_failure`), until `sharing_retry_s` after it exited: a failed
+        share stays in the cache for `finished_ttl_s`, and must not turn sharing off
+        again once the retry time has passed (nor after a restart)."""
+        for pod in workers:
+            blind = status.share_check_failure(pod)
+            if blind is None:
+                continue
+            said, finished = blind
+            left = self.config.sharing_retry_s - max(0.0, _since_s(finished))
+            if left > 0:
+                meta = pod["metadata"]
+                who = f"{meta.get('namespace')}/{meta['name']}"
+                self._exclude(pod, f"its share {who}: {said}", left)
+
+    def _exclude(self, pod: Obj, why: str, for_s: float | None = None) -> None:
+        """No sharing on the pod's node, for `why`, for `for_s` (`sharing_retry_s`)."""
         node = names.annotations_of(pod).get(names.NODE) or pod["spec"].get("nodeName")
         if node and node not in self._no_gpu:
             log.warning("node %s: no GPU sharing: %s", node, why)
             self._no_gpu[node] = (
                 f"GPU sharing is off on {node}: {why}; whole GPUs are still offered; "
                 f"sharing is tried again after {self.config.sharing_retry_s:.0f}s",
-                time.monotonic() + self.config.sharing_retry_s,
+                time.monotonic() + (self.config.sharing_retry_s if for_s is None else for_s),
             )
 
     def uuid(self, name: str) -> str | None:

@@ -17,6 +17,7 @@ from scheduler.backends.kubernetes import inventory, names, podfit, podrules
 from scheduler.model import JobRequest, NodeRules, RunningJob, WorkerPlacement
 from scheduler.placement import eligible
 from scheduler.spec import parse_memory_mib
+from scheduler.worker import checkin
 
 Obj = dict[str, Any]
 # Pod failures that are the infrastructure's, not the job's: the kubelet refused the pod
@@ -119,14 +120,33 @@ def _container(pod: Obj) -> Obj:
     return dict(statuses[0]) if statuses else {}
 
 
+def share_check_failure(pod: Obj) -> tuple[str, str] | None:
+    """(what a share's check-in said, when it exited) if its worker container exited
+    `checkin.NO_GPU_EXIT` with a termination message starting `checkin.PREFIX` (it saw
+    no GPU: the runtime did not honour NVIDIA_VISIBLE_DEVICES), else None. Shares only:
+    the launcher checks no other worker."""
+    if names.RESERVATION not in names.labels_of(pod):
+        return None
+    cs = _container(pod)
+    for state in (cs.get("state") or {}, cs.get("lastState") or {}):
+        done = state.get("terminated") or {}
+        said = str(done.get("message") or "").strip()
+        if done.get("exitCode") == checkin.NO_GPU_EXIT and said.startswith(checkin.PREFIX):
+            return said, str(done.get("finishedAt") or "")
+    return None
+
+
 def infrastructure_failure(pod: Obj) -> str | None:
     """Why a failed (or failing) pod is the infrastructure's fault, or None: a kubelet
     admission rejection (`UnexpectedAdmissionError`, `OutOf…`), an eviction, a node
-    shutdown, or a `DisruptionTarget` condition (taint manager, eviction API, preemption,
-    pod GC: the pod is about to go whatever its containers do)."""
+    shutdown, a `DisruptionTarget` condition (taint manager, eviction API, preemption,
+    pod GC: the pod is about to go whatever its containers do), or a share that checked
+    in and saw no GPU (`share_check_failure`)."""
     st = pod.get("status") or {}
     if st.get("phase") == "Succeeded":
         return None
+    if (blind := share_check_failure(pod)) is not None:
+        return blind[0]
     for cond in st.get("conditions") or []:
         if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
             return ": ".join(

@@ -1,8 +1,9 @@
 """The backend's background upkeep: one reconcile pass over the pod cache.
 
 It binds fractional workers once their GPU's UUID is known, finishes launches a crash
-interrupted, reports failures as Events, releases unused GPU reservations and deletes
-finished jobs' objects after `finished_ttl_s`.
+interrupted, reports failures as Events, turns sharing off on a node whose share saw no
+GPU (`shares`), releases unused GPU reservations and deletes finished jobs' objects
+after `finished_ttl_s`.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class Upkeep:
             self.reservations.sweep(pods)
             self.workers.nominees.sweep(pods)
             self._report_reservation_problems(pods)
+            self.reservations.shares_without_gpu(p for p in pods if status.is_worker(p))
             self._expire_finished(pods)
             self.binder.bound &= {p["metadata"].get("uid", "") for p in pods}
             uids = {p["metadata"].get("uid", "") for p in pods}

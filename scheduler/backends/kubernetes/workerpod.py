@@ -13,6 +13,7 @@ from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.objectmeta import is_fractional, job_labels, object_meta
 from scheduler.model import WorkerPlacement
 from scheduler.spec import Framework
+from scheduler.worker import checkin
 
 Obj = dict[str, Any]
 PREEMPT_FILE = "/etc/shoal/podinfo/preempted"
@@ -140,6 +141,8 @@ def _worker_env(
     env["SHOAL_STOP_FILE"] = STOP_FILE
     if p.gpus and not frac:
         env.pop("NVIDIA_VISIBLE_DEVICES")  # the device plugin sets it
+    if frac:  # only a reservation's share checks in: its GPU comes by the variable alone
+        env[checkin.RESERVATION_ENV] = names.reservation_name(p.node, p.gpus[0])
     env_list: list[Obj] = [
         {"name": k, "value": v}
         for k, v in sorted(env.items())

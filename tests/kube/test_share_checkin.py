@@ -1,0 +1,125 @@
+"""Issue 36 item 6: a share that checks in and sees no GPU (the container runtime did
+not honour NVIDIA_VISIBLE_DEVICES for a container that requests no GPU) is failed as the
+infrastructure's, and sharing goes off on its node with that reason, as a reservation
+that found no GPU turns it off (tests/kube/test_no_gpu_node.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.backends import base
+from scheduler.backends.kubernetes import KubernetesBackend
+from scheduler.worker import checkin
+
+from .conftest import NS, env_of, eventually, job, node
+from .fakeapi import FakeKube
+from .test_fractional import RES, UUID, run_reserve
+
+Make = Callable[..., KubernetesBackend]
+Obj = dict[str, Any]
+SHARE = "half-a0-w0"
+
+
+def bound_share(kube: FakeKube, b: KubernetesBackend) -> Obj:
+    b.launch(job("half", gpu=0.5, gpus_of=lambda w: (0,)))
+    run_reserve(kube)
+    return eventually(lambda: (p := kube.obj("pods", SHARE, NS))["spec"].get("nodeName") and p)
+
+
+def container_env(pod: Obj) -> dict[str, str]:
+    """The worker container's environment as the kubelet resolves it (the annotation)."""
+    ann = pod["metadata"]["annotations"]
+    return {
+        k: v if isinstance(v, str) else ann["shoal.dev/gpu-device"] for k, v in env_of(pod).items()
+    }
+
+
+def exited(kube: FakeKube, code: int, message: str, *, ago_s: float = 0.0) -> None:
+    """What the kubelet reports of the share's worker container that exited."""
+    when = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=ago_s)
+    done = {"exitCode": code, "reason": "Error", "message": message}
+    done["finishedAt"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    status = {
+        "phase": "Failed",
+        "containerStatuses": [
+            {
+                "name": "worker",
+                "ready": False,
+                "restartCount": 0,
+                "image": "train",
+                "imageID": "",
+                "state": {"terminated": done},
+            }
+        ],
+    }
+    kube.update("pods", SHARE, NS, {"status": status})
+
+
+def failed(b: KubernetesBackend) -> base.WorkerStatus:
+    (w,) = eventually(
+        lambda: [w for w in b.workers() if w.state is base.WorkerState.FAILED], timeout=30
+    )
+    return w
+
+
+def test_a_share_that_sees_no_gpu_fails_retryable_and_turns_sharing_off_on_its_node(
+    kube: FakeKube, make_backend: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kube.put("nodes", node("n1"))
+    kube.put("nodes", node("n2"))
+    b = make_backend()
+    eventually(b.nodes, timeout=30)
+    pod = bound_share(kube, b)
+    env = container_env(pod)
+    assert env[checkin.RESERVATION_ENV] == RES and env["NVIDIA_VISIBLE_DEVICES"] == UUID
+    # The launcher's check-in in that container: the runtime made no /dev/nvidia<N>.
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", None)
+    log = tmp_path / "termination-log"
+    env["SHOAL_TERMINATION_LOG"] = str(log)
+    assert checkin.check(env, dev=str(tmp_path)) == checkin.NO_GPU_EXIT
+    exited(kube, checkin.NO_GPU_EXIT, log.read_text())
+
+    w = failed(b)
+    assert w.retryable, w  # the infrastructure's: backoffLimit is not used up
+    assert w.message.startswith(f"share sees no GPU: NVIDIA_VISIBLE_DEVICES={UUID}"), w.message
+    why = eventually(lambda: b.excluded_nodes().get("n1"), timeout=30)
+    assert why.startswith(f"GPU sharing is off on n1: its share {NS}/{SHARE}: share sees no GPU")
+    assert "accept-nvidia-visible-devices-envvar-when-unprivileged" in why
+    assert "whole GPUs are still offered" in why
+    assert {n.name: n.no_sharing for n in b.nodes()} == {"n1": why, "n2": ""}
+
+
+def test_a_share_exiting_75_on_its_own_is_the_jobs_failure(
+    kube: FakeKube, make_backend: Make
+) -> None:
+    """The exit code alone is not the check-in's: a command may exit 75 too."""
+    kube.put("nodes", node("n1"))
+    b = make_backend()
+    eventually(b.nodes, timeout=30)
+    bound_share(kube, b)
+    exited(kube, checkin.NO_GPU_EXIT, "")
+    w = failed(b)
+    assert not w.retryable and w.exit_code == checkin.NO_GPU_EXIT
+    assert not b.excluded_nodes()
+
+
+def test_an_old_check_in_failure_does_not_turn_sharing_off_again(
+    kube: FakeKube, make_backend: Make
+) -> None:
+    """A failed share stays in the cache for finished_ttl_s: it turns sharing off for
+    sharing_retry_s after it exited, not again after that (nor after a restart)."""
+    kube.put("nodes", node("n1"))
+    b = make_backend(sharing_retry_s=60.0)
+    eventually(b.nodes, timeout=30)
+    bound_share(kube, b)
+    said = f"{checkin.PREFIX}: NVIDIA_VISIBLE_DEVICES={UUID} but no /dev/nvidia<N> device"
+    exited(kube, checkin.NO_GPU_EXIT, said, ago_s=120)
+    assert failed(b).retryable
+    assert not b.excluded_nodes()
+    exited(kube, checkin.NO_GPU_EXIT, said, ago_s=30)  # within the minute: off
+    assert "its share" in eventually(lambda: b.excluded_nodes().get("n1"), timeout=30)
