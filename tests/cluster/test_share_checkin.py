@@ -1,0 +1,88 @@
+"""Issue 36 item 6 on the real API server (1.37.2, kwok as the kubelet): a share whose
+container got no GPU (the runtime did not honour NVIDIA_VISIBLE_DEVICES for it) checks in,
+exits 75 saying why, and the job is retried without using up backoffLimit while sharing
+is off on that node, the fraction waiting with the reason. kwok runs no process: the
+check-in's real message (over an empty /dev) is written into the pod's status as the
+kubelet would report it."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.worker import checkin
+
+from .conftest import JOBS_NS, RESERVATIONS_NS, ControlPlane, Shoal, eventually
+from .test_jobs import queue, running, trainingjob
+
+pytestmark = pytest.mark.cluster
+Obj = dict[str, Any]
+UUID = "GPU-5f0e6c4a-0b7e-4c1c-9a77-2b3c4d5e6f70"
+LAUNCHER = ["python", "-m", "scheduler.worker", "--", "python", "train.py"]
+
+
+def test_a_share_that_sees_no_gpu_is_retried_and_turns_sharing_off(
+    cluster: ControlPlane,
+    shoal_env: dict[str, str],
+    start_shoal: Callable[..., Shoal],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster.add_node("kw-s1", gpus=2)
+    queue(cluster)
+    shoal = start_shoal(shoal_env)
+    trainingjob(cluster, "half", workers=1, gpu=0.5, backoffLimit=0, command=LAUNCHER)
+    res = "shoal-gpu-kw-s1-g0"
+
+    def reservation() -> Obj | None:
+        got = [p for p in cluster.pods(RESERVATIONS_NS) if p["metadata"]["name"] == res]
+        return got[0] if got and got[0]["spec"].get("nodeName") else None
+
+    eventually(reservation, timeout=90, what="reservation bound")
+    ann = {"shoal.dev/gpu-uuid": UUID, "shoal.dev/gpu-delivery": "envvar"}  # the reserver's
+    cluster.core.patch_namespaced_pod(res, RESERVATIONS_NS, {"metadata": {"annotations": ann}})
+    job_id = eventually(lambda: cluster.tj("half").get("status", {}).get("jobId"), 60)
+    (share,) = running(cluster, job_id, 1, shoal)
+
+    # The launcher's check-in in that container, with the env the kubelet resolves.
+    env = {e["name"]: e.get("value", "") for e in share["spec"]["containers"][0]["env"]}
+    env["NVIDIA_VISIBLE_DEVICES"] = share["metadata"]["annotations"]["shoal.dev/gpu-device"]
+    assert env[checkin.RESERVATION_ENV] == res
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", None)  # the image has none
+    env["SHOAL_TERMINATION_LOG"] = str(tmp_path / "termination-log")
+    assert checkin.check(env, dev=str(tmp_path)) == checkin.NO_GPU_EXIT
+    said = (tmp_path / "termination-log").read_text()
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    done = {"exitCode": 75, "reason": "Error", "message": said, "finishedAt": now}
+    container = {"name": "worker", "image": share["spec"]["containers"][0]["image"]}
+    status = {
+        "phase": "Failed",
+        "containerStatuses": [
+            {**container, "imageID": "", "ready": False, "restartCount": 0,
+             "state": {"terminated": done}}
+        ],
+    }  # fmt: skip
+    name = share["metadata"]["name"]
+    cluster.core.patch_namespaced_pod_status(name, JOBS_NS, {"status": status})
+
+    def excluded() -> str | None:
+        why = shoal.runtime.backend.excluded_nodes().get("kw-s1")
+        return why if why and "share sees no GPU" in why else None
+
+    why = eventually(excluded, 60, what=str(shoal.runtime.backend.excluded_nodes()))
+    assert why.startswith(f"GPU sharing is off on kw-s1: its share {JOBS_NS}/{name}: "), why
+    assert "accept-nvidia-visible-devices-envvar-when-unprivileged" in why
+
+    # Retried (backoffLimit 0 is not used up), and the fraction waits saying why.
+    def reason() -> str | None:
+        st = cluster.tj("half").get("status", {})
+        text = str(st.get("reason") or "")
+        return text if st.get("phase") == "Pending" and "sharing is off" in text else None
+
+    text = eventually(reason, 90, what=shoal.diagnose())
+    assert "share sees no GPU" in text, text
+    assert cluster.tj("half")["status"]["phase"] != "Failed"
