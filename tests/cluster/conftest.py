@@ -137,11 +137,11 @@ def shoal_beside(
     beside_kube_scheduler: tuple[ControlPlane, Chart],
     start_shoal: Callable[..., Shoal],
     tmp_path: Path,
-) -> Callable[[], Shoal]:
-    """Starts Shoal on `beside` as the chart's Deployment runs it (its defaults); it is
-    stopped after the test, before the reset."""
+) -> Shoal:
+    """Shoal on `beside` as the chart's Deployment runs it (its defaults), stopped after
+    the test, before the reset."""
     _, chart = beside_kube_scheduler
-    return lambda: start_shoal(chart_env(chart.kubeconfig, tmp_path))
+    return start_shoal(chart_env(chart.kubeconfig, tmp_path))
 
 
 @pytest.fixture(scope="session")

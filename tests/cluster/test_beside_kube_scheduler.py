@@ -66,18 +66,6 @@ class Figures:
         )
 
 
-@pytest.fixture
-def cluster(beside: ControlPlane) -> ControlPlane:
-    return beside
-
-
-@pytest.fixture
-def shoal(shoal_beside: Callable[[], Shoal]) -> Shoal:
-    """Shoal as the chart's Deployment runs it (its defaults: the node pool on), once
-    for all the runs of a test."""
-    return shoal_beside()
-
-
 def the_node(cp: ControlPlane, *, pool: bool) -> None:
     """NODE with 8 GPUs published by the DRA driver (and none by the device plugin), the
     classes, and the claim template kube-scheduler's pods use."""
@@ -224,49 +212,51 @@ def waiting_on_taint(cp: ControlPlane, run: int) -> int:
     return n
 
 
-def test_on_shoals_own_pool_no_device_is_in_two_claims(cluster: ControlPlane, shoal: Shoal) -> None:
-    the_node(cluster, pool=True)
-    eventually(lambda: [n.gpu_count for n in shoal.runtime.backend.nodes()] == [GPUS], 60)
+def test_on_shoals_own_pool_no_device_is_in_two_claims(
+    beside: ControlPlane, shoal_beside: Shoal
+) -> None:
+    the_node(beside, pool=True)
+    eventually(lambda: [n.gpu_count for n in shoal_beside.runtime.backend.nodes()] == [GPUS], 60)
     figures = Figures()
     for run in range(RUNS):
 
         def settled(run: int = run) -> bool:
-            claims = allocations(cluster)
+            claims = allocations(beside)
             return (
-                bound(cluster, JOBS_NS, "") == GPUS
+                bound(beside, JOBS_NS, "") == GPUS
                 and allocated_to(claims, JOBS_NS) == GPUS
-                and waiting_on_taint(cluster, run) == GPUS
+                and waiting_on_taint(beside, run) == GPUS
             )
 
-        one_run(cluster, run, settled, figures)
+        one_run(beside, run, settled, figures)
     log.warning("Shoal's own pool: %s", figures)
     print(f"\nShoal's own pool: {figures}")
     assert figures.runs == RUNS and not figures.doubles, figures.doubles
 
 
 def test_on_a_shared_node_kube_scheduler_allocates_and_shoal_says_why_it_waits(
-    cluster: ControlPlane, shoal: Shoal
+    beside: ControlPlane, shoal_beside: Shoal
 ) -> None:
-    the_node(cluster, pool=False)
-    backend = shoal.runtime.backend
+    the_node(beside, pool=False)
+    backend = shoal_beside.runtime.backend
     eventually(lambda: NODE in backend.excluded_nodes(), 60)
     assert "outside Shoal's node pool" in backend.excluded_nodes()[NODE]
     figures, shoal_took = Figures(), list[str]()
     for run in range(RUNS):
 
         def settled(run: int = run) -> bool:
-            claims = allocations(cluster)
-            if allocated_to(claims, JOBS_NS) or bound(cluster, JOBS_NS, ""):
+            claims = allocations(beside)
+            if allocated_to(claims, JOBS_NS) or bound(beside, JOBS_NS, ""):
                 shoal_took.append(f"run {run}: {claims}")  # never, on a shared node
-            if bound(cluster, "default", f"ks-{run}-") < GPUS:
+            if bound(beside, "default", f"ks-{run}-") < GPUS:
                 return False
             reasons = [
-                (cluster.tj(f"r{run}-{i}").get("status") or {}).get("reason") or ""
+                (beside.tj(f"r{run}-{i}").get("status") or {}).get("reason") or ""
                 for i in range(GPUS)
             ]
             return all(f"node {NODE}: its GPUs are DRA devices outside" in r for r in reasons)
 
-        one_run(cluster, run, settled, figures)
+        one_run(beside, run, settled, figures)
     log.warning("shared node: %s", figures)
     print(f"\nshared node: {figures}")
     assert figures.runs == RUNS and not figures.doubles, figures.doubles
@@ -280,21 +270,21 @@ def test_on_a_shared_node_kube_scheduler_allocates_and_shoal_says_why_it_waits(
     strict=False,
 )
 def test_misconfigured_kube_schedulers_pods_on_the_pool_end_with_no_device_twice(
-    cluster: ControlPlane, shoal: Shoal
+    beside: ControlPlane, shoal_beside: Shoal
 ) -> None:
     """Both allocate on the pool node (kube-scheduler's pods tolerate every taint, as a
     DaemonSet's do): the check after allocation is all that stands between them.
     Measured; the end state of every run should hold no device twice."""
-    the_node(cluster, pool=True)
-    eventually(lambda: [n.gpu_count for n in shoal.runtime.backend.nodes()] == [GPUS], 60)
+    the_node(beside, pool=True)
+    eventually(lambda: [n.gpu_count for n in shoal_beside.runtime.backend.nodes()] == [GPUS], 60)
     figures, final = Figures(), list[str]()
     for run in range(RUNS):
 
         def settled(run: int = run) -> bool:
-            claims = allocations(cluster)
+            claims = allocations(beside)
             mine = allocated_to(claims, JOBS_NS)
             ks = [
-                p for p in cluster.pods("default") if p["metadata"]["name"].startswith(f"ks-{run}-")
+                p for p in beside.pods("default") if p["metadata"]["name"].startswith(f"ks-{run}-")
             ]
             ks_done = all(
                 p["spec"].get("nodeName")
@@ -306,14 +296,14 @@ def test_misconfigured_kube_schedulers_pods_on_the_pool_end_with_no_device_twice
                 len(ks) == GPUS
                 and ks_done
                 and mine + allocated_to(claims, "default") >= GPUS
-                and bound(cluster, JOBS_NS, "") == mine
+                and bound(beside, JOBS_NS, "") == mine
             )
 
         def end_state(run: int = run) -> bool:
-            final.extend(f"run {run}: {d}" for d in doubles(allocations(cluster)))
+            final.extend(f"run {run}: {d}" for d in doubles(allocations(beside)))
             return settled(run)
 
-        one_run(cluster, run, lambda e=end_state: e(), figures, tolerate=True)
+        one_run(beside, run, lambda e=end_state: e(), figures, tolerate=True)
     log.warning("misconfigured pool: %s; at the end of a run: %s", figures, final)
     print(f"\nmisconfigured pool: {figures}; at the end of a run: {len(final)}: {final[:4]}")
     assert figures.runs == RUNS and not final, final

@@ -10,7 +10,7 @@ count toward its minCount, as kube-scheduler 1.37 counts them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -32,10 +32,10 @@ def cluster(beside: ControlPlane) -> Iterator[ControlPlane]:
 
 
 @pytest.fixture
-def shoal(cluster: ControlPlane, shoal_beside: Callable[[], Shoal]) -> Shoal:
+def shoal(cluster: ControlPlane, shoal_beside: Shoal) -> Shoal:
     cluster.add_node(NODE, gpus=8)
     queue(cluster)
-    running = shoal_beside()
+    running = shoal_beside
     eventually(lambda: NODE in {n.name for n in running.runtime.backend.nodes()}, 60)
     return running
 

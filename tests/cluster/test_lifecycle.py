@@ -72,26 +72,32 @@ def test_a_foreign_pod_with_schedulername_shoal_is_bound(
     assert pod["metadata"]["annotations"]["shoal.dev/job-id"] == "pod:default/notebook"
 
 
-def test_reclaim_waits_for_the_graceful_deletion_of_the_borrower(
-    cluster: ControlPlane, shoal_env: dict[str, str], start_shoal: Callable[..., Shoal]
-) -> None:
-    cluster.add_node("kw-k1", gpus=8)
-    queue(cluster, "vision", total=8)
-    queue(cluster, "nlp", total=0)
-    start_shoal(shoal_env)
-    # nlp borrows the whole node; its worker ignores SIGTERM for its grace period.
-    trainingjob(cluster, "borrower", queue="nlp", workers=1, gpu=8,
+def reclaim_a_whole_node(cp: ControlPlane) -> tuple[Obj, str]:
+    """nlp (no guarantee) borrows a whole 8-GPU node with a worker that takes its 8 s
+    grace period to go (kwok: shoal.test/graceful), then vision's guarantee of 8 reclaims
+    it: (the borrower's pod, the owner's job id). The node is the caller's, with Shoal
+    running or about to."""
+    queue(cp, "vision", total=8)
+    queue(cp, "nlp", total=0)
+    trainingjob(cp, "borrower", queue="nlp", workers=1, gpu=8,
                 terminationGracePeriodSeconds=8)  # fmt: skip
-    borrower = eventually(lambda: cluster.tj("borrower").get("status", {}).get("jobId"))
-    (victim,) = running(cluster, borrower, 1)
-    cluster.core.patch_namespaced_pod(
+    borrower = eventually(lambda: cp.tj("borrower").get("status", {}).get("jobId"))
+    (victim,) = running(cp, borrower, 1)
+    cp.core.patch_namespaced_pod(
         victim["metadata"]["name"],
         JOBS_NS,
         {"metadata": {"annotations": {"shoal.test/graceful": "true"}}},
     )
-    # vision's guarantee reclaims the GPUs.
-    trainingjob(cluster, "owner", queue="vision", workers=1, gpu=8)
-    owner = eventually(lambda: cluster.tj("owner").get("status", {}).get("jobId"))
+    trainingjob(cp, "owner", queue="vision", workers=1, gpu=8)
+    return victim, eventually(lambda: cp.tj("owner").get("status", {}).get("jobId"))
+
+
+def test_reclaim_waits_for_the_graceful_deletion_of_the_borrower(
+    cluster: ControlPlane, shoal_env: dict[str, str], start_shoal: Callable[..., Shoal]
+) -> None:
+    cluster.add_node("kw-k1", gpus=8)
+    start_shoal(shoal_env)
+    victim, owner = reclaim_a_whole_node(cluster)
     names = {victim["metadata"]["name"]}
     terminating_seen = False
     overlap: list[str] = []

@@ -12,28 +12,18 @@ intruder stays Pending with kube-scheduler's own reason.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from .conftest import JOBS_NS, RESERVATIONS_NS, ControlPlane, eventually
 from .localshoal import Shoal
-from .test_jobs import queue, running, trainingjob
+from .test_jobs import running
+from .test_lifecycle import reclaim_a_whole_node
 
 pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
 NODE = "kw-nom"
-
-
-@pytest.fixture
-def cluster(beside: ControlPlane) -> ControlPlane:
-    return beside
-
-
-@pytest.fixture
-def shoal(shoal_beside: Callable[[], Shoal]) -> Shoal:
-    return shoal_beside()
 
 
 def intruder() -> Obj:
@@ -57,25 +47,13 @@ def pod(cp: ControlPlane, name: str, namespace: str) -> Obj | None:
 
 
 def test_kube_scheduler_leaves_a_preemptors_room_while_its_victim_terminates(
-    cluster: ControlPlane, shoal: Shoal
+    beside: ControlPlane, shoal_beside: Shoal
 ) -> None:
-    cluster.add_node(NODE, gpus=8)
-    queue(cluster, "vision", total=8)
-    queue(cluster, "nlp", total=0)
-    trainingjob(cluster, "borrower", queue="nlp", workers=1, gpu=8,
-                terminationGracePeriodSeconds=8)  # fmt: skip
-    borrower = eventually(lambda: cluster.tj("borrower").get("status", {}).get("jobId"))
-    (victim,) = running(cluster, borrower, 1)
-    cluster.core.patch_namespaced_pod(
-        victim["metadata"]["name"],
-        JOBS_NS,
-        {"metadata": {"annotations": {"shoal.test/graceful": "true"}}},
-    )
-    trainingjob(cluster, "owner", queue="vision", workers=1, gpu=8)
-    owner = eventually(lambda: cluster.tj("owner").get("status", {}).get("jobId"))
+    beside.add_node(NODE, gpus=8)
+    victim, owner = reclaim_a_whole_node(beside)
 
     def nominee() -> Obj | None:
-        made = cluster.pods(RESERVATIONS_NS, "app.kubernetes.io/component=nominee")
+        made = beside.pods(RESERVATIONS_NS, "app.kubernetes.io/component=nominee")
         return next((p for p in made if p["status"].get("nominatedNodeName")), None)
 
     held = eventually(nominee, timeout=90, what="a nominee for the victim")
@@ -83,26 +61,26 @@ def test_kube_scheduler_leaves_a_preemptors_room_while_its_victim_terminates(
     assert held["status"]["nominatedNodeName"] == NODE
     assert held["spec"]["schedulerName"] == "default-scheduler"
     assert held["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "8"
-    cluster.core.create_namespaced_pod("default", intruder())
+    beside.core.create_namespaced_pod("default", intruder())
     # Through the borrower's grace period and the owner's launch, the intruder waits.
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        got = pod(cluster, "intruder", "default")
+        got = pod(beside, "intruder", "default")
         assert got is not None and not got["spec"].get("nodeName"), (
             f"kube-scheduler bound the intruder to {got and got['spec'].get('nodeName')} "
             "while Shoal's preemptor waited for the room"
         )
-        if any(p["spec"].get("nodeName") == NODE for p in cluster.job_pods(owner)):
+        if any(p["spec"].get("nodeName") == NODE for p in beside.job_pods(owner)):
             break
         time.sleep(0.2)
-    (placed,) = running(cluster, owner, 1)
+    (placed,) = running(beside, owner, 1)
     assert placed["spec"]["nodeName"] == NODE
-    assert pod(cluster, victim["metadata"]["name"], JOBS_NS) is None
+    assert pod(beside, victim["metadata"]["name"], JOBS_NS) is None
 
     def unschedulable() -> str:
-        got = pod(cluster, "intruder", "default") or {}
+        got = pod(beside, "intruder", "default") or {}
         conds = (got.get("status") or {}).get("conditions") or []
         return next((c.get("message", "") for c in conds if c.get("type") == "PodScheduled"), "")
 
     assert "Insufficient nvidia.com/gpu" in eventually(unschedulable, timeout=60)
-    assert not (pod(cluster, "intruder", "default") or {}).get("spec", {}).get("nodeName")
+    assert not (pod(beside, "intruder", "default") or {}).get("spec", {}).get("nodeName")

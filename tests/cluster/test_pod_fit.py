@@ -11,7 +11,6 @@ five pending, each with `PodScheduled=False` naming its resource or port.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -65,16 +64,6 @@ def the_pod(name: str, node: str, scheduler: str | None) -> Obj:
     }
 
 
-@pytest.fixture
-def cluster(beside: ControlPlane) -> ControlPlane:
-    return beside
-
-
-@pytest.fixture
-def shoal(shoal_beside: Callable[[], Shoal]) -> Shoal:
-    return shoal_beside()
-
-
 def outcome(cp: ControlPlane, node: str) -> tuple[set[str], dict[str, str]]:
     """(the pods of `node`'s set that are bound, pod -> its PodScheduled=False message)."""
     bound, why = set(), {}
@@ -98,18 +87,18 @@ def settled(cp: ControlPlane, node: str) -> tuple[set[str], dict[str, str]]:
 
 
 def test_the_seven_pods_are_placed_or_refused_as_kube_scheduler_places_them(
-    cluster: ControlPlane, shoal: Shoal
+    beside: ControlPlane, shoal_beside: Shoal
 ) -> None:
     for node in (OURS, THEIRS):
-        cluster.add_node(node, gpus=8, cpu="8")
-    queue(cluster)
-    eventually(lambda: {OURS, THEIRS} <= {n.name for n in shoal.runtime.backend.nodes()}, 60)
+        beside.add_node(node, gpus=8, cpu="8")
+    queue(beside)
+    eventually(lambda: {OURS, THEIRS} <= {n.name for n in shoal_beside.runtime.backend.nodes()}, 60)
     for name in SEVEN:
-        cluster.core.create_namespaced_pod("default", the_pod(name, OURS, "shoal"))
-        cluster.core.create_namespaced_pod("default", the_pod(name, THEIRS, None))
+        beside.core.create_namespaced_pod("default", the_pod(name, OURS, "shoal"))
+        beside.core.create_namespaced_pod("default", the_pod(name, THEIRS, None))
     results = {}
     for node in (OURS, THEIRS):
-        results[node] = eventually(lambda n=node: settled(cluster, n), 120, every=1.0)
+        results[node] = eventually(lambda n=node: settled(beside, n), 120, every=1.0)
     for node, (bound, why) in results.items():
         assert len(bound & {"port-a", "port-b"}) == 1 and len(bound & {"cpu-a", "cpu-b"}) == 1
         for name in SEVEN:

@@ -12,7 +12,7 @@ shares a claim. The second pod waited "ResourceClaim … is allocated already" b
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -42,8 +42,8 @@ def cluster(beside: ControlPlane) -> Iterator[ControlPlane]:
 
 
 @pytest.fixture
-def shoal(cluster: ControlPlane, shoal_beside: Callable[[], Shoal]) -> Shoal:
-    running = shoal_beside()
+def shoal(cluster: ControlPlane, shoal_beside: Shoal) -> Shoal:
+    running = shoal_beside
     eventually(lambda: OURS in {n.name for n in running.runtime.backend.nodes()}, 60)
     return running
 
