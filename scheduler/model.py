@@ -217,6 +217,10 @@ class RunningJob:
     # has split off its other workers). k >= 0: worker k of an elastic job beyond its
     # gang, which a shrink may take alone (`scheduler.core.elastic.split`).
     part: int = -1
+    # A disruption budget holds its workers ("ns/name: why"; empty: none): stopping it
+    # would wait (Kubernetes: a PodDisruptionBudget allows no eviction now), so the core
+    # prefers other victims; on a stopping entry, what its stop waits for.
+    disruption_blocked: str = ""
 
     @property
     def key(self) -> RunKey:

@@ -188,11 +188,12 @@ start() {
   # ask for and deletes them with the pod, and deallocates a claim (clears its
   # reservedFor and allocation) once the pods it was reserved for are done or gone; and
   # the PodGroup protection controller, which lifts a deleted PodGroup's finalizer once
-  # none of its pods is active.
+  # none of its pods is active; and the disruption controller, which writes a
+  # PodDisruptionBudget's status (disruptionsAllowed), which evictions are judged by.
   spawn kube-controller-manager "$BIN/kube-controller-manager" \
     --kubeconfig "$kc" --authentication-kubeconfig "$kc" --authorization-kubeconfig "$kc" \
     --bind-address 127.0.0.1 --secure-port 0 \
-    --controllers garbage-collector-controller,namespace-controller,serviceaccount-controller,resourcequota-controller,replicaset-controller,deployment-controller,job-controller,root-ca-certificate-publisher-controller,node-lifecycle-controller,persistentvolume-binder-controller,resourceclaim-controller,podgroup-protection-controller \
+    --controllers garbage-collector-controller,namespace-controller,serviceaccount-controller,resourcequota-controller,replicaset-controller,deployment-controller,job-controller,root-ca-certificate-publisher-controller,node-lifecycle-controller,persistentvolume-binder-controller,resourceclaim-controller,podgroup-protection-controller,disruption-controller \
     --feature-gates "$FEATURE_GATES" \
     --root-ca-file "$DIR/ca.crt" --service-account-private-key-file "$DIR/sa.key" \
     --concurrent-gc-syncs 20 --kube-api-qps 200 --kube-api-burst 400 --leader-elect=false --v 1

@@ -201,6 +201,17 @@ class PendingNotes(Protocol):
     def note_pending(self, job_id: str, message: str) -> None: ...
 
 
+class DisruptionBudgets(Protocol):
+    """Optional: a backend whose stops honour disruption budgets (Kubernetes: the
+    Eviction API and PodDisruptionBudgets), so a stop may wait."""
+
+    def disruption_blocked(self) -> Mapping[str, str]:
+        """job id -> the budget that holds its workers now ("ns/name: why"): one a stop
+        would wait for (the core prefers other victims), or one that refused a stop
+        already made (that stop waits, and the job's preemptor says so)."""
+        ...
+
+
 class CapacityReporter(Protocol):
     """Optional: a backend whose `nodes()` is free room (less what others hold, less
     nodes that are cordoned or NotReady) rather than what the nodes could hold."""
@@ -275,3 +286,4 @@ class Capabilities:
     records: FinishedRecords | None = None
     excluded_nodes: ExcludedNodes | None = None
     logs: WorkerLogs | None = None
+    disruptions: DisruptionBudgets | None = None

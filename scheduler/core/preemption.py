@@ -15,7 +15,8 @@ Two kinds of victims, whole running jobs or an elastic job's workers beyond its 
 A victim must be preemptible (`preemptible` True, or None and running over its
 queue's guarantee), have run at least `Config.min_runtime_s`, and not be stopping
 already. Candidates go lowest priority first, most recently started first, fewest
-GPUs first. Each plan is tried in a session trial (release, `place_gang`, roll
+GPUs first, except that jobs a disruption budget holds (`RunningJob.disruption_blocked`)
+come after those none holds. Each plan is tried in a session trial (release, `place_gang`, roll
 back), then shrunk to a minimal set. A committed plan leaves the state as it will be
 once the victims stop (victims released, preemptor allocated), so the next plan
 cannot count the same room twice; admission is over, so nothing else is placed on it.
@@ -48,12 +49,15 @@ class Plan:
     placements: tuple[m.WorkerPlacement, ...]
 
 
-def _key(run: m.RunningJob) -> tuple[bool, int, float, float, int, m.RunKey]:
+def _key(run: m.RunningJob) -> tuple[bool, bool, int, float, float, int, m.RunKey]:
     """Victim order: an elastic job's workers beyond its gang before any whole job (a
-    shrink, not a preemption), then lowest priority, most recently started, fewest GPUs;
-    an elastic job's newest worker first."""
+    shrink, not a preemption), then those no disruption budget holds (as kube-scheduler
+    prefers victims whose PDBs allow the eviction: the others' stops would wait), then
+    lowest priority, most recently started, fewest GPUs; an elastic job's newest
+    worker first."""
     gpus = accounting.placed_gpus(run.placements)
-    return (run.part < 0, run.job.priority, -run.started_at, gpus, -run.part, run.key)
+    blocked = bool(run.disruption_blocked)
+    return (run.part < 0, blocked, run.job.priority, -run.started_at, gpus, -run.part, run.key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,6 +378,11 @@ def preempt(
             elif v.part < taken.get(v.job.id, (v.part + 1, "", ""))[0]:
                 taken[v.job.id] = (v.part, _why(ctx, v, job, right), job.id)
         waiting[job.id] = reasons.waiting_for_preemption(
-            plan.victims, gpus, list(dict.fromkeys(s.job.id for s in plan.stopping))
+            plan.victims,
+            gpus,
+            list(dict.fromkeys(s.job.id for s in plan.stopping)),
+            list(
+                dict.fromkeys(s.disruption_blocked for s in plan.stopping if s.disruption_blocked)
+            ),
         )
     return out, elastic.shrinks(ctx, taken, {p.job_id for p in out}), waiting

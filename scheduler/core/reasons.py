@@ -62,8 +62,13 @@ def over_limit(
 
 
 def waiting_for_preemption(
-    victims: Sequence[m.RunningJob], gpus: float, stopping: Sequence[str]
+    victims: Sequence[m.RunningJob],
+    gpus: float,
+    stopping: Sequence[str],
+    budgets: Sequence[str] = (),
 ) -> m.PendingReason:
+    """`budgets`: what the stopping jobs' stops wait for ("ns/name: why" of each
+    disruption budget that refused one)."""
     names = list(dict.fromkeys(v.job.id for v in victims))
     whole = [v.job.label for v in victims if v.part < 0]
     shrunk: dict[str, int] = {}
@@ -79,10 +84,14 @@ def waiting_for_preemption(
         parts[-1] += f" ({gpus:g} GPUs)"
     if stopping:
         parts.append(f"waiting for {', '.join(stopping)} to stop")
+    parts.extend(f"waiting for PodDisruptionBudget {b}" for b in budgets)
+    details: dict[str, object] = {"victims": names, "victim_gpus": gpus, "stopping": list(stopping)}
+    if budgets:
+        details["disruption_budgets"] = list(budgets)
     return m.PendingReason(
         m.ReasonCode.WAITING_FOR_PREEMPTION,
         f"{'; '.join(parts)}; the job is placed once they have stopped",
-        {"victims": names, "victim_gpus": gpus, "stopping": list(stopping)},
+        details,
     )
 
 

@@ -29,13 +29,16 @@ class Memory:
     retry backoff of failed attempts (2 s, 4 s, 8 s... at most 5 min); jobs whose
     handling raised (`isolation.record`: left alone until their delay is over); jobs
     launched by another replica's backend that this one cannot see (job id -> that
-    backend's instance: reported once, never relaunched); drift already logged."""
+    backend's instance: reported once, never relaunched); stops a disruption budget
+    holds back (reported once per budget); drift already logged."""
 
     reasons: dict[str, model.PendingReason] = field(default_factory=dict)
     launches: Backoff = field(default_factory=Backoff)
     retries: Backoff = field(default_factory=lambda: Backoff(base_s=2.0, max_s=300.0))
     faulty: Backoff = field(default_factory=lambda: Backoff(base_s=5.0, max_s=300.0))
     elsewhere: dict[str, str] = field(default_factory=dict)
+    # Draining jobs whose stop a disruption budget holds back (job id -> what was said).
+    blocked: dict[str, str] = field(default_factory=dict)
     violations: set[model.Violation] = field(default_factory=set)
 
     def held_back(self, now: float) -> set[str]:

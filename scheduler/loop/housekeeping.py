@@ -1,6 +1,6 @@
 """What the loop does after a cycle's decisions, besides scheduling: the retention TTL,
 the files of deleted jobs, a backend's records of finished jobs, and the one report of
-workers that run out of this replica's sight."""
+workers that run out of this replica's sight, or of a stop a disruption budget holds."""
 
 from __future__ import annotations
 
@@ -82,6 +82,30 @@ def report_elsewhere(
                 job_id=job_id,
                 kind="WorkersElsewhere",
                 reason="ReplicaMismatch",
+                message=message,
+                now=as_datetime(now),
+            )
+        except errors.NotFound:
+            continue
+    return dict(found)
+
+
+def report_blocked(
+    db: LiveStore, reported: Mapping[str, str], found: Mapping[str, str], now: float
+) -> dict[str, str]:
+    """Say on a draining job's events, once per budget, that its stop waits for a
+    disruption budget (`found`: job id -> "ns/name: why"; `reported`: what was said
+    before). Returns what has now been said."""
+    for job_id, why in found.items():
+        if reported.get(job_id) == why:
+            continue
+        message = f"waiting for PodDisruptionBudget {why}"
+        log.info("job %s: %s", job_id, message)
+        try:
+            db.append_event(
+                job_id=job_id,
+                kind="StopWaiting",
+                reason="DisruptionBudget",
                 message=message,
                 now=as_datetime(now),
             )

@@ -269,6 +269,19 @@ class Loop:
     ) -> None:
         isolation.record(db, self.memory, job_id, step, error, now)
 
+    def _disruptions(self, db: LiveStore, now: float, seen: Seen) -> dict[str, str]:
+        """job id -> the disruption budget that holds its workers (the core prefers other
+        victims, a preemptor says what it waits for); a draining job's wait is said
+        once on its events (`housekeeping.report_blocked`)."""
+        budgets = self.capabilities.disruptions
+        if budgets is None:
+            return {}
+        blocked = dict(budgets.disruption_blocked())
+        draining = {job_id for job_id, _ in seen.draining}
+        waiting = {job_id: why for job_id, why in blocked.items() if job_id in draining}
+        self.memory.blocked = housekeeping.report_blocked(db, self.memory.blocked, waiting, now)
+        return blocked
+
     def _snapshot(self, db: LiveStore, now: float, seen: Seen) -> model.Snapshot:
         queues = db.load_queues()
         wait = self.memory.held_back(now)
@@ -291,6 +304,7 @@ class Loop:
             foreign_running=seen.foreign_running,
             foreign_pending=seen.foreign_pending,
             unstoppable=self.memory.elsewhere.keys(),
+            disruption_blocked=self._disruptions(db, now, seen),
         )
         if self.backend.capabilities().resizable is None:
             return resize.rigid(snapshot)

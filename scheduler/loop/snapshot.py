@@ -61,13 +61,15 @@ def build(
     foreign_running: Sequence[model.RunningJob] = (),
     foreign_pending: Sequence[model.JobRequest] = (),
     unstoppable: Collection[str] = frozenset(),
+    disruption_blocked: Mapping[str, str] | None = None,
 ) -> model.Snapshot:
     """The snapshot of `live` jobs on `nodes` at `now`. `held`: the running entries of
     `live`, when made already (the loop's cache); `stopping`: attempts still
     draining, which hold their GPUs; `draining`: the ids of their jobs, not pending
     until those are gone; `held_back`: ids a backoff keeps out of this cycle;
     `unstoppable`: running jobs whose workers another replica launched out of this one's
-    reach (a stop would free their GPUs while they run on)."""
+    reach (a stop would free their GPUs while they run on); `disruption_blocked`: job id
+    -> the disruption budget that holds its workers (`base.DisruptionBudgets`)."""
     if held is None:
         held = [r for lj in live if (r := lj.running()) is not None]
     running = list(held)
@@ -79,6 +81,13 @@ def build(
             for r in running
         ]
     running.extend(stopping)
+    if disruption_blocked:
+        running = [
+            dataclasses.replace(r, disruption_blocked=why)
+            if (why := disruption_blocked.get(r.job.id))
+            else r
+            for r in running
+        ]
     holding = {r.job.id for r in running}
     running.extend(f for f in foreign_running if f.job.id not in holding)
     ids = {lj.id for lj in live}

@@ -22,6 +22,10 @@ def test_rbac_is_least_privilege(render: Render) -> None:
     assert cluster[("shoal.dev", "trainingjobs/status")] == {"get", "patch", "update"}
     # Only PodScheduled=False on foreign pods that wait (the kubelet writes the rest).
     assert cluster[("", "pods/status")] == {"patch"}
+    # Stops Shoal decides evict (adopted foreign pods anywhere), so PDBs are honoured;
+    # a preemption reads PDBs to prefer victims whose budget allows the eviction.
+    assert cluster[("", "pods/eviction")] == {"create"}
+    assert cluster[("policy", "poddisruptionbudgets")] == READ
     assert ("", "secrets") not in cluster
     for verbs in cluster.values():
         assert "*" not in verbs and "escalate" not in verbs and "bind" not in verbs
@@ -44,6 +48,8 @@ def test_foreign_pods_off_narrows_pod_writes_to_the_jobs_namespace(render: Rende
     assert role_rules(docs, "Role", "shoal-jobs")[("", "pods")] == {"create", "patch", "delete"}
     assert ("", "pods/status") not in role_rules(docs, "ClusterRole", "shoal")
     assert role_rules(docs, "Role", "shoal-jobs")[("", "pods/status")] == {"patch"}
+    assert ("", "pods/eviction") not in role_rules(docs, "ClusterRole", "shoal")
+    assert role_rules(docs, "Role", "shoal-jobs")[("", "pods/eviction")] == {"create"}
 
 
 def test_dra_and_workloads_with_foreign_pods(render: Render) -> None:

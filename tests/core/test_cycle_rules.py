@@ -4,7 +4,7 @@ running, pending) and the decisions expected of one `schedule` call."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from support.builders import job, node, nodes, on, queue, snapshot
@@ -15,6 +15,12 @@ from scheduler.core import cycle
 R = m.ReasonCode
 OLD = 0.0  # started long before now=1000, past min_runtime
 YOUNG = 990.0  # started 10 s before now, under min_runtime
+PDB = "jobs/keep: allows no disruption now (2 healthy, 2 needed)"
+
+
+def held(run: m.RunningJob, why: str = PDB) -> m.RunningJob:
+    """`run` with a disruption budget that holds its workers (its stop would wait)."""
+    return replace(run, disruption_blocked=why)
 
 
 @dataclass
@@ -123,6 +129,49 @@ CASES = [
         preempts={"b-new": "a1"},
         reasons={"a1": R.WAITING_FOR_PREEMPTION},
         says={"a1": "preempting b-new (2 GPUs)"},
+    ),
+    Case(
+        "reclaim prefers victims no disruption budget holds, before priority and age",
+        nodes(1),
+        [queue("a").guarantee(4).obj(), queue("b").guarantee(0).obj()],
+        [job("a1", "a").gpu(2).obj()],
+        running=[
+            on(job("b-old", "b").gpu(2).obj(), "n0", 0, started=OLD),
+            held(on(job("b-new", "b").gpu(2).obj(), "n0", 2, started=100.0)),
+            on(job("b-prio", "b").gpu(2).priority(5).obj(), "n0", 4, started=200.0),
+            held(on(job("b-x", "b").gpu(2).obj(), "n0", 6, started=50.0)),
+        ],
+        preempts={"b-old": "a1"},
+        says={"a1": "preempting b-old (2 GPUs)"},
+    ),
+    Case(
+        "a job a disruption budget holds is still a victim when no other will do",
+        nodes(1),
+        [queue("a").guarantee(4).obj(), queue("b").obj()],
+        [job("a1", "a").gpu(4).obj()],
+        running=[
+            held(on(job("b1", "b").gpu(4).obj(), "n0", 0, started=OLD)),
+            on(job("b2", "b").gpu(4).preemptible(False).obj(), "n0", 4, started=OLD),
+        ],
+        preempts={"b1": "a1"},
+    ),
+    Case(
+        "a preemptor whose victim's stop a disruption budget holds says which",
+        nodes(1),
+        [queue("a").guarantee(4).obj(), queue("b").obj()],
+        [job("a1", "a").gpu(4).obj()],
+        running=[
+            held(
+                on(job("b1", "b").gpu(4).obj(), "n0", 0, OLD, stopping=True),
+                "jobs/keep: The disruption budget keep needs 1 healthy pods and has 1 currently",
+            ),
+            on(job("b2", "b").gpu(4).preemptible(False).obj(), "n0", 4, OLD),
+        ],
+        reasons={"a1": R.WAITING_FOR_PREEMPTION},
+        says={
+            "a1": "waiting for b1 to stop; waiting for PodDisruptionBudget jobs/keep: The "
+            "disruption budget keep needs 1 healthy pods and has 1 currently"
+        },
     ),
     Case(
         "reclaim disturbs the fewest GPUs",

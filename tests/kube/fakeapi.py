@@ -3,8 +3,9 @@
 The real `kubernetes` client talks HTTP to it on a loopback port. It keeps objects per
 resource and namespace, assigns uids and one global resourceVersion counter (as etcd
 does), and serves list/get/create/replace/patch/delete, watch streams with 410 Expired
-for compacted versions, the pods/binding and pods/status subresources, leases and
-events. Every object a client writes is validated against the official schemas with
+for compacted versions, the pods/binding, pods/status and pods/eviction subresources
+(an eviction honours PodDisruptionBudgets as kube-apiserver does, `fakeevict`), leases
+and events. Every object a client writes is validated against the official schemas with
 kubernetes-validate (strict); failures are answered 422 and recorded in `invalid`.
 `inject()` makes the next N matching requests fail (a status code, or a stall longer
 than the client's timeout) to test retries and recovery.
@@ -42,6 +43,7 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "resourceslices": ("ResourceSlice", "resource.k8s.io/v1", False),
     "deviceclasses": ("DeviceClass", "resource.k8s.io/v1", False),
     "resourceclaims": ("ResourceClaim", "resource.k8s.io/v1", True),
+    "poddisruptionbudgets": ("PodDisruptionBudget", "policy/v1", True),
 }
 CUSTOM = {"trainingjobs", "queues"}
 VALIDATED = {
@@ -57,17 +59,22 @@ VALIDATED = {
     "ResourceSlice",
     "DeviceClass",
     "ResourceClaim",
+    "PodDisruptionBudget",
+    "Eviction",
 }
 K8S_VERSION = "1.37"
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, reason: str, message: str) -> None:
+    def __init__(
+        self, code: int, reason: str, message: str, causes: list[Obj] | None = None
+    ) -> None:
         super().__init__(message)
         self.code, self.reason, self.message = code, reason, message
+        self.causes = causes
 
     def status(self) -> Obj:
-        return {
+        out: Obj = {
             "kind": "Status",
             "apiVersion": "v1",
             "status": "Failure",
@@ -75,6 +82,9 @@ class ApiError(Exception):
             "reason": self.reason,
             "message": self.message,
         }
+        if self.causes:
+            out["details"] = {"causes": self.causes}
+        return out
 
 
 @dataclass
@@ -120,6 +130,7 @@ class FakeKube:
         self.creates: dict[tuple[str, str, str], int] = {}
         self.bindings: dict[tuple[str, str], int] = {}
         self.deletions: list[tuple[str, str, str, int | None]] = []
+        self.evictions: list[tuple[str, str, int]] = []  # (ns, pod, HTTP status answered)
         # True: a pod deleted with a grace period > 0 only gets its deletionTimestamp, as
         # on a real cluster, and stays until `remove` (the kubelet saying it is gone).
         self.graceful_pod_deletes = False

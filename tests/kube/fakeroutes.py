@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
+from . import fakeevict
 from .fakeapi import RESOURCES, ApiError, merge_patch
 
 if TYPE_CHECKING:
@@ -154,6 +155,9 @@ class Routes(BaseHTTPRequestHandler):
                     "metadata": meta,
                     "items": items,
                 }
+            if method == "POST" and sub == "eviction":
+                kube.validate(body)
+                return fakeevict.evict(kube, ns, name, body, self._delete)
             if method == "POST" and sub == "binding":
                 kube.admit(resource, "bind", kube.store["pods"].get((ns, name)) or body)
                 return self._bind(ns, name, body)
@@ -176,24 +180,7 @@ class Routes(BaseHTTPRequestHandler):
                 return 200, copy.deepcopy(cur)
             if method == "DELETE":
                 grace = q.get("gracePeriodSeconds") or (body or {}).get("gracePeriodSeconds")
-                kube.deletions.append((resource, ns, name, None if grace is None else int(grace)))
-                if (
-                    resource == "pods"
-                    and kube.graceful_pod_deletes
-                    and (grace is None or int(grace) > 0)
-                ):
-                    if not cur["metadata"].get("deletionTimestamp"):
-                        cur = copy.deepcopy(cur)
-                        cur["metadata"]["deletionTimestamp"] = time.strftime(
-                            "%Y-%m-%dT%H:%M:%SZ", time.gmtime()
-                        )
-                        cur["metadata"]["deletionGracePeriodSeconds"] = int(
-                            grace if grace is not None else 30
-                        )
-                        return 200, kube._commit(resource, (ns, name), cur, "MODIFIED")
-                    return 200, copy.deepcopy(cur)
-                kube.remove(resource, name, ns)
-                return 200, copy.deepcopy(cur)
+                return self._delete(resource, ns, name, None if grace is None else int(grace))
             if method == "PUT":
                 new = body
             elif method == "PATCH":
@@ -213,6 +200,24 @@ class Routes(BaseHTTPRequestHandler):
             check["metadata"].pop("resourceVersion", None)
             kube.validate(check)
             return 200, kube._commit(resource, (ns, name), new, "MODIFIED")
+
+    def _delete(self, resource: str, ns: str, name: str, grace: int | None) -> tuple[int, Obj]:
+        """Delete an object that exists (under the lock); a pod, with
+        `graceful_pod_deletes`, only gets its deletionTimestamp."""
+        kube = self.server_state
+        cur = kube.store[resource][(ns, name)]
+        kube.deletions.append((resource, ns, name, grace))
+        if resource == "pods" and kube.graceful_pod_deletes and (grace is None or grace > 0):
+            if not cur["metadata"].get("deletionTimestamp"):
+                cur = copy.deepcopy(cur)
+                cur["metadata"]["deletionTimestamp"] = time.strftime(
+                    "%Y-%m-%dT%H:%M:%SZ", time.gmtime()
+                )
+                cur["metadata"]["deletionGracePeriodSeconds"] = grace if grace is not None else 30
+                return 200, kube._commit(resource, (ns, name), cur, "MODIFIED")
+            return 200, copy.deepcopy(cur)
+        kube.remove(resource, name, ns)
+        return 200, copy.deepcopy(cur)
 
     def _bind(self, ns: str, name: str, body: Obj) -> tuple[int, Obj]:
         kube = self.server_state

@@ -23,9 +23,11 @@ import urllib3
 from scheduler.backends.kubernetes.apierrors import (
     TRANSIENT,
     ApiError,
+    DisruptionBlocked,
     NotLeader,
     TokenBucket,
     Unavailable,
+    disruption_cause,
     retry_after_s,
 )
 from scheduler.backends.kubernetes.apierrors import api_error as _error
@@ -37,6 +39,7 @@ __all__ = [
     "STRATEGIC_PATCH",
     "TRANSIENT",
     "ApiError",
+    "DisruptionBlocked",
     "Kube",
     "NotLeader",
     "TokenBucket",
@@ -69,10 +72,11 @@ _RESOURCES: dict[str, tuple[str, str, bool]] = {
     "resourceclaims/status": ("ResourceV1Api", "resource_claim_status", True),
     "workloads": ("SchedulingV1beta1Api", "workload", True),
     "podgroups": ("SchedulingV1beta1Api", "pod_group", True),
+    "poddisruptionbudgets": ("PolicyV1Api", "pod_disruption_budget", True),
 }
 
 
-_WRITES = frozenset({"create", "replace", "patch", "delete", "bind"})
+_WRITES = frozenset({"create", "replace", "patch", "delete", "bind", "evict"})
 
 
 class Kube:
@@ -282,6 +286,47 @@ class Kube:
                 # On the node asked for: a retry whose first try's answer was lost (a
                 # timeout on a loaded server) bound it; that is this call's success.
                 return bool(bound == node)
+            raise
+
+    def evict(self, namespace: str, pod: str, grace_period_s: int, uid: str = "") -> bool:
+        """Evict through pods/eviction (policy/v1), so PodDisruptionBudgets are honoured;
+        the API server then deletes the pod with `grace_period_s`. False when it was
+        already gone. Raises `DisruptionBlocked` when a PDB forbids it now. `uid` is a
+        precondition: a pod made again under the same name is not evicted by mistake."""
+        options: Obj = {"gracePeriodSeconds": grace_period_s}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod, "namespace": namespace},
+            "deleteOptions": options,
+        }
+        api = self._api("CoreV1Api")
+
+        def once() -> None:
+            try:
+                resp = api.create_namespaced_pod_eviction(
+                    pod,
+                    namespace,
+                    body,
+                    _preload_content=False,
+                    _request_timeout=self.config.request_timeout_s,
+                )
+            except kubernetes.client.ApiException as e:
+                cause = disruption_cause(e)
+                if cause is None:
+                    raise
+                raise DisruptionBlocked(_error(e).args[0], cause) from None
+            resp.read()
+            resp.release_conn()
+
+        try:
+            self._call(f"evict pod {pod}", once)
+            return True
+        except ApiError as e:
+            if e.status == 404:
+                return False
             raise
 
     def watch(

@@ -41,6 +41,33 @@ class NotLeader(Unavailable):
     before it could land. Retryable: the next leader will do it."""
 
 
+class DisruptionBlocked(ApiError):
+    """An eviction the API server refused because a PodDisruptionBudget allows no
+    disruption now (429 with a `DisruptionBudget` cause): not retried here, the pod
+    runs on; `budget` is the PDB's cause message as the API server words it."""
+
+    def __init__(self, message: str, budget: str) -> None:
+        super().__init__(429, "TooManyRequests", message)
+        self.transient = True
+        self.budget = budget
+
+
+def disruption_cause(e: kubernetes.client.ApiException) -> str | None:
+    """The DisruptionBudget cause of an eviction's 429, or None for any other answer
+    (a 429 of API Priority and Fairness is an overload: retried as such)."""
+    if e.status != 429:
+        return None
+    try:
+        body = json.loads(e.body or "{}")
+    except ValueError:
+        return None
+    causes = (body.get("details") or {}).get("causes") or []
+    for cause in causes:
+        if cause.get("reason") == "DisruptionBudget":
+            return str(cause.get("message") or body.get("message") or "")
+    return None
+
+
 def api_error(e: kubernetes.client.ApiException) -> ApiError:
     """The `ApiError` an ApiException from the client stands for."""
     try:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler.backends import base
 from scheduler.backends.kubernetes import (
+    disruption,
     events,
     inventory,
     names,
@@ -68,6 +69,11 @@ class KubernetesBackend:
         self.index = podindex.PodIndex(self.config.scheduler_name, self.on_change)
         self.node_cache = Reflector(self.kube, "nodes")
         self.pod_cache = Reflector(self.kube, "pods", listener=self.index)
+        # PodDisruptionBudgets: which victims a stop would wait for (the core prefers
+        # others), and the evictions they refused.
+        self.pdb_cache = Reflector(self.kube, "poddisruptionbudgets")
+        self.budgets = disruption.Budgets(self.pdb_cache)
+        self.evictions = disruption.Evictions(self.budgets)
         self.events = events.Recorder(self.kube.fork(), self.config.event_component)
         self.reservations = shares.Reservations(self.kube, self.config, self.events)
         self.volumes = podrules.VolumeRules(self.kube)  # foreign pods' claims, as node rules
@@ -109,6 +115,7 @@ class KubernetesBackend:
             dra=self._nodes.dra,
             reservations=self.reservations,
             recorder=self.events,
+            evictions=self.evictions,
         )
         self._foreign = ForeignBindings(
             kube,
@@ -163,7 +170,7 @@ class KubernetesBackend:
         self._foreign.close()
 
     def _all_caches(self) -> list[Reflector]:
-        return [self.node_cache, self.pod_cache, *self.dra_caches]
+        return [self.node_cache, self.pod_cache, self.pdb_cache, *self.dra_caches]
 
     def errors(self) -> dict[str, str]:
         """What is failing now (empty when healthy): caches and the reconcile step."""
@@ -175,7 +182,12 @@ class KubernetesBackend:
 
     def capabilities(self) -> base.Capabilities:
         return base.Capabilities(
-            resizable=self, foreign=self, pending_notes=self, capacity=self, excluded_nodes=self
+            resizable=self,
+            foreign=self,
+            pending_notes=self,
+            capacity=self,
+            excluded_nodes=self,
+            disruptions=self,
         )
 
     def nodes(self) -> list[Node]:
@@ -194,15 +206,29 @@ class KubernetesBackend:
         self._workers.launch(request)
 
     def stop(self, job_id: str, grace_period_s: float, *, reason: str = "Stopped") -> None:
-        """Delete the job's pods with the grace period (the kubelet sends SIGTERM, then
-        SIGKILL), after setting `shoal.dev/stop-reason` and, for a preemption only,
-        `shoal.dev/preempted` (files in the pod); then its
+        """Evict (a preemption, a broken gang's rest: PodDisruptionBudgets are honoured,
+        `workerpods`) or delete the job's pods with the grace period (the kubelet sends
+        SIGTERM, then SIGKILL), after setting `shoal.dev/stop-reason` and, for a
+        preemption only, `shoal.dev/preempted` (files in the pod); then its
         Service and ConfigMaps, and any GPU reservation it was the last share of.
 
         A repeat (the loop stops a draining attempt every cycle until its pods are gone)
         costs no API call while the pod cache shows none of the job's pods still alive
         and undeleted: no LIST per draining job per cycle."""
         self._workers.stop(job_id, grace_period_s, reason=reason)
+
+    def disruption_blocked(self) -> dict[str, str]:
+        """job id -> the PodDisruptionBudget that holds its workers ("ns/name: why"):
+        one selecting a worker that allows no disruption now, or one that refused an
+        eviction of a stop already made (that stop waits, `workerpods`)."""
+        out = self.budgets.blocking((w.job_id, p) for p, w in self.index.workers())
+
+        def alive(key: str) -> bool:
+            pod = self.pod_cache.get(key)
+            return pod is not None and not pod["metadata"].get("deletionTimestamp")
+
+        out.update(self.evictions.blocked(alive))
+        return out
 
     def grow(self, request: base.LaunchRequest) -> None:
         """Create and bind the pods of the new workers only (`resize.grow`)."""
@@ -211,7 +237,7 @@ class KubernetesBackend:
     def shrink(
         self, job_id: str, attempt: int, workers: Sequence[int], grace_period_s: float
     ) -> None:
-        """Delete just these workers' pods, with the grace period (`resize.shrink`)."""
+        """Evict just these workers' pods, with the grace period (`resize.shrink`)."""
         resize.shrink(self._workers, job_id, attempt, workers, grace_period_s)
 
     def workers(self) -> list[base.WorkerStatus]:

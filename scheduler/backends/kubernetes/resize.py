@@ -3,8 +3,9 @@
 A grow creates and binds the pods of the workers the attempt does not have yet, exactly
 as the launch made the first ones (same names, labels, PodGroup, DRA claims or GPU
 reservations; their env lists every host of the new size); the pods already there are
-left alone. A shrink deletes just the named workers' pods with their grace period, each
-told why (`shoal.dev/stop-reason: Resized`); the Service, the PodGroup (whose `minCount`
+left alone. A shrink evicts just the named workers' pods with their grace period (the
+Eviction API: a PodDisruptionBudget may hold one back, `workerpods`), each told why
+(`shoal.dev/stop-reason: Resized`); the Service, the PodGroup (whose `minCount`
 is the job's `min`) and the other workers stay. Both read the attempt's pods from the
 API server, not the cache (a grow's pods may not be in it yet), and are idempotent.
 """
@@ -62,7 +63,7 @@ def grow(pods: WorkerPods, req: base.LaunchRequest) -> None:
 def shrink(
     pods: WorkerPods, job_id: str, attempt: int, workers: Sequence[int], grace_period_s: float
 ) -> None:
-    """Delete these workers' pods with the grace period (one being deleted is left
+    """Evict these workers' pods with the grace period (one being deleted is left
     alone), then any GPU reservation that was the last share of (`release_if_unused`;
     the reconcile sweep releases one whose worker still runs out its grace). A DRA
     claim is owned by its pod: the garbage collector deletes it after the pod."""
@@ -71,7 +72,7 @@ def shrink(
         going = [have[w] for w in sorted(set(workers)) if w in have]
         used = {names.labels_of(p).get(names.RESERVATION) for p in going} - {None}
         for pod in going:
-            pods.stop_pod(pod, grace_period_s, base.StopReason.RESIZED, "the job shrinks")
+            pods.stop_pod(pod, grace_period_s, base.StopReason.RESIZED, "the job shrinks", job_id)
         for name in sorted(str(u) for u in used):
             pods.reservations.release_if_unused(name)
 

@@ -1,7 +1,14 @@
 """Launching and stopping a job's worker pods (and their Service, hostfile, reservations).
 
-`WorkerPods` holds the jobs `stop` has deleted, so that the loop's repeated stop of a
-draining attempt costs no API call while the pod cache shows nothing left to delete.
+`WorkerPods` holds the jobs `stop` has stopped, so that the loop's repeated stop of a
+draining attempt costs no API call while the pod cache shows nothing left to stop.
+
+Stops Shoal decides for another job's sake (`EVICTED`: a preemption or reclaim, a
+shrink, the rest of a broken gang) go through the Eviction API, so PodDisruptionBudgets
+are honoured: a refused eviction leaves the pod running, says so (a Warning event on
+the pod; the loop reads `disruption.Evictions.blocked`) and is tried again after a
+backoff. It never ends in a delete: the job's owner relaxes the PDB, or deletes. Stops
+the job's owner asked for (a cancel, maxRuntime) and Shoal's own clean-up delete.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from typing import Any
 
 from scheduler.backends import base
 from scheduler.backends.kubernetes import (
+    disruption,
     events,
     gangs,
     inventory,
@@ -21,7 +29,7 @@ from scheduler.backends.kubernetes import (
     podindex,
     shares,
 )
-from scheduler.backends.kubernetes.api import ApiError, Kube
+from scheduler.backends.kubernetes.api import ApiError, DisruptionBlocked, Kube
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.draclaims import NodeOffer
 from scheduler.backends.kubernetes.nominees import Nominees
@@ -38,6 +46,9 @@ from scheduler.spec import Framework
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
+# Stops for another job's sake, or the gang's: evicted, so PDBs are honoured.
+EVICTED = frozenset({base.StopReason.PREEMPTED, base.StopReason.RESIZED, base.StopReason.FAILED})
+OWNERS = frozenset({base.StopReason.CANCELLED, base.StopReason.MAX_RUNTIME})  # deleted
 
 
 class WorkerPods:
@@ -54,6 +65,7 @@ class WorkerPods:
         lock: threading.RLock,
         mps_replicas: Callable[[str], int],
         dra: Callable[[str], NodeOffer | None] = lambda node: None,
+        evictions: disruption.Evictions | None = None,
     ) -> None:
         self.kube, self.config = kube, config
         self.pod_cache, self.index = pod_cache, index
@@ -62,7 +74,8 @@ class WorkerPods:
         self.mps_replicas = mps_replicas
         self.dra = dra  # what a DRA driver offers on a node (None: the device plugin)
         self.gangs_served = config.workloads  # False once the API said it has no Workloads
-        self.stopped: set[str] = set()  # jobs stop() has deleted (see stop)
+        self.stopped: set[str] = set()  # jobs stop() has stopped (see stop)
+        self.evictions = evictions or disruption.Evictions()
         self.nominees = Nominees(kube, config)  # rooms kept for preemptors (swept by upkeep)
 
     def launch(self, request: base.LaunchRequest) -> None:
@@ -138,7 +151,10 @@ class WorkerPods:
     def stop(self, job_id: str, grace_period_s: float, *, reason: str = "Stopped") -> None:
         """See `KubernetesBackend.stop`."""
         with self.lock:
-            if job_id in self.stopped and not self._alive_in_cache(job_id):
+            # A pod whose eviction a PDB refused waits out its backoff (no LIST, no
+            # eviction, each cycle), unless this stop is the owner's: a delete.
+            owner = reason in OWNERS
+            if job_id in self.stopped and not self._alive_in_cache(job_id, owner):
                 return
             self.stopped.add(job_id)
             pods = self._job_pods(job_id)
@@ -146,40 +162,74 @@ class WorkerPods:
             for pod in pods:
                 if reason == base.StopReason.PREEMPTED:
                     self.nominees.hold(pod)  # before its room starts to free
-                self.stop_pod(pod, grace_period_s, reason, "stopping worker")
+                self.stop_pod(pod, grace_period_s, reason, "stopping worker", job_id)
             delete_job_objects(self.kube, self.config.namespace, job_id, gangs=self.gangs_served)
             for name in sorted(str(u) for u in used):
                 self.reservations.release_if_unused(name)
 
-    def stop_pod(self, pod: Obj, grace_period_s: float, reason: str, what: str) -> None:
+    def stop_pod(
+        self, pod: Obj, grace_period_s: float, reason: str, what: str, job_id: str = ""
+    ) -> None:
         """Say why on the pod (`shoal.dev/stop-reason`, and `shoal.dev/preempted` for a
-        preemption: files in it), as an Event too, and delete it with the grace period;
-        one already being deleted is left alone."""
+        preemption: files in it), as an Event too, then evict it (`EVICTED` reasons) or
+        delete it, with the grace period; one already being deleted is left alone. A
+        repeat keeps the first stop's reason (the orphan sweep repeats a preemption as
+        `Stopped`), unless it is the owner's (a cancel, maxRuntime): that deletes."""
         meta = pod["metadata"]
         if meta.get("deletionTimestamp"):
             return
-        marks = {names.STOP_REASON: str(reason)}
-        if reason == base.StopReason.PREEMPTED:
-            marks[names.PREEMPTED] = "1"
-        patch_quietly(self.kube, pod, marks)
-        self.events.emit(
-            pod,
-            reason,
-            f"{what} (grace {grace_period_s:.0f}s)",
-            events.WARNING if reason == base.StopReason.PREEMPTED else events.NORMAL,
-        )
-        self.kube.delete(
-            "pods", meta["name"], meta["namespace"], grace_period_s=graceful(grace_period_s)
-        )
+        first = names.annotations_of(pod).get(names.STOP_REASON)
+        if first is not None and reason not in OWNERS:
+            reason = first
+        else:
+            marks = {names.STOP_REASON: str(reason)}
+            if reason == base.StopReason.PREEMPTED:
+                marks[names.PREEMPTED] = "1"
+            patch_quietly(self.kube, pod, marks)
+            self.events.emit(
+                pod,
+                reason,
+                f"{what} (grace {grace_period_s:.0f}s)",
+                events.WARNING if reason == base.StopReason.PREEMPTED else events.NORMAL,
+            )
+        if reason in EVICTED:
+            self._evict(pod, grace_period_s, job_id)
+        else:
+            self.kube.delete(
+                "pods", meta["name"], meta["namespace"], grace_period_s=graceful(grace_period_s)
+            )
 
-    def _alive_in_cache(self, job_id: str) -> bool:
-        """Does the cache show a pod of `job_id` not yet deleted and not finished?"""
-        for p in self.pod_cache.items():
+    def _evict(self, pod: Obj, grace_period_s: float, job_id: str) -> None:
+        """Evict `pod`; a PDB's refusal is recorded (`Evictions`) and said once per
+        message as a Warning event on the pod; the pod runs on."""
+        meta = pod["metadata"]
+        if self.evictions.resting(pod):
+            return
+        job_id = job_id or names.annotations_of(pod).get(names.JOB_ID, "")
+        try:
+            self.kube.evict(
+                meta["namespace"], meta["name"], graceful(grace_period_s), meta.get("uid", "")
+            )
+        except DisruptionBlocked as e:
+            r = self.evictions.refused(pod, job_id, e.budget)
+            message = f"waiting for PodDisruptionBudget {r.message}"
+            self.events.emit(pod, "EvictionBlocked", message, events.WARNING, key=r.message)
+            log.info("eviction of %s/%s: %s", meta["namespace"], meta["name"], message)
+            return
+        self.evictions.passed(pod)
+
+    def _alive_in_cache(self, job_id: str, waiting_counts: bool = False) -> bool:
+        """Does the cache show a pod of `job_id` not yet deleted and not finished (one
+        whose refused eviction waits out its backoff only with `waiting_counts`)?"""
+        key = self.index.key_of_job(job_id)  # an adopted foreign pod
+        foreign = self.pod_cache.get(key) if key is not None else None
+        for p in [foreign] if foreign is not None else self.pod_cache.items():
             ann = names.annotations_of(p)
             if (
-                ann.get(names.JOB_ID) == job_id
+                (foreign is not None or ann.get(names.JOB_ID) == job_id)
                 and not p["metadata"].get("deletionTimestamp")
                 and (p.get("status") or {}).get("phase") not in inventory.TERMINAL
+                and (waiting_counts or not self.evictions.resting(p))
             ):
                 return True
         return False
