@@ -142,3 +142,31 @@ def test_a_broken_gangs_rest_is_evicted_and_an_overloaded_servers_429_retried(
     assert [code for *_, code in cluster.evictions] == [201, 201]  # the fault came first
     assert {p["metadata"]["deletionGracePeriodSeconds"] for p in workers(cluster)} == {20}
     assert b.disruption_blocked() == {}
+
+
+def test_a_shrink_evicts_just_its_workers_and_waits_for_a_pdb_without_listing_again(
+    cluster: FakeKube, make_backend: Make
+) -> None:
+    b = make_backend()
+    running(cluster, b, "elastic", 2)
+    budget(cluster, "elastic", allowed=0)
+    eventually(lambda: "elastic" in b.disruption_blocked())
+    b.shrink("elastic", 0, [1], 15)
+    assert deleting(cluster) == [] and [code for *_, code in cluster.evictions] == [429]
+    # The loop settles a shrink every cycle: within the backoff, no LIST, no eviction.
+    eventually(lambda: "The disruption budget" in b.disruption_blocked().get("elastic", ""))
+    before = len(cluster.requests)
+    for _ in range(5):
+        b.shrink("elastic", 0, [1], 15)
+    assert len(cluster.requests) == before
+
+    budget(cluster, "elastic", allowed=1)
+
+    def evicted() -> bool:
+        b.shrink("elastic", 0, [1], 15)
+        return deleting(cluster) == ["elastic-a0-w1"]
+
+    eventually(evicted, timeout=15)
+    gone = next(p for p in workers(cluster) if p["metadata"]["name"] == "elastic-a0-w1")
+    assert names.annotations_of(gone)[names.STOP_REASON] == "Resized"
+    assert gone["metadata"]["deletionGracePeriodSeconds"] == 15

@@ -74,3 +74,19 @@ def test_what_runs_and_the_cycles_facts() -> None:
     ]
     assert snap.running[0].started_at == AT.timestamp()
     assert (snap.now, snap.config, snap.nodes, snap.queues) == (5.0, CONFIG, NODES, QUEUES)
+
+
+def test_a_disruption_budgets_hold_marks_running_and_stopping_entries() -> None:
+    """The backend's `disruption_blocked` reaches the core on the entries of those jobs
+    (the core prefers other victims; a preemptor says what a stop waits for)."""
+    stopping = model.RunningJob(model.JobRequest("old", "q"), (), 5.0, stopping=True)
+    snap = build(
+        [live("r", Phase.RUNNING), live("s", Phase.RUNNING)],
+        stopping=(stopping,),
+        disruption_blocked={"r": "jobs/keep: allows no disruption now", "old": "jobs/b: 429"},
+    )
+    assert [(r.job.id, r.disruption_blocked) for r in snap.running] == [
+        ("r", "jobs/keep: allows no disruption now"),
+        ("s", ""),
+        ("old", "jobs/b: 429"),
+    ]

@@ -137,6 +137,10 @@ class Evictions:
         with self._lock:
             self._refused.pop(key_of(pod), None)
 
+    def any(self) -> bool:
+        with self._lock:
+            return bool(self._refused)
+
     def resting(self, pod: Obj) -> bool:
         """Refused, and not to be tried again yet."""
         with self._lock:

@@ -68,6 +68,8 @@ def shrink(
     the reconcile sweep releases one whose worker still runs out its grace). A DRA
     claim is owned by its pod: the garbage collector deletes it after the pod."""
     with pods.lock:
+        if _waiting(pods, job_id, attempt, workers):
+            return
         have = attempt_pods(pods, job_id, attempt)
         going = [have[w] for w in sorted(set(workers)) if w in have]
         used = {names.labels_of(p).get(names.RESERVATION) for p in going} - {None}
@@ -75,6 +77,24 @@ def shrink(
             pods.stop_pod(pod, grace_period_s, base.StopReason.RESIZED, "the job shrinks", job_id)
         for name in sorted(str(u) for u in used):
             pods.reservations.release_if_unused(name)
+
+
+def _waiting(pods: WorkerPods, job_id: str, attempt: int, workers: Sequence[int]) -> bool:
+    """Is every one of these workers' pods in the cache, its eviction refused by a PDB
+    and waiting out its backoff? Then a repeat (the loop settles a shrink every cycle)
+    has nothing to do yet: no LIST."""
+    if not pods.evictions.any():
+        return False
+    found = {}
+    for p in pods.pod_cache.items():
+        labels = names.labels_of(p)
+        if (
+            names.annotations_of(p).get(names.JOB_ID) == job_id
+            and labels.get(names.ATTEMPT) == str(attempt)
+            and labels.get(names.WORKER_INDEX) is not None
+        ):
+            found[int(labels[names.WORKER_INDEX])] = p
+    return all(w in found and pods.evictions.resting(found[w]) for w in workers)
 
 
 def attempt_pods(pods: WorkerPods, job_id: str, attempt: int) -> dict[int, Obj]:
