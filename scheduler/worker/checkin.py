@@ -1,6 +1,6 @@
-"""A share's check-in: before the worker launcher starts a fractional worker's command
-on a Kubernetes device-plugin node, it checks that the GPU its reservation holds is
-visible in this container, and fails fast with the reason if not.
+"""A share's check-in: before a fractional worker's command runs on a Kubernetes
+device-plugin node, check that the GPU its reservation holds is visible in the
+container, and fail fast with the reason if not.
 
 Such a worker (a *share*) requests no `nvidia.com/gpu`; it reaches its reservation's GPU
 only because the NVIDIA Container Runtime reads `NVIDIA_VISIBLE_DEVICES` (the UUID the
@@ -8,6 +8,12 @@ reservation reported) in a container that asked for no GPU. A runtime that does 
 (another runtime, or the NVIDIA toolkit with
 `accept-nvidia-visible-devices-envvar-when-unprivileged = false`) starts the container
 with no GPU at all, and the training would silently run on the CPU or crash in CUDA init.
+
+Who runs it: the Kubernetes backend gives every share pod an init container running
+`python -m scheduler.worker.checkin` in Shoal's own image (so whatever the job's command
+is, it is checked before it starts), and marks the worker container `SHOAL_SHARE_CHECKED`;
+the worker launcher checks only where no init container did (a pod made before the init
+container existed). `checks` is the one decision for both.
 
 When it checks: only where the Kubernetes backend says the worker is a share of a GPU
 reservation (`SHOAL_GPU_RESERVATION`, set on those pods alone), with
@@ -46,6 +52,9 @@ NO_GPU_EXIT = 75
 PREFIX = "share sees no GPU"
 RESERVATION_ENV = "SHOAL_GPU_RESERVATION"  # the reservation pod's name; set on shares only
 OPT_OUT_ENV = "SHOAL_SHARE_CHECK"  # "off" in a job's env skips the check
+# Set on a share's worker container whose init container checks: the launcher then
+# does not check a second time.
+CHECKED_ENV = "SHOAL_SHARE_CHECKED"
 DEV = "/dev"
 TERMINATION_LOG = "/dev/termination-log"  # the kubelet's default terminationMessagePath
 UUID_RE = re.compile(r"^(GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*$")  # = reserve.UUID_RE
@@ -53,11 +62,20 @@ UUID_RE = re.compile(r"^(GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*$")  # = reserve.UUID
 Nvml = Callable[[], list[str] | None]
 
 
+def checks(env: Mapping[str, str]) -> bool:
+    """Whether a worker with this environment checks in: a reservation's share whose job
+    did not opt out and that no init container checked already. The manifest asks it of
+    the worker's environment to add the init container; the check asks it of its own."""
+    if not env.get(RESERVATION_ENV) or not env.get("SHOAL_GPU_FRACTION"):
+        return False
+    if env.get(OPT_OUT_ENV, "").strip().lower() in ("off", "false", "0", "no"):
+        return False
+    return not env.get(CHECKED_ENV)
+
+
 def wanted_uuid(env: Mapping[str, str]) -> str | None:
     """The UUID this worker must see, or None where it is not checked (module doc)."""
-    if not env.get(RESERVATION_ENV) or not env.get("SHOAL_GPU_FRACTION"):
-        return None
-    if env.get(OPT_OUT_ENV, "").strip().lower() in ("off", "false", "0", "no"):
+    if not checks(env):
         return None
     visible = env.get("NVIDIA_VISIBLE_DEVICES", "").strip()
     uuid = visible.rpartition("=")[2]  # `vendor/class=<uuid>` with reservations.shareCdiKind
@@ -131,8 +149,8 @@ def problem(env: Mapping[str, str], *, dev: str = DEV, nvml: Nvml = nvml_uuids) 
 def check(
     env: Mapping[str, str] | None = None, *, dev: str = DEV, nvml: Nvml = nvml_uuids
 ) -> int | None:
-    """The launcher's check-in: None to go on, else the exit code, after saying why on
-    stderr and in the termination log (`SHOAL_TERMINATION_LOG` overrides its path)."""
+    """The check-in: None to go on, else the exit code, after saying why on stderr and
+    in the termination log (`SHOAL_TERMINATION_LOG` overrides its path)."""
     env = os.environ if env is None else env
     why = problem(env, dev=dev, nvml=nvml)
     if why is None:
@@ -142,3 +160,16 @@ def check(
     with contextlib.suppress(OSError), open(path, "w") as f:  # no such file outside a pod
         f.write(why[:4000])  # the kubelet keeps at most 4096 bytes
     return NO_GPU_EXIT
+
+
+def main() -> int:
+    """`python -m scheduler.worker.checkin`: a share pod's init container (0: go on)."""
+    if (refused := check()) is not None:
+        return refused
+    if uuid := wanted_uuid(os.environ):
+        print(f"shoal share check: passed for {uuid}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,8 +7,9 @@ hook; TensorFlow and JAX through their environment), forwards SIGTERM/SIGINT to 
 command so it can checkpoint, copies the command's output through while picking up
 `SHOAL_PROGRESS` lines, and reports a heartbeat and the latest progress to
 SHOAL_API_URL with SHOAL_API_TOKEN. The API being down never stops the training.
-Before all that, a share of a GPU reservation on Kubernetes checks in (`checkin`): one
-that sees no GPU exits `checkin.NO_GPU_EXIT` without running the command.
+Before all that, a share of a GPU reservation on Kubernetes that no init container
+checked (`checkin.checks`) checks in: one that sees no GPU exits `checkin.NO_GPU_EXIT`
+without running the command.
 """
 
 from __future__ import annotations

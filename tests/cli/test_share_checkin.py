@@ -4,6 +4,8 @@ a fractional worker sees its reservation's GPU, and what it decides, over a fake
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,7 @@ CASES = [
     ("variable an index", {"NVIDIA_VISIBLE_DEVICES": "0"}, (), None, None),
     ("two uuids", {"NVIDIA_VISIBLE_DEVICES": f"{UUID},{OTHER}"}, (), None, None),
     ("job opted out", {"SHOAL_SHARE_CHECK": "off"}, (), None, None),
+    ("its init container checked", {"SHOAL_SHARE_CHECKED": "share-check"}, (), None, None),
     ("no device node", {}, (), None, "but no {dev}/nvidia<N> device"),
     ("control nodes only", {}, ("nvidiactl", "nvidia-uvm", "nvidia-caps"), None, "no {dev}/"),
     ("no device, NVML would list it", {}, (), [gpu(UUID)], "no {dev}/nvidia<N>"),
@@ -151,3 +154,32 @@ def test_the_launcher_checks_in_before_it_runs_the_command(tmp_path: Path, nvml:
     assert not ran.exists() and log.read_text().startswith(checkin.PREFIX)
     del env["SHOAL_GPU_RESERVATION"]
     assert launcher.run(command, env) == 0 and ran.exists()
+    # Checked by the pod's init container already: the launcher does not check again.
+    env = {**SHARE, checkin.CHECKED_ENV: "share-check", "PATH": "/usr/bin"}
+    assert launcher.run(command, env) == 0
+
+
+@pytest.mark.skipif(bool(checkin.device_nodes()), reason="this host has GPU device nodes")
+def test_the_init_containers_command_checks_alone(tmp_path: Path) -> None:
+    """`python -m scheduler.worker.checkin` as a share pod's init container runs it: exit
+    75 and the termination message here (no /dev/nvidia<N>), 0 for a worker that is not
+    checked; it starts without torch, the kubernetes client or httpx (Shoal's image
+    runs it before the job's command, and must start fast)."""
+    root = Path(__file__).resolve().parents[2]
+    log = tmp_path / "termination-log"
+    env = {**SHARE, "SHOAL_TERMINATION_LOG": str(log), "PYTHONPATH": str(root)}
+    env["PATH"] = os.environ.get("PATH", "/usr/bin")
+    command = [sys.executable, "-X", "importtime", "-m", "scheduler.worker.checkin"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == checkin.NO_GPU_EXIT, done.stderr[-2000:]
+    assert log.read_text().startswith(f"{checkin.PREFIX}: NVIDIA_VISIBLE_DEVICES={UUID}")
+    imported = {
+        line.rsplit("|", 1)[-1].strip().split(".")[0]
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "scheduler" in imported  # the listing is real
+    assert not imported & {"torch", "kubernetes", "httpx", "sqlalchemy", "fastapi"}, imported
+    del env["SHOAL_GPU_RESERVATION"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]

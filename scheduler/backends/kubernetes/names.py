@@ -47,6 +47,8 @@ PREEMPTED = f"{DOMAIN}/preempted"
 STOP_REASON = f"{DOMAIN}/stop-reason"  # base.StopReason, a file in the pod
 WORKERS = f"{DOMAIN}/workers"
 FINISHED_AT = f"{DOMAIN}/finished-at"
+# The init container of a reservation's share that checks it sees its GPU (`checkin`).
+SHARE_CHECK = "share-check"
 
 SHOAL = "shoal"
 WORKER, RESERVATION_COMPONENT, RENDEZVOUS, HOSTFILE, NOMINEE_COMPONENT = (

@@ -120,15 +120,30 @@ def _container(pod: Obj) -> Obj:
     return dict(statuses[0]) if statuses else {}
 
 
+def _failed_init(pod: Obj) -> tuple[str, Obj] | None:
+    """(name, terminated state) of the init container that failed the pod, if one did
+    (with restartPolicy Never its worker container then never starts)."""
+    for cs in (pod.get("status") or {}).get("initContainerStatuses") or []:
+        done = (cs.get("state") or {}).get("terminated") or {}
+        if done.get("exitCode") not in (None, 0):
+            return str(cs.get("name") or ""), dict(done)
+    return None
+
+
 def share_check_failure(pod: Obj) -> tuple[str, str] | None:
-    """(what a share's check-in said, when it exited) if its worker container exited
+    """(what a share's check-in said, when it exited) if it exited
     `checkin.NO_GPU_EXIT` with a termination message starting `checkin.PREFIX` (it saw
-    no GPU: the runtime did not honour NVIDIA_VISIBLE_DEVICES), else None. Shares only:
-    the launcher checks no other worker."""
+    no GPU: the runtime did not honour NVIDIA_VISIBLE_DEVICES), else None. It checks in
+    in its init container (`names.SHARE_CHECK`) or, in a pod made without one, in the
+    worker launcher: both are read the same way. Shares only: no other worker checks."""
     if names.RESERVATION not in names.labels_of(pod):
         return None
+    init = _failed_init(pod)
     cs = _container(pod)
-    for state in (cs.get("state") or {}, cs.get("lastState") or {}):
+    states = [cs.get("state") or {}, cs.get("lastState") or {}]
+    if init is not None and init[0] == names.SHARE_CHECK:
+        states.insert(0, {"terminated": init[1]})
+    for state in states:
         done = state.get("terminated") or {}
         said = str(done.get("message") or "").strip()
         if done.get("exitCode") == checkin.NO_GPU_EXIT and said.startswith(checkin.PREFIX):
@@ -205,6 +220,10 @@ def worker_status(pod: Obj) -> WorkerStatus:
         or (cs.get("lastState") or {}).get("terminated")
         or {}
     )
+    if not term and (init := _failed_init(pod)) is not None:
+        # The worker never started: say which init container failed, and how.
+        name, term = init
+        term["reason"] = f"init container {name}: {term.get('reason') or 'failed'}"
     waiting = (cs.get("state") or {}).get("waiting") or {}
     exit_code = term.get("exitCode")
     if state is WorkerState.SUCCEEDED and exit_code is None:

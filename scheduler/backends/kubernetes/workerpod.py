@@ -12,13 +12,14 @@ from scheduler.backends.kubernetes import names, nodepool
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.objectmeta import is_fractional, job_labels, object_meta
 from scheduler.model import WorkerPlacement
-from scheduler.spec import Framework
+from scheduler.spec import Framework, JobSpec
 from scheduler.worker import checkin
 
 Obj = dict[str, Any]
 PREEMPT_FILE = "/etc/shoal/podinfo/preempted"
 STOP_FILE = "/etc/shoal/podinfo/stop-reason"
 GPU = "nvidia.com/gpu"
+SHARE_CHECK_COMMAND = ["python", "-m", "scheduler.worker.checkin"]
 
 
 def worker_pod(
@@ -63,6 +64,8 @@ def worker_pod(
         "containers": [container],
         "volumes": volumes,
     }
+    if any(e["name"] == checkin.CHECKED_ENV for e in container["env"]):
+        pod_spec["initContainers"] = [share_check_container(container["env"], spec, config)]
     _add_placement_fields(pod_spec, req, config)
     labels, ann = _worker_marks(req, p, base_name, replica)
     if dra is not None and p.gpus:
@@ -143,6 +146,9 @@ def _worker_env(
         env.pop("NVIDIA_VISIBLE_DEVICES")  # the device plugin sets it
     if frac:  # only a reservation's share checks in: its GPU comes by the variable alone
         env[checkin.RESERVATION_ENV] = names.reservation_name(p.node, p.gpus[0])
+    env.pop(checkin.CHECKED_ENV, None)  # Shoal's to set, not a job's
+    if checkin.checks(env):  # the init container checks, the launcher need not
+        env[checkin.CHECKED_ENV] = names.SHARE_CHECK
     env_list: list[Obj] = [
         {"name": k, "value": v}
         for k, v in sorted(env.items())
@@ -189,6 +195,39 @@ def _worker_container(
     if spec.args:
         container["args"] = list(spec.args)
     return container
+
+
+def share_check_container(worker_env: list[Obj], spec: JobSpec, config: KubeConfig) -> Obj:
+    """The init container that checks a reservation's share sees its GPU before the
+    job's command starts, whatever that command is (`checkin`; its exit 75 and message
+    are read by `status.share_check_failure`). It runs Shoal's image, which the node
+    has already (the reservation pod beside it runs it), with the worker's NVIDIA_*
+    variables (the GPU's, resolved from the same annotation) in the same pod, so the
+    same RuntimeClass: the runtime treats it as it treats the worker. Not the job's
+    other variables: a PYTHONHOME or PYTHONPATH of the job's must not break Shoal's
+    Python. Its requests never exceed the worker's, so the pod asks no more of a node
+    than placement counted (a pod's request is the larger of its init containers' and
+    the sum of its containers')."""
+    keep = {checkin.RESERVATION_ENV, "SHOAL_GPU_FRACTION"}
+    env = [dict(e) for e in worker_env if e["name"].startswith("NVIDIA_") or e["name"] in keep]
+    env.append({"name": "PYTHONDONTWRITEBYTECODE", "value": "1"})
+    cpu = min(10, spec.cpu_milli)
+    memory = min(config.reserve_memory_mib, spec.memory_mib)
+    return {
+        "name": names.SHARE_CHECK,
+        "image": config.reserve_image,
+        # Present on the node already: never pull (`:latest` would mean Always).
+        "imagePullPolicy": "IfNotPresent",
+        "command": list(SHARE_CHECK_COMMAND),
+        "env": env,
+        "resources": {
+            "requests": {"cpu": f"{cpu}m", "memory": f"{memory}Mi"},
+            "limits": {"memory": f"{memory}Mi"},
+        },
+        "securityContext": dict(config.security_context),
+        # Why it saw no GPU reaches the pod's status (status.share_check_failure).
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
 
 
 def _worker_volumes(req: base.LaunchRequest, base_name: str, container: Obj) -> list[Obj]:
