@@ -310,6 +310,9 @@ COVERED: dict[str, tuple[str, ...]] = {
         "tests/kube/test_fractional.py::run_reserve",
     ),
     "shoal reserve": ("tests/kube/test_fractional.py::run_reserve",),
+    "python -m scheduler.worker.checkin": (
+        "tests/cli/test_share_checkin.py::test_the_init_containers_command_checks_alone",
+    ),
     "python -m scheduler.worker -- CMD": (
         "tests/cli/test_worker.py::test_exit_code_and_progress_with_the_api_down",
     ),
