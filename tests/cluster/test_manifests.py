@@ -169,8 +169,10 @@ def test_the_restricted_option_passes_pod_security_restricted_with_priority_and_
     )
     cluster.kubectl("create", "priorityclass", "shoal-test-training", "--value=1000", check=False)
 
-    def dry_run(cfg: KubeConfig, framework: str = "pytorch") -> subprocess.CompletedProcess[str]:
-        req = launch_request("r-job", framework=framework, gpu=2)
+    def dry_run(
+        cfg: KubeConfig, framework: str = "pytorch", gpu: float = 2
+    ) -> subprocess.CompletedProcess[str]:
+        req = launch_request("r-job", framework=framework, gpu=gpu)
         (p,) = req.placements
         pod = manifests.worker_pod(req, p, "r-job", ns, ["r-job-a0-w0"], cfg)
         return cluster.kubectl(
@@ -204,6 +206,11 @@ def test_the_restricted_option_passes_pod_security_restricted_with_priority_and_
     assert got["spec"]["containers"][0]["securityContext"]["runAsUser"] == 1000
     mpi = dry_run(cfg, framework="mpi")
     assert mpi.returncode == 0, mpi.stderr
+    # A reservation's share: its check-in init container passes `restricted` too.
+    share = dry_run(cfg, gpu=0.5)
+    assert share.returncode == 0, share.stderr
+    (check,) = json.loads(share.stdout)["spec"]["initContainers"]
+    assert check["name"] == "share-check" and check["securityContext"]["runAsUser"] == 1000
     # A job's own priorityClassName (a TrainingJob field) wins over the chart's default.
     cluster.kubectl("create", "priorityclass", "shoal-test-urgent", "--value=5000", check=False)
     req = launch_request("r-own", gpu=1)

@@ -180,3 +180,30 @@ def test_any_other_init_container_failure_is_the_jobs(
     assert not w.retryable and w.exit_code == code, w
     assert w.message.startswith(f"init container {init}: Error"), w.message
     assert not b.excluded_nodes()
+
+
+def test_a_share_whose_check_cannot_start_says_why_while_it_waits(
+    kube: FakeKube, make_backend: Make
+) -> None:
+    """Shoal's image not pullable for the init container (a private reserveImage): the
+    worker stays bound and Pending, and its status names the init container and why."""
+    kube.put("nodes", node("n1"))
+    b = make_backend()
+    eventually(b.nodes, timeout=30)
+    bound_share(kube, b)
+    held = {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}
+    waiting = {"name": "worker", "ready": False, "restartCount": 0, "image": "train"}
+    waiting |= {"imageID": "", "state": {"waiting": {"reason": "PodInitializing"}}}
+    check = {**waiting, "name": names.SHARE_CHECK, "state": {"waiting": held}}
+    status = {"phase": "Pending", "containerStatuses": [waiting]}
+    status["initContainerStatuses"] = [check]
+    kube.update("pods", SHARE, NS, {"status": status})
+
+    def said() -> str | None:
+        (w,) = b.workers()
+        return w.message if "ImagePullBackOff" in w.message else None
+
+    text = eventually(said, timeout=30)
+    assert text == f"init container {names.SHARE_CHECK}: ImagePullBackOff: Back-off pulling image"
+    (w,) = b.workers()
+    assert w.state is base.WorkerState.PENDING and not w.retryable

@@ -130,6 +130,19 @@ def _failed_init(pod: Obj) -> tuple[str, Obj] | None:
     return None
 
 
+def _waiting(pod: Obj, worker: Obj) -> Obj:
+    """Why a bound worker has not started: its container's waiting state, or, while that
+    is only PodInitializing, an init container's (an image it cannot pull, a bad config)."""
+    waiting = dict((worker.get("state") or {}).get("waiting") or {})
+    if waiting.get("reason") not in (None, "", "PodInitializing"):
+        return waiting
+    for cs in (pod.get("status") or {}).get("initContainerStatuses") or []:
+        held = (cs.get("state") or {}).get("waiting") or {}
+        if held.get("reason") not in (None, "", "PodInitializing"):
+            return {**held, "reason": f"init container {cs.get('name')}: {held['reason']}"}
+    return waiting
+
+
 def share_check_failure(pod: Obj) -> tuple[str, str] | None:
     """(what a share's check-in said, when it exited) if it exited
     `checkin.NO_GPU_EXIT` with a termination message starting `checkin.PREFIX` (it saw
@@ -224,7 +237,7 @@ def worker_status(pod: Obj) -> WorkerStatus:
         # The worker never started: say which init container failed, and how.
         name, term = init
         term["reason"] = f"init container {name}: {term.get('reason') or 'failed'}"
-    waiting = (cs.get("state") or {}).get("waiting") or {}
+    waiting = _waiting(pod, cs)
     exit_code = term.get("exitCode")
     if state is WorkerState.SUCCEEDED and exit_code is None:
         exit_code = 0
