@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import watch
 
 from scheduler.worker import checkin
 
@@ -66,7 +67,9 @@ def test_a_share_that_sees_no_gpu_is_retried_and_turns_sharing_off(
     name = share["metadata"]["name"]
     fail = {"shoal.test/init-fail": CHECK, "shoal.test/init-exit": "75"}
     fail["shoal.test/init-message"] = said
-    cluster.core.patch_namespaced_pod(name, JOBS_NS, {"metadata": {"annotations": fail}})
+    marked = cluster.core.patch_namespaced_pod(
+        name, JOBS_NS, {"metadata": {"annotations": fail}}
+    ).metadata.resource_version
     ann = {"shoal.dev/gpu-uuid": UUID, "shoal.dev/gpu-delivery": "envvar"}  # the reserver's
     cluster.core.patch_namespaced_pod(res, RESERVATIONS_NS, {"metadata": {"annotations": ann}})
 
@@ -77,10 +80,10 @@ def test_a_share_that_sees_no_gpu_is_retried_and_turns_sharing_off(
     why = eventually(excluded, 90, what=str(shoal.runtime.backend.excluded_nodes()))
     assert why.startswith(f"GPU sharing is off on kw-s1: its share {JOBS_NS}/{name}: "), why
     assert "accept-nvidia-visible-devices-envvar-when-unprivileged" in why
-    failed = cluster.core.read_namespaced_pod(name, JOBS_NS).to_dict()["status"]
-    assert failed["phase"] == "Failed"  # as kwok reported it: the worker never ran
-    (st,) = failed["init_container_statuses"]
-    assert st["state"]["terminated"]["exit_code"] == 75
+    # As kwok reported it: the pod Failed by its init container, the worker never ran.
+    # Replayed from before the bind: the retry may have deleted the pod already.
+    (st,) = failed_init(cluster, name, marked)
+    assert st.state.terminated.exit_code == 75 and st.name == CHECK
 
     # Retried (backoffLimit 0 is not used up), and the fraction waits saying why.
     def reason() -> str | None:
@@ -91,3 +94,20 @@ def test_a_share_that_sees_no_gpu_is_retried_and_turns_sharing_off(
     text = eventually(reason, 90, what=shoal.diagnose())
     assert "share sees no GPU" in text, text
     assert cluster.tj("half")["status"]["phase"] != "Failed"
+
+
+def failed_init(cluster: ControlPlane, name: str, since: str) -> list[Any]:
+    """The init container statuses of the pod `name` when it turned Failed, read from a
+    watch that replays its changes since resourceVersion `since`."""
+    stream = watch.Watch().stream(
+        cluster.core.list_namespaced_pod,
+        JOBS_NS,
+        field_selector=f"metadata.name={name}",
+        resource_version=since,
+        timeout_seconds=10,
+    )
+    for event in stream:
+        status = event["object"].status
+        if status.phase == "Failed":
+            return list(status.init_container_statuses or [])
+    raise AssertionError(f"{name} was never seen Failed since resourceVersion {since}")
