@@ -27,6 +27,36 @@ def budget(cp: ControlPlane) -> Obj | None:
     return json.loads(proc.stdout) if proc.returncode == 0 else None
 
 
+def hold(cp: ControlPlane, job_id: str) -> None:
+    """A PDB of `maxUnavailable: 0` over the job's pods, once the disruption controller
+    has judged it: no eviction may pass. (Over a TrainingJob's pods it fails safe:
+    maxUnavailable needs the pods' controller's scale subresource, which TrainingJob has
+    not; kube-apiserver refuses the eviction either way.) The caller deletes it."""
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": PDB, "namespace": JOBS_NS},
+        "spec": {
+            "maxUnavailable": 0,
+            "selector": {"matchLabels": {names.JOB: names.label_value(job_id)}},
+        },
+    }
+    cp.kubectl("create", "-f", "-", input=json.dumps(pdb))
+
+    def judged() -> list[Obj]:
+        status = (budget(cp) or {}).get("status") or {}
+        said = [c for c in status.get("conditions") or [] if c["type"] == "DisruptionAllowed"]
+        assert said and said[0]["status"] == "False", status
+        assert not status.get("disruptionsAllowed"), status
+        return said
+
+    eventually(judged, timeout=60)
+
+
+def unhold(cp: ControlPlane) -> None:
+    cp.kubectl("delete", "pdb", PDB, "-n", JOBS_NS, "--ignore-not-found", check=False)
+
+
 def pending(shoal: Shoal, job_id: str) -> str:
     with shoal.database.session() as session:
         return jobs.get_job(session=session, job_id=job_id).pending_message or ""
@@ -47,28 +77,8 @@ def test_a_reclaim_waits_for_a_pdb_of_max_unavailable_0_says_so_and_goes_once_re
     trainingjob(cluster, "borrower", queue="nlp", workers=1, gpu=8)
     borrower = eventually(lambda: cluster.tj("borrower").get("status", {}).get("jobId"))
     (victim,) = running(cluster, borrower, 1, shoal)
-    pdb = {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": PDB, "namespace": JOBS_NS},
-        "spec": {
-            "maxUnavailable": 0,
-            "selector": {"matchLabels": {names.JOB: names.label_value(borrower)}},
-        },
-    }
-    cluster.kubectl("create", "-f", "-", input=json.dumps(pdb))
+    hold(cluster, borrower)
     try:
-        # The disruption controller has judged it: no eviction may pass now. (Over a
-        # TrainingJob's pods it fails safe: maxUnavailable needs the pods' controller's
-        # scale subresource, which TrainingJob has not; kube-apiserver refuses either way.)
-        def judged() -> list[Obj]:
-            status = (budget(cluster) or {}).get("status") or {}
-            said = [c for c in status.get("conditions") or [] if c["type"] == "DisruptionAllowed"]
-            assert said and said[0]["status"] == "False", status
-            assert not status.get("disruptionsAllowed"), status
-            return said
-
-        eventually(judged, timeout=60)
         trainingjob(cluster, "owner", queue="vision", workers=1, gpu=8)
         owner = eventually(lambda: cluster.tj("owner").get("status", {}).get("jobId"))
 
@@ -105,4 +115,34 @@ def test_a_reclaim_waits_for_a_pdb_of_max_unavailable_0_says_so_and_goes_once_re
         eventually(lambda: not cluster.job_pods(borrower), timeout=90)
         running(cluster, owner, 1, shoal)
     finally:
-        cluster.kubectl("delete", "pdb", PDB, "-n", JOBS_NS, "--ignore-not-found", check=False)
+        unhold(cluster)
+
+
+def test_a_reclaim_prefers_the_victim_no_pdb_holds(
+    cluster: ControlPlane, shoal_env: dict[str, str], start_shoal: Callable[..., Shoal]
+) -> None:
+    """Two borrowers of 4 GPUs each: the one of lower priority would go first, but a
+    PDB holds it, so the other is reclaimed instead."""
+    cluster.add_node("kw-e2", gpus=8)
+    queue(cluster, "vision", total=4)
+    queue(cluster, "nlp", total=0)
+    shoal = start_shoal(shoal_env)
+    ids = {}
+    for name, priority in (("older", 10), ("newer", 1)):
+        trainingjob(cluster, name, queue="nlp", workers=1, gpu=4, priority=priority)
+        ids[name] = eventually(lambda n=name: cluster.tj(n).get("status", {}).get("jobId"))
+        running(cluster, ids[name], 1, shoal)
+    hold(cluster, ids["newer"])
+    try:
+        backend = shoal.runtime.backend
+        eventually(lambda: ids["newer"] in backend.disruption_blocked(), timeout=30)
+        trainingjob(cluster, "owner", queue="vision", workers=1, gpu=4)
+        owner = eventually(lambda: cluster.tj("owner").get("status", {}).get("jobId"))
+        running(cluster, owner, 1, shoal)
+        eventually(lambda: not cluster.job_pods(ids["older"]), timeout=60)
+        # Still running: (older, requeued, may then preempt it within nlp by priority,
+        # and that eviction waits for the PDB too).
+        (kept,) = cluster.job_pods(ids["newer"])
+        assert not kept["metadata"].get("deletionTimestamp")
+    finally:
+        unhold(cluster)
