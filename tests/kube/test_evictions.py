@@ -10,9 +10,14 @@ import pytest
 
 from scheduler.backends import base
 from scheduler.backends.kubernetes import KubernetesBackend, names
+from scheduler.loop.service import Loop
+from scheduler.spec import JobSpec, QueueSpec
+from scheduler.store import jobs, queues
+from scheduler.store.db import Database
 
 from .conftest import NS, eventually, job, node
 from .fakeapi import FakeKube
+from .loopkit import advance, pods_of, row
 
 Make = Callable[..., KubernetesBackend]
 Obj = dict
@@ -170,3 +175,75 @@ def test_a_shrink_evicts_just_its_workers_and_waits_for_a_pdb_without_listing_ag
     gone = next(p for p in workers(cluster) if p["metadata"]["name"] == "elastic-a0-w1")
     assert names.annotations_of(gone)[names.STOP_REASON] == "Resized"
     assert gone["metadata"]["deletionGracePeriodSeconds"] == 15
+
+
+def test_the_loop_says_a_held_reclaim_once_and_places_the_owner_once_relaxed(
+    kube: FakeKube, loop: Loop, database: Database
+) -> None:
+    """The whole path on the fake: nlp borrows n1's 4 GPUs under a PDB that allows
+    none, vision reclaims them; the owner's reason names the PDB, the borrower's events
+    say it once however many cycles pass, and once the PDB allows it the owner runs."""
+    with database.session() as session:
+        queues.create_queue(
+            session=session, spec=QueueSpec.model_validate({"name": "nlp", "guaranteed": 0})
+        )
+    borrower = submit(database, "borrower", queue="nlp")
+
+    def launched() -> bool:
+        loop.run_once()
+        return len(pods_of(kube, borrower)) == 1
+
+    eventually(launched)
+    for p in pods_of(kube, borrower):
+        kube.update("pods", p["metadata"]["name"], NS, {"status": {"phase": "Running"}})
+
+    def runs() -> bool:
+        loop.run_once()
+        return row(database, borrower).phase == "Running"
+
+    eventually(runs)
+    budget(kube, borrower, allowed=0, healthy=1)
+    eventually(lambda: borrower in loop.backend.capabilities().disruptions.disruption_blocked())
+    advance(loop, 600)  # past the minimum runtime
+    owner = submit(database, "owner", queue="vision")
+
+    def owner_waits() -> str | None:
+        loop.run_once()
+        message = row(database, owner).pending_message or ""
+        assert "waiting for PodDisruptionBudget jobs/keep: " in message, message
+        return message
+
+    eventually(owner_waits, timeout=30)
+    for _ in range(5):
+        loop.run_once()
+    assert len(pods_of(kube, borrower)) == 1
+    with database.session() as session:
+        told = [e.message for e in jobs.list_events(session=session, job_id=borrower)]
+    assert len([m for m in told if "waiting for PodDisruptionBudget jobs/keep" in m]) == 1, told
+
+    budget(kube, borrower, allowed=1, healthy=1)
+
+    def owner_placed() -> bool:
+        loop.run_once()
+        return bool(pods_of(kube, owner)) and not pods_of(kube, borrower)
+
+    eventually(owner_placed, timeout=30)
+    assert [code for *_, code in kube.evictions][-1] == 201
+
+
+def submit(database: Database, name: str, *, queue: str) -> str:
+    with database.session() as session:
+        row, _ = jobs.submit_job(
+            session=session,
+            spec=JobSpec(
+                name=name,
+                queue=queue,
+                image="ghcr.io/x/train:1",
+                command=["python", "train.py"],
+                gpu=4,
+                cpu="1",
+                memory="1Gi",
+            ),
+            submitter="test",
+        )
+        return row.id
