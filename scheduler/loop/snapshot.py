@@ -81,6 +81,8 @@ def build(
             for r in running
         ]
     running.extend(stopping)
+    holding = {r.job.id for r in running}
+    running.extend(f for f in foreign_running if f.job.id not in holding)
     if disruption_blocked:
         running = [
             dataclasses.replace(r, disruption_blocked=why)
@@ -88,8 +90,6 @@ def build(
             else r
             for r in running
         ]
-    holding = {r.job.id for r in running}
-    running.extend(f for f in foreign_running if f.job.id not in holding)
     ids = {lj.id for lj in live}
     extra = model.NodeRules(tolerations=config.worker_tolerations)
     pending = tuple(

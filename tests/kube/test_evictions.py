@@ -247,3 +247,29 @@ def submit(database: Database, name: str, *, queue: str) -> str:
             submitter="test",
         )
         return row.id
+
+
+def test_an_adopted_foreign_pod_under_a_pdb_is_held_and_its_preemption_waits(
+    kube: FakeKube, make_backend: Make
+) -> None:
+    from .test_nominees import adopted
+
+    kube.put("nodes", node("n1", gpus=8))
+    nb = adopted("nb", 4)
+    nb["metadata"]["labels"]["app"] = "notebook"
+    kube.put("pods", nb)
+    kube.put(
+        "poddisruptionbudgets",
+        {
+            "metadata": {"name": "nb", "namespace": "default", "generation": 1},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "notebook"}}},
+            "status": {"observedGeneration": 1, "disruptionsAllowed": 0,
+                       "currentHealthy": 1, "desiredHealthy": 1},
+        },
+    )  # fmt: skip
+    b = make_backend()
+    eventually(lambda: "pod:default/nb" in b.disruption_blocked(), timeout=20)
+    b.stop("pod:default/nb", 30, reason=base.StopReason.PREEMPTED)
+    assert kube.get("pods", "nb", "default") is not None
+    assert [code for *_, code in kube.evictions] == [429]
+    assert b.disruption_blocked()["pod:default/nb"].startswith("default/nb: The disruption")

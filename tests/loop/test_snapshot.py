@@ -80,13 +80,20 @@ def test_a_disruption_budgets_hold_marks_running_and_stopping_entries() -> None:
     """The backend's `disruption_blocked` reaches the core on the entries of those jobs
     (the core prefers other victims; a preemptor says what a stop waits for)."""
     stopping = model.RunningJob(model.JobRequest("old", "q"), (), 5.0, stopping=True)
+    foreign = model.RunningJob(model.JobRequest("pod:default/nb", "q"), ())
     snap = build(
         [live("r", Phase.RUNNING), live("s", Phase.RUNNING)],
         stopping=(stopping,),
-        disruption_blocked={"r": "jobs/keep: allows no disruption now", "old": "jobs/b: 429"},
+        foreign_running=(foreign,),
+        disruption_blocked={
+            "r": "jobs/keep: allows no disruption now",
+            "old": "jobs/b: 429",
+            "pod:default/nb": "default/nb: allows no disruption now",
+        },
     )
     assert [(r.job.id, r.disruption_blocked) for r in snap.running] == [
         ("r", "jobs/keep: allows no disruption now"),
         ("s", ""),
         ("old", "jobs/b: 429"),
+        ("pod:default/nb", "default/nb: allows no disruption now"),
     ]

@@ -221,7 +221,10 @@ class KubernetesBackend:
         """job id -> the PodDisruptionBudget that holds its workers ("ns/name: why"):
         one selecting a worker that allows no disruption now, or one that refused an
         eviction of a stop already made (that stop waits, `workerpods`)."""
-        out = self.budgets.blocking((w.job_id, p) for p, w in self.index.workers())
+        out: dict[str, str] = {}
+        if self.budgets.holding():  # else no pod needs matching (mostly so)
+            # Shoal's workers and the foreign pods it adopted (workers by their job id).
+            out = self.budgets.blocking((w.job_id, p) for p, w in self.index.workers())
 
         def alive(key: str) -> bool:
             pod = self.pod_cache.get(key)

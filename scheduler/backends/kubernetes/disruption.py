@@ -83,6 +83,10 @@ class Budgets:
     def __init__(self, cache: Reflector) -> None:
         self.cache = cache
 
+    def holding(self) -> bool:
+        """Does any budget allow no disruption now?"""
+        return any(allows_none(p) for p in self.cache.items())
+
     def blocking(self, pods: Iterable[tuple[str, Obj]]) -> dict[str, str]:
         """job id -> `describe` of a PDB that selects one of its pods (job id, pod) and
         allows no disruption now. Only budgets that block are matched: few, mostly none."""
