@@ -13,7 +13,9 @@ stale in two ways, and neither may change an answer:
   reason, as it would had it been submitted a moment before the change.
 
 Writes through this process (`invalidate`) drop the snapshot at once; writes by another
-replica are seen within `ttl_s`.
+replica are seen within `ttl_s`. That holds for the queues' admins' limits (`allowed`)
+too: a list tightened on another replica (or by a Queue object) binds here within
+`ttl_s`; the chart's limits are fixed for the process's life.
 """
 
 from __future__ import annotations
@@ -27,20 +29,28 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from scheduler import feasibility
 from scheduler.model import Node, Queue
 from scheduler.spec import JobSpec
-from scheduler.store import cycle
+from scheduler.spec.allowed import Allowances
+from scheduler.store import cycle, queues
 from scheduler.store.db import Session
 
 DEFAULT_TTL_S = 1.0
 
 
+_Data = tuple[tuple[Queue, ...], tuple[Node, ...], dict[str, Allowances]]
+
+
 class FeasibilitySnapshot:
     def __init__(
-        self, ttl_s: float = DEFAULT_TTL_S, clock: Callable[[], float] = time.monotonic
+        self,
+        ttl_s: float = DEFAULT_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+        chart_limits: Allowances | None = None,
     ) -> None:
         self.ttl_s = ttl_s
+        self.chart_limits = chart_limits  # the chart's admission.allowed
         self._clock = clock
         self._lock = threading.Lock()
-        self._data: tuple[float, tuple[Queue, ...], tuple[Node, ...]] | None = None
+        self._data: tuple[float, _Data] | None = None
         self._generation = 0  # bumped by invalidate: a read begun before it is not kept
 
     def invalidate(self) -> None:
@@ -48,34 +58,42 @@ class FeasibilitySnapshot:
             self._data = None
             self._generation += 1
 
-    def _load(self, session: Session) -> tuple[tuple[Queue, ...], tuple[Node, ...]]:
+    def _load(self, session: Session) -> _Data:
         generation = self._generation
-        queues = cycle.load_queues(session=session)
-        nodes = cycle.load_capacity(session=session)
+        data = (
+            cycle.load_queues(session=session),
+            cycle.load_capacity(session=session),
+            queues.load_allowed(session=session),
+        )
         with self._lock:
             if generation == self._generation:
-                self._data = (self._clock(), queues, nodes)
-        return queues, nodes
+                self._data = (self._clock(), data)
+        return data
 
-    def _cached(self, session: Session) -> tuple[tuple[Queue, ...], tuple[Node, ...]]:
+    def _cached(self, session: Session) -> _Data:
         data = self._data
         if data is not None and self._clock() - data[0] < self.ttl_s:
-            return data[1], data[2]
+            return data[1]
         return self._load(session)
 
     def check_job(
         self, session: Session, spec: JobSpec, *, may_submit: Callable[[str], bool]
     ) -> list[feasibility.Problem]:
         """`feasibility.check_job` against the queues the caller may submit to (the others
-        are reported as unknown: no existence leak) and the nodes as if empty."""
+        are reported as unknown: no existence leak, their limits unread), the nodes as if
+        empty and the admins' limits."""
 
-        def check(queues: tuple[Queue, ...], nodes: tuple[Node, ...]) -> list[feasibility.Problem]:
-            known: Mapping[str, Queue] = {q.name: q for q in queues if may_submit(q.name)}
-            return feasibility.check_job(spec, queues=known, nodes=nodes)
+        def check(data: _Data) -> list[feasibility.Problem]:
+            all_queues, nodes, limits = data
+            known: Mapping[str, Queue] = {q.name: q for q in all_queues if may_submit(q.name)}
+            mine = {name: a for name, a in limits.items() if name in known}
+            return feasibility.check_job(
+                spec, queues=known, nodes=nodes, limits=mine, chart_limits=self.chart_limits
+            )
 
-        problems = check(*self._cached(session))
+        problems = check(self._cached(session))
         if problems:  # never refuse on stale data
-            problems = check(*self._load(session))
+            problems = check(self._load(session))
         return problems
 
 

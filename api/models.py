@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 
 from scheduler.spec import JobSpec, Phase, Priority, QueueSpec, QuotaSpec
+from scheduler.spec.allowed import Allowances
 
 
 class _Model(BaseModel):
@@ -31,6 +32,7 @@ class QueueUpdate(_Model):
     limit: QuotaSpec | None = None
     weight: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     priority: Priority | None = None
+    allowed: Allowances | None = None
     version: int | None = Field(default=None, ge=1, le=2**31 - 1)
 
 
@@ -41,6 +43,8 @@ class QueuePublic(_Model):
     limit: dict[str, float | None] | None
     weight: float
     priority: int
+    # What its jobs may ask of Kubernetes (scheduler.spec.allowed); null: the chart's.
+    allowed: dict[str, Any] | None = None
     created_at: datetime
     updated_at: datetime
     version: int

@@ -20,6 +20,7 @@ from api.feasibility_cache import FeasibilitySnapshot
 from api.metrics import Metrics
 from scheduler import model
 from scheduler.backends import base
+from scheduler.spec.allowed import Allowances
 from scheduler.store.db import Database
 
 
@@ -37,6 +38,8 @@ class Wiring:
     loop_health: Callable[[], str | None] | None = None
     # Why team tokens are refused here (workers would run as the service's user).
     team_tokens_refused: str | None = None
+    # The chart's limits on what a job may ask (admission.allowed; scheduler.spec.allowed).
+    chart_limits: Allowances | None = None
 
 
 class ProgressMemory:

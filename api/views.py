@@ -26,6 +26,7 @@ def queue(row: schema.QueueRow) -> models.QueuePublic:
         limit=row.limit,
         weight=row.weight,
         priority=row.priority,
+        allowed=row.allowed,
         created_at=row.created_at,
         updated_at=row.updated_at,
         version=row.version,

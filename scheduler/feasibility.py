@@ -3,7 +3,9 @@ saw. `scheduler.spec` checks a spec on its own; this module checks it against th
 Callers pass the nodes as if empty (`store.load_capacity`: allocatable capacity, cordoned
 and NotReady nodes included), so "never" means no node could hold it, not "not now".
 
-Callers: the REST API and the CRD controller, before they store anything. Each problem is
+Callers: the REST API and the CRD controller, before they store anything. Admins' limits
+on what a job may ask of Kubernetes (`scheduler.spec.allowed`) are checked here too, so
+every front door refuses the same things in the same words. Each problem is
 a `Problem(loc, msg)` naming the field; an empty list admits. With an empty inventory
 (no scheduler has reported nodes yet) capacity and GPU-type checks are skipped: the job
 waits with a pending reason instead of being refused on no evidence.
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from scheduler.core import accounting
 from scheduler.model import EPS, JobRequest, Node, Queue
 from scheduler.placement import fit
-from scheduler.spec import JobSpec, QueueSpec
+from scheduler.spec import JobSpec, QueueSpec, allowed
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +68,24 @@ def _total_gpus(spec: JobSpec, nodes: Sequence[Node]) -> float:
 
 
 def check_job(
-    spec: JobSpec, *, queues: Mapping[str, Queue], nodes: Sequence[Node]
+    spec: JobSpec,
+    *,
+    queues: Mapping[str, Queue],
+    nodes: Sequence[Node],
+    limits: Mapping[str, allowed.Allowances] | None = None,
+    chart_limits: allowed.Allowances | None = None,
 ) -> list[Problem]:
-    """Problems that make `spec` unschedulable forever (not merely for now)."""
-    problems: list[Problem] = []
+    """Problems that make `spec` unschedulable forever (not merely for now), and what it
+    asks that its queue's `limits` (else the chart's) do not allow."""
+    problems = [
+        Problem(r.loc, r.msg)
+        for r in allowed.refusals(
+            spec,
+            queue=spec.queue,
+            mine=(limits or {}).get(spec.queue),
+            chart=chart_limits,
+        )
+    ]
     queue = queues.get(spec.queue)
     if queue is None:
         known = ", ".join(sorted(queues)) or "none"

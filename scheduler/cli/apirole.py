@@ -63,6 +63,7 @@ def app_from_env() -> FastAPI:
     opened: list[Database] = []
     wiring = Wiring(
         core_config=pol.core,  # explain and the fair-share figures use the loop's policy
+        chart_limits=pol.allowed,
         excluded_nodes=lambda: stored_exclusions(opened[0]),
     )
     app = create_app(Settings.from_env(), wiring)

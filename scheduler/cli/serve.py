@@ -44,7 +44,6 @@ from api.auth import TokenTable
 from api.metrics import Metrics
 from api.services import Wiring, services_of
 from api.settings import Settings
-from scheduler import model
 from scheduler.backends import base
 from scheduler.backends.local import LocalBackend
 from scheduler.cli import apirole, listen, roles, servesetup
@@ -66,6 +65,7 @@ from scheduler.cli.wiring import (
 from scheduler.loop.estimator import Estimator, EstimatorConfig
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.loop.workerenv import ScopedWorkerEnv
+from scheduler.spec.allowed import Allowances
 from scheduler.store.db import Database, open_database
 from scheduler.store.wakeup import Listener
 
@@ -152,6 +152,7 @@ def serve(
         fallback_simulated=fallback_simulated,
         worker_user=worker_user,
         shared_user_ok=shared_user_ok,
+        chart_limits=pol.allowed,
     )
     backend = wired.backend
     stop = threading.Event()  # the loop's thread: made before the app, whose /healthz checks it
@@ -163,7 +164,7 @@ def serve(
         app = _probes(database, loop, thread, pol.interval_s, tokens)
     else:
         settings = _api_settings(db_url, tokens, database, worker_key)
-        app = _app(settings, loop, thread, backend, pol.core, pol.interval_s, shared_user_ok)
+        app = _app(settings, loop, thread, backend, pol, shared_user_ok)
     servesetup.announce(url, state, db_url, admin, part)
     try:
         _run(app, loop, sock, thread, stop)
@@ -187,6 +188,7 @@ def _wire(
     fallback_simulated: bool,
     worker_user: str | None,
     shared_user_ok: bool,
+    chart_limits: Allowances | None,
 ) -> tuple[Wired, Loop]:
     """The backend and the loop it wakes (made in that order), after one cycle: the
     inventory is in the store before the first submission."""
@@ -207,6 +209,7 @@ def _wire(
         fallback_simulated=fallback_simulated,
         worker_user=worker_user,
         shared_user_ok=shared_user_ok,
+        chart_limits=chart_limits,
     )
     # The kubernetes runtime's Lease decides who leads; other backends always lead.
     loop = Loop(database, wired.backend, config=replace(config, is_leader=wired.is_leader))
@@ -235,18 +238,18 @@ def _app(
     loop: Loop,
     thread: threading.Thread,
     backend: base.ClusterBackend,
-    core: model.Config,
-    interval_s: float,
+    pol: serve_settings.Policy,
     shared_user_ok: bool,
 ) -> FastAPI:
     """The API on the loop's store, wired to `backend` and to the loop on `thread`."""
-    stall_s = _stall_s(interval_s)
+    stall_s = _stall_s(pol.interval_s)
     local_users = backend.users if isinstance(backend, LocalBackend) else None
     abilities = backend.capabilities()
     excluded = abilities.excluded_nodes
     wiring = Wiring(
         log_source=abilities.logs,
-        core_config=core,  # explain accounts with the policy the loop runs
+        core_config=pol.core,  # explain accounts with the policy the loop runs
+        chart_limits=pol.allowed,
         excluded_nodes=excluded.excluded_nodes if excluded is not None else None,
         loop_health=loop_health(loop, thread, stall_s),
         team_tokens_refused=team_refusal(local_users, shared_user_ok=shared_user_ok),

@@ -2,7 +2,8 @@
 
 The chart's Deployment sets SHOAL_* variables and mounts a policy ConfigMap and a token
 Secret (see docs/install.md, "What the container gets"). `from_env()` maps them onto
-`ServeSettings`; `load_policy()` reads the policy YAML onto `scheduler.model.Config`.
+`ServeSettings`; `load_policy()` reads the policy YAML onto `scheduler.model.Config`
+and the admins' limits on what jobs may ask (`allowed`).
 Nothing here imports the `kubernetes` client: the Kubernetes backend turns these plain
 values into its own `KubeConfig` (scheduler.backends.kubernetes.runtime).
 """
@@ -17,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from scheduler import model
 from scheduler.placement import eligible
+from scheduler.spec.allowed import Allowances
 
 # The keys the chart's policy ConfigMap renders (helm/shoal/templates/configmap.yaml).
 POLICY_KEYS = frozenset(
@@ -30,6 +33,7 @@ POLICY_KEYS = frozenset(
         "preemption",
         "intervalSeconds",
         "resizeIntervalSeconds",
+        "allowed",
     }
 )
 TRUE = frozenset({"1", "true", "yes", "on"})
@@ -42,10 +46,12 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True)
 class Policy:
-    """The scheduler policy and the loop's idle interval."""
+    """The scheduler policy, the loop's idle interval and the chart's limits on what a
+    job may ask (None: only the dangerous defaults are refused)."""
 
     core: model.Config
     interval_s: float
+    allowed: Allowances | None = None
 
 
 @dataclass(frozen=True)
@@ -176,7 +182,20 @@ def load_policy(
         raise SettingsError(f"policy: {e}") from None
     if min(core.min_runtime_s, core.starvation_s, core.resize_interval_s) < 0 or interval <= 0:
         raise SettingsError("policy: times must be >= 0 and intervalSeconds > 0")
-    return Policy(core, interval)
+    return Policy(core, interval, _allowed(data.get("allowed")))
+
+
+def _allowed(data: Any) -> Allowances | None:
+    """The policy file's `allowed` (the chart's admission.allowed); a bad one stops the
+    service with the field that is wrong, rather than admitting what it meant to refuse."""
+    if data is None:
+        return None
+    try:
+        return Allowances.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in ("allowed", *first["loc"]))
+        raise SettingsError(f"policy: {where}: {first['msg']}") from None
 
 
 def _as_bool(value: Any) -> bool:

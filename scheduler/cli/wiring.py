@@ -23,6 +23,7 @@ from scheduler.backends import base
 from scheduler.backends.local import host, ownuser, users
 from scheduler.cli import settings as serve_settings
 from scheduler.loop.service import Loop
+from scheduler.spec.allowed import Allowances
 from scheduler.store import cycle as store_cycle
 from scheduler.store.db import Database
 
@@ -99,6 +100,7 @@ def make_backend(
     fallback_simulated: bool = False,
     worker_user: str | None = None,
     shared_user_ok: bool = False,
+    chart_limits: Allowances | None = None,
 ) -> Wired:
     """`gpus="auto"` (local only): this host's GPUs through NVML, not the simulated cluster.
     `worker_user` (local only) over the cluster file's `workerUser`: who runs workers;
@@ -135,7 +137,11 @@ def make_backend(
         from scheduler.controller import watcher
 
         # The CR watcher (TrainingJob/Queue controller) runs in the leader only.
-        tasks = [watcher.leader_task(database.session, resync_s=30)] if database else []
+        tasks = (
+            [watcher.leader_task(database.session, resync_s=30, chart_limits=chart_limits)]
+            if database
+            else []
+        )
         try:
             kube = runtime.from_settings(
                 env or serve_settings.from_env(),

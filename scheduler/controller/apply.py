@@ -12,6 +12,7 @@ from typing import Any
 
 from scheduler import feasibility
 from scheduler.controller import reconcile
+from scheduler.spec.allowed import Allowances
 from scheduler.store import crstatus, cycle, errors, jobs, queues
 from scheduler.store.db import Session
 
@@ -24,13 +25,21 @@ def _refused(status: dict[str, Any], action: reconcile.Action, reason: str, mess
     )
 
 
-def _feasibility(session: Session, action: reconcile.Action) -> str | None:
+def _feasibility(
+    session: Session, action: reconcile.Action, chart_limits: Allowances | None
+) -> str | None:
     """What the REST API's feasibility checks would say against `action` ("spec.gpuType.0: ..."),
     or None when it admits."""
     if isinstance(action, reconcile.Submit):
         known = {q.name: q for q in cycle.load_queues(session=session)}
         nodes = cycle.load_capacity(session=session)
-        problems = feasibility.check_job(action.spec, queues=known, nodes=nodes)
+        problems = feasibility.check_job(
+            action.spec,
+            queues=known,
+            nodes=nodes,
+            limits=queues.load_allowed(session=session),
+            chart_limits=chart_limits,
+        )
     elif isinstance(action, reconcile.UpsertQueue):
         known = {q.name: q for q in cycle.load_queues(session=session)}
         nodes = cycle.load_capacity(session=session)
@@ -42,11 +51,14 @@ def _feasibility(session: Session, action: reconcile.Action) -> str | None:
     return "; ".join(".".join(str(p) for p in ("spec", *pr.loc)) + f": {pr.msg}" for pr in problems)
 
 
-def apply(session: Session, decision: reconcile.Decision) -> dict[str, Any]:
-    """Run `decision.action`; returns the status patch to write (decision's, amended)."""
+def apply(
+    session: Session, decision: reconcile.Decision, chart_limits: Allowances | None = None
+) -> dict[str, Any]:
+    """Run `decision.action`; returns the status patch to write (decision's, amended).
+    `chart_limits`: the chart's admission.allowed, as the REST API applies them."""
     status = dict(decision.status)
     action = decision.action
-    refusal = _feasibility(session, action)
+    refusal = _feasibility(session, action, chart_limits)
     if refusal is not None:
         _refused(status, action, "AdmissionRefused", refusal)
         return {k: v for k, v in status.items() if v is not None}

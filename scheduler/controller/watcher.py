@@ -38,6 +38,7 @@ from scheduler.controller import crdgen, follow, reconcile
 from scheduler.core import context
 from scheduler.loop import snapshot as snapshots
 from scheduler.spec import TRAININGJOB
+from scheduler.spec.allowed import Allowances
 from scheduler.store import crstatus, errors, jobs, queues
 from scheduler.store.db import Session
 from scheduler.store.port import SqlLiveStore
@@ -99,9 +100,11 @@ class CrWatcher:
         namespace: str,
         resync_s: int = 300,
         follow_s: float = 1.0,
+        chart_limits: Allowances | None = None,
     ) -> None:
         self.api = kubernetes.client.CustomObjectsApi(api_client)
         self.sessions, self.namespace = sessions, namespace
+        self.chart_limits = chart_limits  # admission.allowed: TrainingJobs meet the REST rules
         # Each watch ends after resync_s and the relist reconciles every CR again (the
         # pending reasons' text, anything the follower missed); the follower carries the
         # store's progress (Running, Succeeded) onto CR status every follow_s.
@@ -127,7 +130,8 @@ class CrWatcher:
                     existing = jobs.get_job(session=session, job_id=job_id)
                 except errors.NotFound:
                     existing = None
-            status = applying.apply(session, reconcile.reconcile_trainingjob(cr, existing))
+            decision = reconcile.reconcile_trainingjob(cr, existing)
+            status = applying.apply(session, decision, self.chart_limits)
             if existing is not None and existing.resized_at is not None and status:
                 status["resizes"] = crstatus.resizes(session=session, job_id=existing.id)
         if not deleted and status:
@@ -288,13 +292,24 @@ class CrWatcher:
 
 
 def leader_task(
-    sessions: SessionFactory, *, resync_s: int = 300, follow_s: float = 1.0
+    sessions: SessionFactory,
+    *,
+    resync_s: int = 300,
+    follow_s: float = 1.0,
+    chart_limits: Allowances | None = None,
 ) -> Callable[[Any, str, threading.Event], list[threading.Thread]]:
     """What the kubernetes runtime runs while it leads: a `CrWatcher` on its API client
     and jobs namespace, stopped by the event it is given."""
 
     def start(api_client: Any, namespace: str, stop: threading.Event) -> list[threading.Thread]:
-        watcher = CrWatcher(api_client, sessions, namespace, resync_s=resync_s, follow_s=follow_s)
+        watcher = CrWatcher(
+            api_client,
+            sessions,
+            namespace,
+            resync_s=resync_s,
+            follow_s=follow_s,
+            chart_limits=chart_limits,
+        )
         return watcher.start(stop)
 
     return start

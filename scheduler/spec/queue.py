@@ -1,5 +1,5 @@
 """A queue's spec: its GPU guarantee and limit (in total and per GPU model), its parent,
-weight and priority."""
+weight and priority, and what its jobs may ask of Kubernetes (`allowed`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from scheduler.spec.allowed import Allowances
 from scheduler.spec.common import Name, Priority, SpecModel, dns1123
 
 # The most GPUs a guarantee or limit may name: beyond any cluster, short of the huge
@@ -51,6 +52,11 @@ class QueueSpec(SpecModel):
     limit: QuotaSpec | None = None
     weight: float = Field(default=1.0, gt=0)
     priority: Priority = 0
+    allowed: Allowances | None = Field(
+        default=None,
+        description="PriorityClasses, tolerations and node labels its jobs may use (each "
+        "kind given replaces the chart's admission.allowed list of that kind)",
+    )
 
     @field_validator("name")
     @classmethod

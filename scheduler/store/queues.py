@@ -15,6 +15,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from scheduler.spec import Phase, QueueSpec, QuotaSpec
+from scheduler.spec.allowed import Allowances
 from scheduler.store import errors, schema
 
 LIVE_PHASES = (Phase.PENDING, Phase.SCHEDULED, Phase.RUNNING, Phase.PREEMPTED)
@@ -29,6 +30,29 @@ def quota_json(quota: QuotaSpec | None) -> dict[str, Any] | None:
     return out
 
 
+def allowed_json(allowed: Allowances | None) -> dict[str, Any] | None:
+    """`Allowances` -> the JSON column (kinds not given left out: the chart's apply)."""
+    return (
+        None
+        if allowed is None
+        else allowed.model_dump(mode="json", by_alias=True, exclude_none=True)
+    )
+
+
+def allowed_of(row: schema.QueueRow) -> Allowances | None:
+    return None if row.allowed is None else Allowances.model_validate(row.allowed)
+
+
+def load_allowed(*, session: Session) -> dict[str, Allowances]:
+    """Every queue's own limits on what its jobs may ask (queues without any left out)."""
+    rows = session.execute(
+        select(schema.QueueRow.name, schema.QueueRow.allowed).where(
+            schema.QueueRow.allowed.is_not(None)
+        )
+    )
+    return {name: Allowances.model_validate(data) for name, data in rows if data is not None}
+
+
 def spec_of(row: schema.QueueRow) -> QueueSpec:
     """The stored queue as the spec it was created from."""
     return QueueSpec(
@@ -38,6 +62,7 @@ def spec_of(row: schema.QueueRow) -> QueueSpec:
         limit=None if row.limit is None else QuotaSpec.model_validate(row.limit),
         weight=row.weight,
         priority=row.priority,
+        allowed=allowed_of(row),
     )
 
 
@@ -69,6 +94,7 @@ def create_queue(
         limit=quota_json(spec.limit),
         weight=spec.weight,
         priority=spec.priority,
+        allowed=allowed_json(spec.allowed),
         created_at=at,
         updated_at=at,
         version=1,
@@ -113,6 +139,7 @@ def update_queue(
             limit=quota_json(spec.limit),
             weight=spec.weight,
             priority=spec.priority,
+            allowed=allowed_json(spec.allowed),
             updated_at=now or schema.utcnow(),
             version=version + 1,
         )

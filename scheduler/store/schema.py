@@ -73,6 +73,8 @@ class QueueRow(Base):
     limit: Mapped[dict[str, Any] | None]
     weight: Mapped[float] = mapped_column(Float, default=1.0)
     priority: Mapped[int] = mapped_column(Integer, default=0)
+    # What its jobs may ask of Kubernetes (`scheduler.spec.allowed.Allowances` as JSON).
+    allowed: Mapped[dict[str, Any] | None]
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
     version: Mapped[int] = mapped_column(Integer, default=1)
