@@ -102,7 +102,7 @@ def launch(database: Database, env: dict[str, str], resync_s: int = 1) -> Shoal:
     )
     # A quick CR relist by default (serve: 30 s); status follows the store poll anyway
     # (test_status_follows.py runs with a long relist to show it).
-    task = watcher.leader_task(database.session, resync_s=resync_s)
+    task = watcher.leader_task(database.session, resync_s=resync_s, chart_limits=pol.allowed)
     rt = from_settings(s, leader_tasks=[task])
     loop = Loop(
         database,
