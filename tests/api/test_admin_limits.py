@@ -137,9 +137,9 @@ def test_shoal_submit_prints_the_reason_and_fails(
         "name: crit\nqueue: vision\nimage: img:1\ngpu: 1\npriorityClassName: system-node-critical\n"
     )
     result = shoal("submit", "-f", str(spec))
-    assert result.exit_code != 0
+    assert result.exit_code == 1, result.output
     assert "priorityClassName" in result.output and "refused by default" in result.output
     every = shoal("submit", "--queue", "vision", "--image", "img:1", "--toleration", ":NoSchedule")
-    assert every.exit_code != 0
+    assert every.exit_code == 1, every.output
     assert "tolerations" in every.output and "every taint" in every.output
     assert client.get(JOBS, headers=ADMIN).json()["data"] == []
