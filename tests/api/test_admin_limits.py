@@ -1,7 +1,8 @@
 """Admins' limits through the REST API and the CLI (issue 37 item 3): a job asking a
 PriorityClass, toleration or node label its queue (or the chart) does not allow is a 422
 naming the field and the rule and is not stored; a queue's `allowed` is set and shown
-through the API; `shoal submit` prints the API's reason and exits non-zero."""
+through the API; the chart's list binds (the API role's app reads it from the policy
+file); `shoal submit` prints the API's reason and exits 1."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ADMIN, VISION, Shoal, job_body
+from conftest import ADMIN, TOKENS, VISION, Shoal, job_body
 from fastapi.testclient import TestClient
 
-from api.services import Wiring
+from api.services import Wiring, services_of
+from scheduler import store
+from scheduler.cli import apirole
+from scheduler.spec import QueueSpec
 from scheduler.spec.allowed import Allowances
 
 JOBS = "/api/v1/jobs"
@@ -143,3 +147,35 @@ def test_shoal_submit_prints_the_reason_and_fails(
     assert every.exit_code == 1, every.output
     assert "tolerations" in every.output and "every taint" in every.output
     assert client.get(JOBS, headers=ADMIN).json()["data"] == []
+
+
+def test_the_api_roles_app_reads_the_charts_limits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`shoal serve --role api` (uvicorn's workers): the policy file's `allowed` binds."""
+    env = apirole.role_environment(
+        database_url=f"sqlite:///{tmp_path / 'shoal.db'}",
+        tokens=tmp_path / "tokens.yaml",
+        worker_key=None,
+        policy="fgd",
+        min_runtime_s=5,
+        interval_s=2,
+    )
+    (tmp_path / "tokens.yaml").write_text(TOKENS)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text('policy: fgd\nallowed: {"priorityClasses": ["team-*"]}\n')
+    for name, value in {**env, "SHOAL_POLICY_FILE": str(policy)}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SHOAL_API_TOKENS", raising=False)
+    app = apirole.app_from_env()
+    try:
+        with services_of(app).database.session() as s:
+            store.create_queue(session=s, spec=QueueSpec(name="vision", guaranteed=8))
+        with TestClient(app) as client:
+            r = client.post(JOBS, json=job_body(priorityClassName="batch"), headers=ADMIN)
+            assert r.status_code == 422, r.text
+            assert "the chart allows only these" in r.json()["detail"][0]["msg"]
+            r = client.post(JOBS, json=job_body(priorityClassName="team-a"), headers=ADMIN)
+            assert r.status_code == 201, r.text
+    finally:
+        services_of(app).database.close()
