@@ -180,6 +180,10 @@ COVERED: dict[str, tuple[str, ...]] = {
     "shoal submit --queue vision --workers 2 --gpu 0.5 --gpu-type H100 --grace 120"
     " --no-preemptible --node-selector zone=a --toleration gpu=shared:NoSchedule"
     " -- python train.py": (CLI,),
+    "shoal submit --queue vision --image img:1 --volume pvc:datasets:/data:ro"
+    " --volume secret:creds:/etc/creds -- python train.py": (
+        "tests/api/test_job_volumes.py::test_shoal_submit_volume_as_the_docs_write_it",
+    ),
     "shoal jobs [--queue Q] [--phase Failed]": (CLI,),
     "shoal jobs -o wide": (CLI,),
     "shoal job NAME|ID [-o json|yaml]": (CLI,),

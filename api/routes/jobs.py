@@ -16,9 +16,10 @@ from starlette.concurrency import run_in_threadpool
 
 from api import models, redact, views
 from api.auth import Principal, Role
-from api.deps import DatabaseDep, FeasibilityDep, PrincipalDep, SessionDep
+from api.deps import DatabaseDep, FeasibilityDep, PrincipalDep, ServicesDep, SessionDep
 from api.errors import fail, feasibility_error
 from api.feasibility_cache import FeasibilitySnapshot
+from scheduler import feasibility
 from scheduler.spec import Phase
 from scheduler.store import jobs, retention
 from scheduler.store.db import Database
@@ -38,6 +39,7 @@ async def submit_job(
     db: DatabaseDep,
     principal: PrincipalDep,
     snapshot: FeasibilityDep,
+    services: ServicesDep,
     idempotency_key: Annotated[
         str | None,
         Header(alias="Idempotency-Key", min_length=1, max_length=255),
@@ -47,6 +49,10 @@ async def submit_job(
     job (200); the same key with another body is refused (422)."""
     if principal.role in (Role.VIEWER, Role.WORKER):
         raise fail(403, f"role {principal.role} is read-only")
+    # What this backend cannot run (the local backend mounts no claims), before the store.
+    refusals = services.wiring.spec_refusals
+    if refusals is not None and (refused := refusals.spec_refusals(body)):
+        raise feasibility_error([feasibility.Problem(loc, why) for loc, why in refused])
     # One thread-pool hop for all the database work: a session dependency and a plain
     # `def` route cost three (session open, route, session close).
     return await run_in_threadpool(_submit, db, body, principal, snapshot, idempotency_key)

@@ -272,6 +272,23 @@ class WorkerLogs(Protocol):
     def log_files(self, job_id: str) -> list[tuple[int, int, Path]]: ...
 
 
+class JobNodeRules(Protocol):
+    """Optional: where a pending job's workers may run beyond its spec's own rules, from
+    what the cluster says of what it asks (a claim's volume topology, extended
+    resources the nodes lack); `NodeRules.blocked` when no node can take it now. Called
+    each cycle for each pending job: cheap for a job that asks nothing such."""
+
+    def job_rules(self, spec: JobSpec) -> model.NodeRules | None: ...
+
+
+class SpecRefusals(Protocol):
+    """Optional: what of a valid spec this backend cannot run (the local backend's
+    processes mount no claims), each (the spec's field, why): the API's 422, before
+    anything is stored; empty: it can."""
+
+    def spec_refusals(self, spec: JobSpec) -> list[tuple[tuple[str | int, ...], str]]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """A backend's optional abilities, resolved once at wiring: the loop, the fence and
@@ -287,3 +304,5 @@ class Capabilities:
     excluded_nodes: ExcludedNodes | None = None
     logs: WorkerLogs | None = None
     disruptions: DisruptionBudgets | None = None
+    job_rules: JobNodeRules | None = None
+    spec_refusals: SpecRefusals | None = None

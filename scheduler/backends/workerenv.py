@@ -48,7 +48,7 @@ def worker_env(
     UUIDs or indices the worker may see. Shoal's variables are set after the user's
     `env`, so a job cannot spoof its rank.
     """
-    env = dict(spec.env)
+    env = dict(spec.plain_env)
     env.update(
         SHOAL_JOB_ID=job_id,
         SHOAL_JOB_NAME=spec.name,

@@ -34,8 +34,14 @@ def age(ts: str | None) -> str:
     return span((datetime.now(UTC) - datetime.fromisoformat(ts)).total_seconds())
 
 
-def build_spec(file: Path | None, flags: dict[str, Any], command: list[str]) -> dict[str, Any]:
-    """The job body: the file's fields, overridden by the flags that were given."""
+def build_spec(
+    file: Path | None,
+    flags: dict[str, Any],
+    command: list[str],
+    more: dict[str, list[Any]] | None = None,
+) -> dict[str, Any]:
+    """The job body: the file's fields, overridden by the flags that were given; `more`:
+    list fields the flags add to the file's (`--volume`: volumes and their mounts)."""
     body: dict[str, Any] = {}
     if file is not None:
         try:
@@ -48,6 +54,9 @@ def build_spec(file: Path | None, flags: dict[str, Any], command: list[str]) -> 
             die(f"{file} must hold one job (a mapping)")
         body.update(loaded)
     body.update({k: v for k, v in flags.items() if v is not None})
+    for key, items in (more or {}).items():
+        if items:
+            body[key] = [*(body.get(key) or []), *items]
     if command:
         body["command"] = command
         body.pop("args", None)

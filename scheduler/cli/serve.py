@@ -250,6 +250,7 @@ def _app(
         log_source=abilities.logs,
         core_config=pol.core,  # explain accounts with the policy the loop runs
         chart_limits=pol.allowed,
+        spec_refusals=abilities.spec_refusals,
         excluded_nodes=excluded.excluded_nodes if excluded is not None else None,
         loop_health=loop_health(loop, thread, stall_s),
         team_tokens_refused=team_refusal(local_users, shared_user_ok=shared_user_ok),

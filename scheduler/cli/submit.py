@@ -4,11 +4,14 @@ The scheduling flags write the job spec's fields: `--grace` its
 `terminationGracePeriodSeconds`, `--preemptible/--no-preemptible`, `--gpu-type` (repeat it
 for several allowed models), `--node-selector key=value` and `--toleration
 key[=value]:Effect` (both repeatable; a toleration without `=value` tolerates any value of
-the key, operator Exists; without `:Effect`, every effect). Flags override the file.
+the key, operator Exists; without `:Effect`, every effect). Flags override the file, but
+`--volume KIND:SOURCE:MOUNTPATH[:ro]` (repeatable) adds a volume and its mount to the
+file's.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -47,6 +50,45 @@ def toleration(value: str) -> dict[str, str]:
     return t
 
 
+VOLUME_KINDS = ("pvc", "secret", "configmap", "hostpath")
+
+
+def volumes(values: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """`KIND:SOURCE:MOUNTPATH[:ro]` -> Kubernetes volumes and their mounts: `pvc:NAME`
+    (a PersistentVolumeClaim), `secret:NAME`, `configmap:NAME`, `hostpath:/DIR` (the
+    local backend's, under the paths its admin allows). Each volume is named after its
+    mount path (/data: `data`; the local backend's SHOAL_VOLUME_DATA)."""
+    out: dict[str, list[dict[str, Any]]] = {"volumes": [], "volumeMounts": []}
+    names: set[str] = set()
+    for value in values:
+        kind, _, rest = value.partition(":")
+        source, _, rest = rest.partition(":")
+        path, _, flag = rest.partition(":")
+        if kind not in VOLUME_KINDS or not source or not path or flag not in ("", "ro"):
+            die(
+                f"--volume {value!r}: expected KIND:SOURCE:MOUNTPATH[:ro], KIND one of "
+                f"{', '.join(VOLUME_KINDS)} (pvc:datasets:/data, secret:creds:/etc/creds)"
+            )
+        name = base = re.sub(r"[^a-z0-9]+", "-", path.lower()).strip("-")[:55] or "volume"
+        n = 1
+        while name in names:
+            n += 1
+            name = f"{base}-{n}"
+        names.add(name)
+        src = {
+            "pvc": {"persistentVolumeClaim": {"claimName": source}},
+            "secret": {"secret": {"secretName": source}},
+            "configmap": {"configMap": {"name": source}},
+            "hostpath": {"hostPath": {"path": source}},
+        }[kind]
+        out["volumes"].append({"name": name, **src})
+        mount: dict[str, Any] = {"name": name, "mountPath": path}
+        if flag:
+            mount["readOnly"] = True
+        out["volumeMounts"].append(mount)
+    return out
+
+
 # The flags' typer declarations, so that `submit`'s signature is names and defaults.
 JobFile = Annotated[Path | None, typer.Option("-f", "--file", help="job YAML")]
 GpuMemory = Annotated[str | None, typer.Option("--gpu-memory")]
@@ -77,6 +119,15 @@ Tolerations = Annotated[
     list[str] | None,
     typer.Option("--toleration", help="KEY[=VALUE][:Effect] of a taint (repeat it)"),
 ]
+Volumes = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--volume",
+        "-v",
+        help="KIND:SOURCE:MOUNTPATH[:ro]: pvc:NAME, secret:NAME, configmap:NAME or "
+        "hostpath:/DIR mounted at MOUNTPATH (repeat it)",
+    ),
+]
 Follow = Annotated[bool, typer.Option("--follow", help="follow the logs until it ends")]
 
 
@@ -101,6 +152,7 @@ def submit(
     env: Env = None,
     node_selector: NodeSelector = None,
     tolerations: Tolerations = None,
+    volume: Volumes = None,
     follow: Follow = False,
     url: Url = None,
     token: Token = None,
@@ -129,7 +181,8 @@ def submit(
         "nodeSelector": pairs(node_selector, "--node-selector") if node_selector else None,
         "tolerations": [toleration(t) for t in tolerations] if tolerations else None,
     }
-    body = jobs.build_spec(file, flags, list(ctx.args))
+    mounts = volumes(volume) if volume else None
+    body = jobs.build_spec(file, flags, list(ctx.args), more=mounts)
     api = Api(url, token)
     job = jobs.submit(api, body)
     if follow:

@@ -42,7 +42,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from scheduler import model
 from scheduler.backends import base
@@ -55,6 +55,7 @@ from scheduler.loop.config import CycleReport, LoopConfig
 from scheduler.loop.context import Cycle, Memory
 from scheduler.loop.fence import Fenced
 from scheduler.loop.seen import Seen, Steps
+from scheduler.spec import Phase
 from scheduler.store import cycle as store
 from scheduler.store import port
 from scheduler.store.db import Database
@@ -282,6 +283,20 @@ class Loop:
         self.memory.blocked = housekeeping.report_blocked(db, self.memory.blocked, waiting, now)
         return blocked
 
+    def _job_rules(self, seen: Seen, held_back: Collection[str]) -> dict[str, model.NodeRules]:
+        """The backend's node rules for the pending jobs this cycle may place (their
+        volumes' topology: `base.JobNodeRules`)."""
+        rules = self.capabilities.job_rules
+        if rules is None:
+            return {}
+        out: dict[str, model.NodeRules] = {}
+        for lj in seen.live:
+            if lj.phase is not Phase.PENDING or lj.id in held_back:
+                continue
+            if (got := rules.job_rules(lj.spec)) is not None:
+                out[lj.id] = got
+        return out
+
     def _snapshot(self, db: LiveStore, now: float, seen: Seen) -> model.Snapshot:
         queues = db.load_queues()
         wait = self.memory.held_back(now)
@@ -305,6 +320,7 @@ class Loop:
             foreign_pending=seen.foreign_pending,
             unstoppable=self.memory.elsewhere.keys(),
             disruption_blocked=self._disruptions(db, now, seen),
+            job_rules=self._job_rules(seen, wait),
         )
         if self.backend.capabilities().resizable is None:
             return resize.rigid(snapshot)

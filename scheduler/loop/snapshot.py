@@ -62,6 +62,7 @@ def build(
     foreign_pending: Sequence[model.JobRequest] = (),
     unstoppable: Collection[str] = frozenset(),
     disruption_blocked: Mapping[str, str] | None = None,
+    job_rules: Mapping[str, model.NodeRules] | None = None,
 ) -> model.Snapshot:
     """The snapshot of `live` jobs on `nodes` at `now`. `held`: the running entries of
     `live`, when made already (the loop's cache); `stopping`: attempts still
@@ -69,7 +70,9 @@ def build(
     until those are gone; `held_back`: ids a backoff keeps out of this cycle;
     `unstoppable`: running jobs whose workers another replica launched out of this one's
     reach (a stop would free their GPUs while they run on); `disruption_blocked`: job id
-    -> the disruption budget that holds its workers (`base.DisruptionBudgets`)."""
+    -> the disruption budget that holds its workers (`base.DisruptionBudgets`);
+    `job_rules`: job id -> the backend's node rules for a pending job, beside its spec's
+    (`base.JobNodeRules`: its volumes' topology)."""
     if held is None:
         held = [r for lj in live if (r := lj.running()) is not None]
     running = list(held)
@@ -92,9 +95,10 @@ def build(
         ]
     ids = {lj.id for lj in live}
     extra = model.NodeRules(tolerations=config.worker_tolerations)
+    more = job_rules or {}
     pending = tuple(
-        dataclasses.replace(lj.request, nodes=eligible.also(lj.request.nodes, extra))
-        if config.worker_tolerations
+        dataclasses.replace(lj.request, nodes=_rules(lj.request.nodes, extra, more.get(lj.id)))
+        if config.worker_tolerations or lj.id in more
         else lj.request
         for lj in live
         if lj.phase is Phase.PENDING
@@ -110,6 +114,12 @@ def build(
         now=now,
         config=config,
     )
+
+
+def _rules(
+    own: model.NodeRules | None, extra: model.NodeRules, backend: model.NodeRules | None
+) -> model.NodeRules | None:
+    return eligible.also(eligible.also(own, extra if extra.tolerations else None), backend)
 
 
 def from_store(db: LiveStore, *, config: model.Config, now: float) -> model.Snapshot:

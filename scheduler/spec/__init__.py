@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from scheduler.spec import elastic, nodes
+from scheduler.spec import volumes as vols
 from scheduler.spec.common import (
     DNS1123_LABEL,
     DNS1123_SUBDOMAIN,
@@ -119,7 +120,11 @@ class JobSpec(_Spec):
     image: str = Field(min_length=1)
     command: list[str] = Field(default_factory=list)
     args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str | vols.EnvFrom] = Field(
+        default_factory=dict,
+        description="NAME: value, or NAME: {valueFrom: {secretKeyRef | configMapKeyRef: "
+        "{name, key}}} (read when the worker starts; Kubernetes only)",
+    )
     workers: Workers = Field(
         default=1,
         description="how many workers; {min, max}: an elastic PyTorch job (torchrun "
@@ -166,6 +171,33 @@ class JobSpec(_Spec):
         "Shoal's own ordering and preemption use `priority`",
     )
 
+    volumes: list[vols.Volume] | None = Field(
+        default=None,
+        max_length=vols.MAX_VOLUMES,
+        description="pod volumes (persistentVolumeClaim, configMap, secret, emptyDir, "
+        "csi, hostPath), as a pod's; mounted by volumeMounts",
+    )
+    volume_mounts: list[vols.VolumeMount] | None = Field(
+        default=None,
+        max_length=vols.MAX_VOLUMES,
+        description="where the worker container mounts volumes, as a container's",
+    )
+    service_account_name: str | None = Field(
+        default=None,
+        max_length=253,
+        json_schema_extra={"pattern": DNS1123_SUBDOMAIN.pattern},
+        description="the ServiceAccount the worker pods run as (its token is mounted); "
+        "unset: the chart's worker account, else none mounted",
+    )
+    image_pull_secrets: list[vols.LocalObjectReference] | None = Field(
+        default=None, description="Secrets to pull the image with, as a pod's"
+    )
+    resources: dict[str, int | str] | None = Field(
+        default=None,
+        description="more resources each worker requests and is limited to: extended "
+        "resources (example.com/rdma: 1), ephemeral-storage, hugepages-<size>",
+    )
+
     @field_validator("priority_class_name")
     @classmethod
     def _priority_class(cls, v: str | None) -> str | None:
@@ -173,6 +205,32 @@ class JobSpec(_Spec):
             raise ValueError(
                 "must be a DNS-1123 subdomain (lower-case letters, digits, '-' and '.')"
             )
+        return v
+
+    @field_validator("service_account_name")
+    @classmethod
+    def _service_account(cls, v: str | None) -> str | None:
+        return v if v is None else vols.object_name(v)
+
+    @field_validator("resources")
+    @classmethod
+    def _resources(cls, v: dict[str, int | str] | None) -> dict[str, int | str] | None:
+        return v if v is None else {name: vols.resource(name, value) for name, value in v.items()}
+
+    @field_validator("volumes")
+    @classmethod
+    def _volumes(cls, v: list[vols.Volume] | None) -> list[vols.Volume] | None:
+        vols.unique_names(v or [])
+        return v
+
+    @field_validator("volume_mounts")
+    @classmethod
+    def _mounts(
+        cls, v: list[vols.VolumeMount] | None, info: ValidationInfo
+    ) -> list[vols.VolumeMount] | None:
+        # `volumes` is checked first (declared first); absent from `data` when it failed.
+        if "volumes" in info.data:
+            vols.check_mounts(info.data["volumes"] or [], v or [])
         return v
 
     @field_validator("workers", mode="wrap")
@@ -228,7 +286,9 @@ class JobSpec(_Spec):
 
     @field_validator("env")
     @classmethod
-    def _env(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+    def _env(
+        cls, v: dict[str, str | vols.EnvFrom], info: ValidationInfo
+    ) -> dict[str, str | vols.EnvFrom]:
         if info.context == STORED:
             return v
         for name, value in v.items():
@@ -237,7 +297,7 @@ class JobSpec(_Spec):
                     f"{name!r} is not a valid environment variable name (letters, digits, "
                     "'_', '-' and '.', not starting with a digit; no '=' or NUL)"
                 )
-            if "\x00" in value:
+            if isinstance(value, str) and "\x00" in value:
                 raise ValueError(f"the value of {name} contains a NUL byte")
         return v
 
@@ -291,6 +351,25 @@ class JobSpec(_Spec):
     @property
     def gpu_memory_mib(self) -> int | None:
         return None if self.gpu_memory is None else parse_memory_mib(self.gpu_memory)
+
+    @property
+    def plain_env(self) -> dict[str, str]:
+        """The `env` values given as strings (what every backend can set)."""
+        return {k: v for k, v in self.env.items() if isinstance(v, str)}
+
+    @property
+    def env_from(self) -> dict[str, vols.EnvVarSource]:
+        """The `env` values read from a Secret or ConfigMap (Kubernetes only)."""
+        return {k: v.value_from for k, v in self.env.items() if not isinstance(v, str)}
+
+    @property
+    def claims(self) -> tuple[str, ...]:
+        """The PersistentVolumeClaims its workers mount."""
+        return tuple(
+            v.persistent_volume_claim.claim_name
+            for v in self.volumes or ()
+            if v.persistent_volume_claim is not None
+        )
 
     @property
     def gpus_distinct(self) -> bool:

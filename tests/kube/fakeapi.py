@@ -44,6 +44,9 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "deviceclasses": ("DeviceClass", "resource.k8s.io/v1", False),
     "resourceclaims": ("ResourceClaim", "resource.k8s.io/v1", True),
     "poddisruptionbudgets": ("PodDisruptionBudget", "policy/v1", True),
+    "persistentvolumeclaims": ("PersistentVolumeClaim", "v1", True),
+    "persistentvolumes": ("PersistentVolume", "v1", False),
+    "storageclasses": ("StorageClass", "storage.k8s.io/v1", False),
 }
 CUSTOM = {"trainingjobs", "queues"}
 VALIDATED = {

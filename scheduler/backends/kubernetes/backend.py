@@ -24,6 +24,7 @@ from scheduler.backends.kubernetes import (
     events,
     inventory,
     names,
+    podfit,
     podindex,
     podrules,
     resize,
@@ -42,12 +43,19 @@ from scheduler.backends.kubernetes.podbinder import PodBinder
 from scheduler.backends.kubernetes.reflector import Reflector
 from scheduler.backends.kubernetes.upkeep import Upkeep
 from scheduler.backends.kubernetes.workerpods import WorkerPods
-from scheduler.model import JobRequest, Node, RunningJob, WorkerPlacement
+from scheduler.model import JobRequest, Node, NodeRules, RunningJob, WorkerPlacement
+from scheduler.placement import eligible
+from scheduler.spec import JobSpec
 
 __all__ = ["KubernetesBackend", "graceful"]  # graceful: moved to objects, still importable
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
+HOST_PATH_REFUSED = (
+    "hostPath volumes are refused on Kubernetes until an admin may allow host paths "
+    "(the admins' limits); mount a PersistentVolumeClaim (a local PersistentVolume "
+    "for a node's disk) instead"
+)
 
 
 class KubernetesBackend:
@@ -76,7 +84,8 @@ class KubernetesBackend:
         self.evictions = disruption.Evictions(self.budgets)
         self.events = events.Recorder(self.kube.fork(), self.config.event_component)
         self.reservations = shares.Reservations(self.kube, self.config, self.events)
-        self.volumes = podrules.VolumeRules(self.kube)  # foreign pods' claims, as node rules
+        # Claims' volumes as node rules, for foreign pods and Shoal's jobs alike.
+        self.volumes = podrules.VolumeRules(self.kube)
         # DRA: the devices drivers publish, their classes, and every claim's allocation.
         self.dra_caches = (
             [Reflector(self.kube, r) for r in ("resourceslices", "deviceclasses", "resourceclaims")]
@@ -103,6 +112,7 @@ class KubernetesBackend:
 
     def _make_collaborators(self) -> None:
         kube, cfg = self.kube, self.config
+        self._fit = NodeFit(self.node_cache, self.index)
         self._binder = PodBinder(kube, cfg, self.reservations, self.events, self.claims)
         self._workers = WorkerPods(
             kube,
@@ -123,7 +133,7 @@ class KubernetesBackend:
             index=self.index,
             volumes=self.volumes,
             binder=self._binder,
-            fit=NodeFit(self.node_cache, self.index),
+            fit=self._fit,
             lock=self._lock,
             closed=self._closed,
             mps_replicas=self._nodes.mps_replicas,
@@ -188,7 +198,22 @@ class KubernetesBackend:
             capacity=self,
             excluded_nodes=self,
             disruptions=self,
+            job_rules=self,
+            spec_refusals=self,
         )
+
+    def job_rules(self, spec: JobSpec) -> NodeRules | None:
+        """Where a pending job's workers may run by what its pods will ask beyond the
+        spec's own rules: its claims' volumes, by the rules foreign pods get
+        (`podrules.VolumeRules`: a bound volume's node affinity, a claim not bound yet
+        refused with why), and its extended resources, by the nodes that lack room for
+        one worker's (`nodefit`: the core does not count them)."""
+        out = self.volumes.rules(self.config.namespace, spec.claims) if spec.claims else None
+        if spec.resources:
+            wanted = {name: str(amount) for name, amount in spec.resources.items()}
+            one = {"spec": {"containers": [{"resources": {"requests": wanted}}]}}
+            out = eligible.also(out, self._fit.view().rules(podfit.ask(one)))
+        return out
 
     def nodes(self) -> list[Node]:
         """`inventory.schedulable_nodes`, from the index's foreign totals (`NodeView`)."""
@@ -202,7 +227,20 @@ class KubernetesBackend:
         """node -> why Shoal does not offer it, or offers no fractions there."""
         return self._nodes.excluded_nodes()
 
+    def spec_refusals(self, spec: JobSpec) -> list[tuple[tuple[str | int, ...], str]]:
+        """A node's files are refused until admins can allow some (issue 37 item 3: the
+        admins' limits on host paths replace this): a worker pod created by Shoal's own
+        account would read and write any directory of the node."""
+        return [
+            (("volumes", i, "hostPath"), HOST_PATH_REFUSED)
+            for i, v in enumerate(spec.volumes or ())
+            if v.host_path is not None
+        ]
+
     def launch(self, request: base.LaunchRequest) -> None:
+        if refused := self.spec_refusals(request.spec):  # one the API did not check
+            loc, why = refused[0]
+            raise base.BackendError(f"{'.'.join(map(str, loc))}: {why}")
         self._workers.launch(request)
 
     def stop(self, job_id: str, grace_period_s: float, *, reason: str = "Stopped") -> None:

@@ -7,12 +7,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
 from scheduler.backends import base, workerenv
 from scheduler.backends.kubernetes import names, nodepool
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.objectmeta import is_fractional, job_labels, object_meta
 from scheduler.model import WorkerPlacement
 from scheduler.spec import Framework, JobSpec
+from scheduler.spec import volumes as vols
 from scheduler.worker import checkin
 
 Obj = dict[str, Any]
@@ -50,7 +53,8 @@ def worker_pod(
     device = base.Enforcement.MPS if replica else dra
     container = _worker_container(req, p, hosts, config, device)
     volumes = _worker_volumes(req, base_name, container)
-    if p.gpus and (shm := shm_mib(req, config)):
+    own_shm = any(m.mount_path == vols.SHM for m in spec.volume_mounts or ())
+    if p.gpus and not own_shm and (shm := shm_mib(req, config)):
         container["volumeMounts"].append({"name": "dshm", "mountPath": "/dev/shm"})
         volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm}Mi"}})
     pod_spec: Obj = {
@@ -111,8 +115,12 @@ def _add_placement_fields(pod_spec: Obj, req: base.LaunchRequest, config: KubeCo
         pod_spec["priorityClassName"] = priority_class
     if config.runtime_class:  # the NVIDIA runtime, where it is not the default
         pod_spec["runtimeClassName"] = config.runtime_class
-    if config.service_account:
-        pod_spec["serviceAccountName"] = config.service_account
+    if spec.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [_dump(s) for s in spec.image_pull_secrets]
+    # The job's own account (its token mounted: the job asked for its RBAC), else the
+    # chart's worker account.
+    if account := spec.service_account_name or config.service_account:
+        pod_spec["serviceAccountName"] = account
     else:  # the namespace's default account: its token is of no use to a worker
         pod_spec["automountServiceAccountToken"] = False
 
@@ -154,6 +162,14 @@ def _worker_env(
         for k, v in sorted(env.items())
         if not (frac and k == "NVIDIA_VISIBLE_DEVICES")
     ]
+    # A job's values from Secrets and ConfigMaps, save the names Shoal sets (its own
+    # variables win over the job's, as its plain values do in `workerenv`).
+    taken = {e["name"] for e in env_list} | ({"NVIDIA_VISIBLE_DEVICES"} if frac else set())
+    env_list.extend(
+        {"name": k, "valueFrom": _dump(source)}
+        for k, source in sorted(req.spec.env_from.items())
+        if k not in taken
+    )
     if frac:
         env_list.append(
             {
@@ -178,6 +194,9 @@ def _worker_container(
     limits: Obj = {"memory": f"{spec.memory_mib}Mi"}
     if p.gpus and (device is not None or not is_fractional(p)):
         requests[GPU] = limits[GPU] = str(len(p.gpus))  # an MPS replica: one
+    for resource, amount in (spec.resources or {}).items():
+        # Extended resources must be requested as limited (hugepages need a limit too).
+        requests[resource] = limits[resource] = str(amount)
     ports = [{"name": "rendezvous", "containerPort": workerenv.MASTER_PORT}]
     if spec.framework is Framework.TENSORFLOW:
         ports.append({"name": "tf", "containerPort": workerenv.MASTER_PORT + 1 + p.worker})
@@ -188,7 +207,10 @@ def _worker_container(
         "ports": ports,
         "resources": {"requests": requests, "limits": limits},
         "securityContext": dict(config.security_context),
-        "volumeMounts": [{"name": "podinfo", "mountPath": "/etc/shoal/podinfo"}],
+        "volumeMounts": [
+            {"name": "podinfo", "mountPath": "/etc/shoal/podinfo"},
+            *(_dump(m) for m in spec.volume_mounts or ()),
+        ],
     }
     if spec.command:
         container["command"] = list(spec.command)
@@ -230,9 +252,15 @@ def share_check_container(worker_env: list[Obj], spec: JobSpec, config: KubeConf
     }
 
 
+def _dump(model: BaseModel) -> Obj:
+    """A spec's Kubernetes-shaped part as the pod writes it (camelCase, unset left out)."""
+    out: Obj = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return out
+
+
 def _worker_volumes(req: base.LaunchRequest, base_name: str, container: Obj) -> list[Obj]:
-    """The downward-API files the launcher watches (preempted, stop reason), and an MPI
-    job's hostfile (mounted into `container` too)."""
+    """The downward-API files the launcher watches (preempted, stop reason), the job's
+    own volumes, and an MPI job's hostfile (mounted into `container` too)."""
     preempted = {"fieldPath": f"metadata.annotations['{names.PREEMPTED}']"}
     stop_reason = {"fieldPath": f"metadata.annotations['{names.STOP_REASON}']"}
     items = [
@@ -240,6 +268,7 @@ def _worker_volumes(req: base.LaunchRequest, base_name: str, container: Obj) -> 
         {"path": "stop-reason", "fieldRef": stop_reason},
     ]
     volumes: list[Obj] = [{"name": "podinfo", "downwardAPI": {"items": items}}]
+    volumes.extend(_dump(v) for v in req.spec.volumes or ())
     if req.spec.framework is Framework.MPI:
         container["volumeMounts"].append(
             {"name": "hostfile", "mountPath": "/etc/shoal/hostfile", "subPath": "hostfile"}

@@ -50,9 +50,11 @@ from scheduler.backends.local import (
     starting,
     statedir,
     stopping,
+    volumes,
 )
 from scheduler.backends.local.users import WorkerUsers
 from scheduler.model import Enforcement, Node
+from scheduler.spec import JobSpec
 
 log = logging.getLogger("shoal.local")
 
@@ -72,11 +74,19 @@ class LocalBackend:
         host: gpus.Host | None = None,
         users: WorkerUsers | None = None,
         run_dir: str | Path | None = None,
+        allowed_host_paths: Sequence[str] | None = None,
     ) -> None:
         """`on_spawn(job_id, attempt, worker)` is called after each worker is started and
         recorded (the crash-safety tests' crash point in the middle of a gang launch).
-        `run_dir`: the workers' run directory (default `<tmp>/shoal-run-<instance>`)."""
+        `run_dir`: the workers' run directory (default `<tmp>/shoal-run-<instance>`).
+        `allowed_host_paths`: where a job's hostPath volumes may be (`volumes`); default:
+        the cluster file's `allowedHostPaths`."""
         self.state_dir = Path(state_dir)
+        self.allowed_host_paths = tuple(
+            allowed_host_paths
+            if allowed_host_paths is not None
+            else volumes.allowed_from_file(cluster_file)
+        )
         self.users = users or WorkerUsers()
         self._host = host
         if host is not None:
@@ -140,12 +150,20 @@ class LocalBackend:
             records=self,
             excluded_nodes=self,
             logs=self,
+            spec_refusals=self,
         )
 
     def nodes(self) -> Sequence[Node]:
         return self._nodes
 
+    def spec_refusals(self, spec: JobSpec) -> list[tuple[tuple[str | int, ...], str]]:
+        """What of `spec` its processes cannot be given (`volumes.refusals`)."""
+        return volumes.refusals(spec, self.allowed_host_paths)
+
     def launch(self, request: base.LaunchRequest) -> None:
+        if refused := self.spec_refusals(request.spec):  # a job stored past the API's check
+            loc, why = refused[0]
+            raise base.BackendError(f"{'.'.join(map(str, loc))}: {why}")
         key = records.attempt_key(request.job_id, request.attempt)
         with self._lock:
             known = self.records.attempts.get(key)

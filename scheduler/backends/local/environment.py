@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scheduler.backends import base, workerenv
-from scheduler.backends.local import gpus, mps, records
+from scheduler.backends.local import gpus, mps, records, volumes
 from scheduler.model import Enforcement, Node, WorkerPlacement
 from scheduler.spec import Framework
 
@@ -45,6 +45,7 @@ def worker_environment(
         port=rec.port,
     )
     env.update(request.extra_env)
+    env.update(volumes.volume_env(request.spec))
     if visible is not None:
         env.update(device_env(p, visible, daemon, node.gpu_memory_mib if node else 0))
     env["SHOAL_PREEMPT_FILE"] = rec.preempt_file
