@@ -138,6 +138,39 @@ def test_a_disruption_target_fails_the_attempt_but_its_gpus_stay_held(
     assert row(database, job_id).phase == Phase.SCHEDULED.value
 
 
+def test_an_evicted_worker_whose_node_is_gone_holds_nothing(
+    kube: FakeKube, loop: Loop, database: Database
+) -> None:
+    """An eviction leaves the pod Terminating with its DisruptionTarget; with no kubelet
+    left to finish it (its node deleted, no pod GC) it would stay for ever, and the
+    attempt with it: a worker whose node is gone is no longer running, whatever its
+    conditions say, and the job is placed again elsewhere."""
+    kube.graceful_pod_deletes = True
+    kube.put("nodes", node("n2", gpus=4))
+    job_id = submit(database, "stranded", gpu=4)
+    loop.run_once()
+    (pod,) = pods_of(kube, job_id)
+    name, first_node = pod["metadata"]["name"], pod["spec"]["nodeName"]
+    set_phase(kube, name, "Running")
+    settle(loop, kube)
+    cond = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+    kube.update("pods", name, NS, {"status": {"conditions": [cond]}})
+    settle(loop, kube)
+    (w,) = backend_of(loop).workers()
+    assert w.still_running  # on a live node its containers may still run
+    kube.remove("nodes", first_node)
+    eventually(lambda: len(backend_of(loop).node_cache.items()) == 1)
+    (w,) = backend_of(loop).workers()
+    assert (w.state, w.retryable, w.still_running) == (WorkerState.FAILED, True, False)
+    loop.run_once()
+    settle(loop, kube)
+    advance(loop, 6)
+    loop.run_once()
+    r = row(database, job_id)
+    assert r.phase == Phase.SCHEDULED.value and r.attempt == 2
+    assert kube.get("pods", name, NS) is not None  # the old pod is still there
+
+
 def test_a_kubelet_admission_rejection_is_retried_without_using_backoff_limit(
     kube: FakeKube, loop: Loop, database: Database
 ) -> None:

@@ -310,6 +310,10 @@ class KubernetesBackend:
                     w = status.failed_by_infrastructure(w, lost)
                     if inventory.holds_resources(p) and lost in broken.values():
                         w = replace(w, still_running=True)
+            elif w.still_running and status.node_failure(p, nodes, now, self.config.node_lost_s):
+                # Failed already (an eviction's DisruptionTarget) but its node is gone or
+                # long NotReady: nothing of it runs on to wait for.
+                w = replace(w, still_running=False)
             out.append(w)
         return sorted(out, key=lambda w: (w.job_id, w.attempt, w.worker))
 
