@@ -57,6 +57,9 @@ def create_app(settings: Settings, wiring: Wiring | None = None) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,  # served from the package by api.apidocs: no CDN
         redoc_url=None,
+        # One schema per model (JobSpec, not JobSpec-Input and -Output): what a client
+        # sends and reads back is the same shape, nulls left out on the way back.
+        separate_input_output_schemas=False,
     )
     app.state.services = services
     # Only for tests' set-up (they seed the store through it); routes read `services`.
