@@ -4,6 +4,7 @@ workers that run out of this replica's sight, or of a stop a disruption budget h
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 
@@ -77,16 +78,7 @@ def report_elsewhere(
             "replica (same state directory), or cancel the job"
         )
         log.error("job %s: %s", job_id, message)
-        try:
-            db.append_event(
-                job_id=job_id,
-                kind="WorkersElsewhere",
-                reason="ReplicaMismatch",
-                message=message,
-                now=as_datetime(now),
-            )
-        except errors.NotFound:
-            continue
+        _event(db, job_id, "WorkersElsewhere", "ReplicaMismatch", message, now)
     return dict(found)
 
 
@@ -101,14 +93,13 @@ def report_blocked(
             continue
         message = f"waiting for PodDisruptionBudget {why}"
         log.info("job %s: %s", job_id, message)
-        try:
-            db.append_event(
-                job_id=job_id,
-                kind="StopWaiting",
-                reason="DisruptionBudget",
-                message=message,
-                now=as_datetime(now),
-            )
-        except errors.NotFound:
-            continue
+        _event(db, job_id, "StopWaiting", "DisruptionBudget", message, now)
     return dict(found)
+
+
+def _event(db: LiveStore, job_id: str, kind: str, reason: str, message: str, now: float) -> None:
+    """Append an event to the job's record; a job deleted meanwhile has none to take it."""
+    with contextlib.suppress(errors.NotFound):
+        db.append_event(
+            job_id=job_id, kind=kind, reason=reason, message=message, now=as_datetime(now)
+        )

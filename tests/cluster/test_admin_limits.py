@@ -14,26 +14,12 @@ from typing import Any
 import pytest
 
 from .conftest import ControlPlane, Shoal, eventually
-from .test_jobs import running, trainingjob
+from .test_jobs import queue, running, trainingjob
 
 pytestmark = pytest.mark.cluster
 
 ALLOWED = {"key": "dedicated", "operator": "Equal", "value": "vision", "effect": "NoSchedule"}
 OTHER = {**ALLOWED, "value": "infra"}
-
-
-def queue_with(cp: ControlPlane, allowed: dict[str, Any]) -> None:
-    cp.custom.create_cluster_custom_object(
-        "shoal.dev",
-        "v1alpha1",
-        "queues",
-        {
-            "apiVersion": "shoal.dev/v1alpha1",
-            "kind": "Queue",
-            "metadata": {"name": "vision"},
-            "spec": {"guaranteed": {"total": 4}, "allowed": allowed},
-        },
-    )
 
 
 def status_of(cp: ControlPlane, name: str) -> dict[str, Any]:
@@ -52,7 +38,7 @@ def test_dangerous_asks_are_refused_and_an_allowed_job_runs(
     policy.write_text(policy.read_text() + f"\nallowed: {json.dumps({'tolerations': [ALLOWED]})}\n")
     cluster.kubectl("create", "priorityclass", "shoal-test-team", "--value=100", check=False)
     cluster.add_node("kw-l1", gpus=4)
-    queue_with(cluster, {"priorityClasses": ["shoal-test-*"]})
+    queue(cluster, total=4, allowed={"priorityClasses": ["shoal-test-*"]})
     shoal = start_shoal(shoal_env)
 
     trainingjob(cluster, "crit", priorityClassName="system-node-critical", workers=1)

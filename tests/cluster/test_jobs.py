@@ -25,7 +25,7 @@ pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
 
 
-def queue(cp: ControlPlane, name: str = "vision", total: float = 16) -> None:
+def queue(cp: ControlPlane, name: str = "vision", total: float = 16, **spec: Any) -> None:
     cp.custom.create_cluster_custom_object(
         "shoal.dev",
         "v1alpha1",
@@ -34,7 +34,7 @@ def queue(cp: ControlPlane, name: str = "vision", total: float = 16) -> None:
             "apiVersion": "shoal.dev/v1alpha1",
             "kind": "Queue",
             "metadata": {"name": name},
-            "spec": {"guaranteed": {"total": total}, "weight": 1},
+            "spec": {"guaranteed": {"total": total}, "weight": 1, **spec},
         },
     )
 
