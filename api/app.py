@@ -38,7 +38,11 @@ def create_app(settings: Settings, wiring: Wiring | None = None) -> FastAPI:
         # Fair shares are computed with the policy the loop runs (given by `shoal serve`).
         metrics=Metrics(database, config=lambda: wired.core_config),
         # Admission reads queues and nodes from a snapshot (api.feasibility_cache).
-        feasibility=FeasibilitySnapshot(settings.admission_ttl_s, chart_limits=wired.chart_limits),
+        feasibility=FeasibilitySnapshot(
+            settings.admission_ttl_s,
+            chart_limits=wired.chart_limits,
+            jobs_namespace=wired.jobs_namespace,
+        ),
         wiring=wired,
     )
 

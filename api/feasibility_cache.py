@@ -45,9 +45,11 @@ class FeasibilitySnapshot:
         ttl_s: float = DEFAULT_TTL_S,
         clock: Callable[[], float] = time.monotonic,
         chart_limits: Allowances | None = None,
+        jobs_namespace: str = "shoal-jobs",
     ) -> None:
         self.ttl_s = ttl_s
         self.chart_limits = chart_limits  # the chart's admission.allowed
+        self.jobs_namespace = jobs_namespace  # where a job naming no namespace runs
         self._clock = clock
         self._lock = threading.Lock()
         self._data: tuple[float, _Data] | None = None
@@ -88,7 +90,12 @@ class FeasibilitySnapshot:
             known: Mapping[str, Queue] = {q.name: q for q in all_queues if may_submit(q.name)}
             mine = {name: a for name, a in limits.items() if name in known}
             return feasibility.check_job(
-                spec, queues=known, nodes=nodes, limits=mine, chart_limits=self.chart_limits
+                spec,
+                queues=known,
+                nodes=nodes,
+                limits=mine,
+                chart_limits=self.chart_limits,
+                jobs_namespace=self.jobs_namespace,
             )
 
         problems = check(self._cached(session))

@@ -40,6 +40,8 @@ class Wiring:
     team_tokens_refused: str | None = None
     # The chart's limits on what a job may ask (admission.allowed; scheduler.spec.allowed).
     chart_limits: Allowances | None = None
+    # Where a job that names no namespace runs (its namespace for allowed.namespaces).
+    jobs_namespace: str = "shoal-jobs"
     # What of a valid spec the backend cannot run (the local backend's processes mount no
     # claims): a 422 before anything is stored.
     spec_refusals: base.SpecRefusals | None = None

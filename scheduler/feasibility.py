@@ -74,9 +74,11 @@ def check_job(
     nodes: Sequence[Node],
     limits: Mapping[str, allowed.Allowances] | None = None,
     chart_limits: allowed.Allowances | None = None,
+    jobs_namespace: str = "shoal-jobs",
 ) -> list[Problem]:
     """Problems that make `spec` unschedulable forever (not merely for now), and what it
-    asks that its queue's `limits` (else the chart's) do not allow."""
+    asks that its queue's `limits` (else the chart's) do not allow (`jobs_namespace`:
+    where a job that names no namespace runs)."""
     problems = [
         Problem(r.loc, r.msg)
         for r in allowed.refusals(
@@ -84,6 +86,7 @@ def check_job(
             queue=spec.queue,
             mine=(limits or {}).get(spec.queue),
             chart=chart_limits,
+            default_namespace=jobs_namespace,
         )
     ]
     queue = queues.get(spec.queue)

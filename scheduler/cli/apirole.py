@@ -64,6 +64,7 @@ def app_from_env() -> FastAPI:
     wiring = Wiring(
         core_config=pol.core,  # explain and the fair-share figures use the loop's policy
         chart_limits=pol.allowed,
+        jobs_namespace=env.jobs_namespace,
         excluded_nodes=lambda: stored_exclusions(opened[0]),
     )
     app = create_app(Settings.from_env(), wiring)

@@ -164,7 +164,7 @@ def serve(
         app = _probes(database, loop, thread, pol.interval_s, tokens)
     else:
         settings = _api_settings(db_url, tokens, database, worker_key)
-        app = _app(settings, loop, thread, backend, pol, shared_user_ok)
+        app = _app(settings, loop, thread, backend, pol, shared_user_ok, env.jobs_namespace)
     servesetup.announce(url, state, db_url, admin, part)
     try:
         _run(app, loop, sock, thread, stop)
@@ -240,6 +240,7 @@ def _app(
     backend: base.ClusterBackend,
     pol: serve_settings.Policy,
     shared_user_ok: bool,
+    jobs_namespace: str,
 ) -> FastAPI:
     """The API on the loop's store, wired to `backend` and to the loop on `thread`."""
     stall_s = _stall_s(pol.interval_s)
@@ -250,6 +251,7 @@ def _app(
         log_source=abilities.logs,
         core_config=pol.core,  # explain accounts with the policy the loop runs
         chart_limits=pol.allowed,
+        jobs_namespace=jobs_namespace,
         spec_refusals=abilities.spec_refusals,
         excluded_nodes=excluded.excluded_nodes if excluded is not None else None,
         loop_health=loop_health(loop, thread, stall_s),

@@ -120,11 +120,11 @@ def _crd(
 
 
 def trainingjob_crd() -> dict[str, Any]:
-    # metadata.name is the job's name, so the spec has no `name` of its own.
+    # metadata.name and .namespace are the job's, so the spec has neither of its own.
     spec = spec_schema(
         JobSpec,
         "What the job runs and what each worker needs (scheduler.spec.JobSpec)",
-        drop=("name",),
+        drop=("name", "namespace"),
     )
     spec["properties"]["workers"] = WORKERS
     return _crd(

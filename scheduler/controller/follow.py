@@ -3,7 +3,7 @@ watcher carry a job's progress (Pending -> Scheduled -> Running -> Succeeded) on
 TrainingJob's status within a poll interval, instead of at the next relist.
 
 One indexed query a poll (`ix_jobs_origin`): the jobs submitted as TrainingJobs in the
-watched namespace that are live, or finished within the last `FINISHED_WINDOW_S` (so a
+watched namespaces that are live, or finished within the last `FINISHED_WINDOW_S` (so a
 job that started and ended between two polls is still seen once). Each row is reduced to
 a fingerprint of what the status shows of it; a row whose fingerprint differs from the
 last poll's, or that is new, is reported. The pending reason's text is left out of the
@@ -31,13 +31,14 @@ class Changed:
     """A job whose status moved: its id and the TrainingJob it was submitted as."""
 
     job_id: str
+    namespace: str
     name: str
     uid: str  # "" when the CR was read without one (matched by name alone)
 
 
 @dataclass
 class StatusFollower:
-    namespace: str
+    namespaces: tuple[str, ...]
     _seen: dict[str, Fingerprint] | None = field(default=None, init=False)
 
     def changed(self, session: Session, now: datetime | None = None) -> list[Changed]:
@@ -45,14 +46,14 @@ class StatusFollower:
         takes the baseline (the watcher's list that follows reconciles everything)."""
         cutoff = (now or schema.utcnow()) - timedelta(seconds=FINISHED_WINDOW_S)
         rows = crstatus.followed_jobs(
-            session=session, kind=TRAININGJOB, namespace=self.namespace, finished_since=cutoff
+            session=session, kind=TRAININGJOB, namespaces=self.namespaces, finished_since=cutoff
         )
         now_seen = {row.job_id: row.fingerprint for row in rows}
         before, self._seen = self._seen, now_seen
         if before is None:
             return []
         return [
-            Changed(row.job_id, row.name or "", row.uid or "")
+            Changed(row.job_id, row.namespace, row.name or "", row.uid or "")
             for row in rows
             if before.get(row.job_id) != now_seen[row.job_id]
         ]

@@ -114,13 +114,18 @@ def errors_of(exc: pydantic.ValidationError, prefix: str = "spec") -> list[str]:
 
 
 def job_spec_of(cr: Mapping[str, Any]) -> JobSpec:
-    """The JobSpec of a TrainingJob: its spec with metadata.name as the job's name."""
+    """The JobSpec of a TrainingJob: its spec with metadata.name as the job's name and
+    metadata.namespace as its namespace (its pods are made there)."""
     spec = cr.get("spec") or {}
     if not isinstance(spec, Mapping):
         spec = {"_": spec}  # a non-object spec: let pydantic say so
-    if "name" in spec:
-        raise ValueError("spec.name: not allowed, metadata.name is the job's name")
-    return JobSpec.model_validate({**spec, "name": _meta(cr).get("name", "")})
+    for key in ("name", "namespace"):
+        if key in spec:
+            raise ValueError(f"spec.{key}: not allowed, metadata.{key} is the job's {key}")
+    meta = _meta(cr)
+    return JobSpec.model_validate(
+        {**spec, "name": meta.get("name", ""), "namespace": meta.get("namespace") or None}
+    )
 
 
 def queue_spec_of(cr: Mapping[str, Any]) -> QueueSpec:
@@ -143,8 +148,9 @@ def _invalid(reasons: Sequence[str], generation: Any) -> Decision:
 
 
 def changed_fields(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """Top-level spec fields whose values differ (`name` never counts)."""
-    keys = (set(old) | set(new)) - {"name"}
+    """Top-level spec fields whose values differ (`name` and `namespace`, from the CR's
+    metadata, never count: a job stored before it had a namespace is not edited)."""
+    keys = (set(old) | set(new)) - {"name", "namespace"}
     return sorted(k for k in keys if old.get(k) != new.get(k))
 
 

@@ -11,8 +11,13 @@ A deleted TrainingJob needs no finalizer: the DELETED event carries the last obj
 is reconciled as if it had a deletionTimestamp (the store job is cancelled), and the
 worker pods go with it through their owner references. A TrainingJob deleted while no
 watcher ran (no leader, a restart) sends no event: after every full list, live store jobs
-submitted from a TrainingJob in this namespace that the list no longer holds are
+submitted from a TrainingJob in that namespace that the list no longer holds are
 cancelled (`cancel_missing`).
+
+TrainingJobs are watched in each namespace Shoal is given (the jobs namespace, then the
+chart's teamNamespaces), one watch each: a namespace list, not a cluster-wide watch, so
+two releases on one cluster never fight over a TrainingJob's status, and a Role per
+namespace is all the RBAC it takes.
 
 A job's progress in the store (Scheduled, Running, Succeeded) sends no event either: a
 third thread polls the store every `follow_s` (`scheduler.controller.follow`) for the
@@ -97,19 +102,19 @@ class CrWatcher:
         self,
         api_client: Any,
         sessions: SessionFactory,
-        namespace: str,
+        namespaces: tuple[str, ...],
         resync_s: int = 300,
         follow_s: float = 1.0,
         chart_limits: Allowances | None = None,
     ) -> None:
         self.api = kubernetes.client.CustomObjectsApi(api_client)
-        self.sessions, self.namespace = sessions, namespace
+        self.sessions, self.namespaces = sessions, namespaces
         self.chart_limits = chart_limits  # admission.allowed: TrainingJobs meet the REST rules
         # Each watch ends after resync_s and the relist reconciles every CR again (the
         # pending reasons' text, anything the follower missed); the follower carries the
         # store's progress (Running, Succeeded) onto CR status every follow_s.
         self.resync_s, self.follow_s = resync_s, follow_s
-        self.follower = follow.StatusFollower(namespace)
+        self.follower = follow.StatusFollower(namespaces)
         self._one_at_a_time = threading.Lock()  # the watch and the follower threads
 
     # --- one object ---------------------------------------------------------------
@@ -172,9 +177,9 @@ class CrWatcher:
                 crdgen.GROUP, crdgen.VERSION, cr["metadata"]["namespace"], plural, name, body
             )
 
-    def cancel_missing(self, items: list[dict[str, Any]]) -> list[str]:
-        """Cancel live store jobs whose TrainingJob (in this namespace) is not in `items`,
-        a full list: it was deleted while no watcher saw the DELETED event. Returns the
+    def cancel_missing(self, items: list[dict[str, Any]], namespace: str) -> list[str]:
+        """Cancel live store jobs whose TrainingJob (in `namespace`) is not in `items`,
+        its full list: it was deleted while no watcher saw the DELETED event. Returns the
         cancelled job ids."""
         uids, names = set(), set()
         for cr in items:
@@ -186,7 +191,7 @@ class CrWatcher:
             gone = [
                 job_id
                 for job_id, origin in jobs.live_with_origin(
-                    session=session, kind=TRAININGJOB, namespace=self.namespace
+                    session=session, kind=TRAININGJOB, namespaces=(namespace,)
                 )
                 # A CR read without a uid is known by its name.
                 if (origin.uid not in uids if origin.uid else origin.name not in names)
@@ -201,33 +206,40 @@ class CrWatcher:
         return out
 
     # --- the loops --------------------------------------------------------------------
-    def _list(self, plural: str, **kw: Any) -> Any:
-        if plural == "queues":
+    def _list(self, plural: str, namespace: str | None = None, **kw: Any) -> Any:
+        if namespace is None:  # queues are cluster-scoped
             return self.api.list_cluster_custom_object(crdgen.GROUP, crdgen.VERSION, plural, **kw)
         return self.api.list_namespaced_custom_object(
-            crdgen.GROUP, crdgen.VERSION, self.namespace, plural, **kw
+            crdgen.GROUP, crdgen.VERSION, namespace, plural, **kw
         )
 
-    def _events(self, plural: str, resource_version: str) -> Iterator[dict[str, Any]]:
+    def _events(
+        self, plural: str, resource_version: str, namespace: str | None
+    ) -> Iterator[dict[str, Any]]:
         watch = kubernetes.watch.Watch()  # type: ignore[no-untyped-call]
         # Queues relist often (few objects): each relist refreshes their usage columns.
         timeout = min(self.resync_s, QUEUE_RESYNC_S) if plural == "queues" else self.resync_s
         yield from watch.stream(  # type: ignore[no-untyped-call]
-            self._list, plural, resource_version=resource_version, timeout_seconds=timeout
+            self._list,
+            plural,
+            namespace,
+            resource_version=resource_version,
+            timeout_seconds=timeout,
         )
 
-    def run(self, plural: str, stop: threading.Event) -> None:
-        """List (reconciling everything), then watch; relist on any error or 410."""
+    def run(self, plural: str, stop: threading.Event, namespace: str | None = None) -> None:
+        """List (reconciling everything), then watch; relist on any error or 410.
+        TrainingJobs: those of `namespace`."""
         handle = self.queue if plural == "queues" else self.trainingjob
         while not stop.is_set():
             try:
-                listing = self._list(plural)
+                listing = self._list(plural, namespace)
                 for item in listing.get("items", []):
                     handle(item)
-                if plural == "trainingjobs":
-                    self.cancel_missing(list(listing.get("items", [])))
+                if namespace is not None:
+                    self.cancel_missing(list(listing.get("items", [])), namespace)
                 version = listing["metadata"]["resourceVersion"]
-                for event in self._events(plural, version):
+                for event in self._events(plural, version, namespace):
                     if stop.is_set():
                         return
                     if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
@@ -236,7 +248,7 @@ class CrWatcher:
                         # idempotent and status_patch writes only real changes.
                         handle(obj, deleted=event["type"] == "DELETED")
             except Exception:  # the API server went away, 410 Gone, a store hiccup
-                log.exception("watching %s failed; relisting in 5 s", plural)
+                log.exception("watching %s (%s) failed; relisting in 5 s", plural, namespace)
                 stop.wait(5.0)
 
     def follow_once(self) -> list[str]:
@@ -250,7 +262,7 @@ class CrWatcher:
                 cr = cast(
                     dict[str, Any],
                     self.api.get_namespaced_custom_object(
-                        crdgen.GROUP, crdgen.VERSION, self.namespace, "trainingjobs", c.name
+                        crdgen.GROUP, crdgen.VERSION, c.namespace, "trainingjobs", c.name
                     ),
                 )
                 if c.uid and (cr.get("metadata") or {}).get("uid") != c.uid:
@@ -279,9 +291,14 @@ class CrWatcher:
         except Exception:
             log.exception("following job status: no baseline; the first poll takes it")
         threads = [
-            threading.Thread(target=self.run, args=(p, stop), name=f"cr-{p}", daemon=True)
-            for p in ("queues", "trainingjobs")
+            threading.Thread(target=self.run, args=("queues", stop), name="cr-queues", daemon=True)
         ]
+        threads.extend(
+            threading.Thread(
+                target=self.run, args=("trainingjobs", stop, ns), name=f"cr-{ns}", daemon=True
+            )
+            for ns in self.namespaces
+        )
         if self.follow_s > 0:
             threads.append(
                 threading.Thread(target=self.follow, args=(stop,), name="cr-status", daemon=True)
@@ -297,15 +314,17 @@ def leader_task(
     resync_s: int = 300,
     follow_s: float = 1.0,
     chart_limits: Allowances | None = None,
-) -> Callable[[Any, str, threading.Event], list[threading.Thread]]:
+) -> Callable[[Any, tuple[str, ...], threading.Event], list[threading.Thread]]:
     """What the kubernetes runtime runs while it leads: a `CrWatcher` on its API client
-    and jobs namespace, stopped by the event it is given."""
+    and the namespaces it runs jobs in, stopped by the event it is given."""
 
-    def start(api_client: Any, namespace: str, stop: threading.Event) -> list[threading.Thread]:
+    def start(
+        api_client: Any, namespaces: tuple[str, ...], stop: threading.Event
+    ) -> list[threading.Thread]:
         watcher = CrWatcher(
             api_client,
             sessions,
-            namespace,
+            namespaces,
             resync_s=resync_s,
             follow_s=follow_s,
             chart_limits=chart_limits,

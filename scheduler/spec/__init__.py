@@ -116,6 +116,14 @@ class Phase(StrEnum):
 class JobSpec(_Spec):
     name: Name
     queue: Name
+    # Where its pods, Service and claims live (Kubernetes); null: Shoal's jobs namespace.
+    # A TrainingJob's is its own metadata.namespace.
+    namespace: Name | None = Field(
+        default=None,
+        description="the Kubernetes namespace its worker pods, Service and claims are made "
+        "in (its ResourceQuota, LimitRanges and Pod Security apply); unset: Shoal's jobs "
+        "namespace. The queue's allowed.namespaces bound it",
+    )
     framework: Framework = Framework.PYTORCH
     image: str = Field(min_length=1)
     command: list[str] = Field(default_factory=list)
@@ -250,6 +258,11 @@ class JobSpec(_Spec):
     @classmethod
     def _names(cls, v: str) -> str:
         return dns1123(v)
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: str | None) -> str | None:
+        return v if v is None else dns1123(v)
 
     @field_validator("image")
     @classmethod

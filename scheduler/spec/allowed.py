@@ -1,5 +1,6 @@
 """Admins' limits on what a job may ask of Kubernetes (issue 37 item 3): the
-PriorityClasses, tolerations and node selectors a job's worker pods may carry.
+namespaces its pods may be made in, the PriorityClasses, tolerations, node selectors,
+service accounts and host paths its worker pods may carry.
 
 Shoal's own ServiceAccount creates every worker pod, so nothing in the cluster stops a
 job that asks for `system-node-critical` or tolerates every taint: this is where it is
@@ -10,10 +11,11 @@ Where the lists come from: a Queue's `allowed` (per kind), else the chart's
 `admission.allowed` (the policy file's `allowed`); a kind neither names allows anything
 but the dangerous defaults, which stay refused unless an allow list names them exactly
 (a pattern such as `*` does not): `system-*` PriorityClasses, a toleration of every taint
-(`operator: Exists` with no key) and tolerations of the control-plane taints.
+(`operator: Exists` with no key), tolerations of the control-plane taints and hostPath
+volumes (a host path must be under a listed prefix).
 
-Item 2 of issue 37 (service accounts, host-path volumes) adds its kinds here: a list on
-`Allowances`, a check below, a line in `refusals`.
+`namespaces` is the queue-to-namespace map (Kueue's ClusterQueue namespaceSelector, by
+name): a job that names no namespace runs in Shoal's jobs namespace, judged by that name.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from pydantic import Field, field_validator
 
 from scheduler.spec import nodes
+from scheduler.spec import volumes as vols
 from scheduler.spec.common import SpecModel
 
 if TYPE_CHECKING:  # the job spec imports the queue spec, which imports this
@@ -57,6 +61,20 @@ class Allowances(SpecModel):
         default=None,
         description="node label keys a job may select on (nodeSelector, and required "
         "nodeAffinity In/Exists terms), each with the values it may ask ('*' patterns)",
+    )
+    namespaces: list[str] | None = Field(
+        default=None,
+        description="namespaces a job may run in ('*' patterns; a job naming none runs in "
+        "Shoal's jobs namespace): which teams' namespaces may use the queue",
+    )
+    service_accounts: list[str] | None = Field(
+        default=None,
+        description="ServiceAccount names a job may set as serviceAccountName ('*' patterns)",
+    )
+    host_paths: list[str] | None = Field(
+        default=None,
+        description="directories a hostPath volume may mount, or anything under them; "
+        "none allowed by default",
     )
 
     @field_validator("node_selector")
@@ -167,6 +185,28 @@ def _label(key: str, value: str | None, src: _Source) -> str | None:
     return None
 
 
+def _named(what: str, name: str, src: _Source) -> str | None:
+    """A name checked against a list of '*' patterns (None: anything goes)."""
+    listed = [str(p) for p in src.values or ()]
+    if src.values is not None and not any(fnmatchcase(name, p) for p in listed):
+        return f"{what} {name!r} is not allowed: {src.where}: {listed}"
+    return None
+
+
+def _host_path(path: str, queue: str, src: _Source) -> str | None:
+    """A hostPath under a listed directory (`..` never climbs out: it is refused)."""
+    if ".." in PurePosixPath(path).parts:
+        return f"host path {path!r} may not contain '..'"
+    if vols.under(path, [str(p) for p in src.values or ()]):
+        return None
+    if src.values is None:
+        return (
+            f"host path {path!r} is refused by default (a hostPath reaches the node's own "
+            f"files); {_how_to_allow('host_paths', queue)}"
+        )
+    return f"host path {path!r} is not allowed: {src.where}: {list(src.values)}"
+
+
 def _selected_labels(spec: JobSpec) -> Iterator[tuple[tuple[str | int, ...], str, str | None]]:
     """Every node label the job requires: (loc, key, value or None for Exists)."""
     for key, value in (spec.node_selector or {}).items():
@@ -192,11 +232,20 @@ def _selected_labels(spec: JobSpec) -> Iterator[tuple[tuple[str | int, ...], str
 
 
 def refusals(
-    spec: JobSpec, *, queue: str, mine: Allowances | None, chart: Allowances | None
+    spec: JobSpec,
+    *,
+    queue: str,
+    mine: Allowances | None,
+    chart: Allowances | None,
+    default_namespace: str = "shoal-jobs",
 ) -> list[Refusal]:
     """What `spec` asks that its queue's limits (`mine`), else the chart's, do not allow;
-    empty: nothing refused."""
+    empty: nothing refused. `default_namespace`: where a job naming none runs."""
     out: list[Refusal] = []
+    namespace = spec.namespace or default_namespace
+    msg = _named("namespace", namespace, _source("namespaces", queue, mine, chart))
+    if msg is not None:
+        out.append(Refusal(("namespace",), msg))
     if spec.priority_class_name is not None:
         src = _source("priority_classes", queue, mine, chart)
         msg = _priority_class(spec.priority_class_name, queue, src)
@@ -212,4 +261,15 @@ def refusals(
         msg = _label(key, value, labels)
         if msg is not None:
             out.append(Refusal(loc, msg))
+    if spec.service_account_name is not None:
+        src = _source("service_accounts", queue, mine, chart)
+        msg = _named("ServiceAccount", spec.service_account_name, src)
+        if msg is not None:
+            out.append(Refusal(("serviceAccountName",), msg))
+    paths = _source("host_paths", queue, mine, chart)
+    for i, volume in enumerate(spec.volumes or ()):
+        if volume.host_path is not None:
+            msg = _host_path(volume.host_path.path, queue, paths)
+            if msg is not None:
+                out.append(Refusal(("volumes", i, "hostPath", "path"), msg))
     return out

@@ -14,6 +14,7 @@ variable, and refuses the rest (`scheduler.backends.local.volumes`).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
@@ -136,6 +137,15 @@ class CSISource(KubeShape):
     node_publish_secret_ref: LocalObjectReference | None = None
 
     _driver = field_validator("driver")(lambda v: object_name(v))
+
+
+def under(path: str, prefixes: Sequence[str]) -> bool:
+    """Whether `path` is one of `prefixes` or inside one (by whole path components; a
+    `..` never climbs out of one: such a path is under none)."""
+    parts = PurePosixPath(path).parts
+    return ".." not in parts and any(
+        parts[: len(PurePosixPath(p).parts)] == PurePosixPath(p).parts for p in prefixes
+    )
 
 
 class HostPathSource(KubeShape):

@@ -5,6 +5,7 @@ columns a TrainingJob's status shows of each job submitted as one.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -48,15 +49,16 @@ class Followed(NamedTuple):
     """A job submitted as a CR, with what its CR's status shows of it (`fingerprint`)."""
 
     job_id: str
+    namespace: str
     name: str | None  # the CR's name and uid, as stored with the job
     uid: str | None
     fingerprint: tuple[object, ...]
 
 
 def followed_jobs(
-    *, session: Session, kind: str, namespace: str, finished_since: datetime
+    *, session: Session, kind: str, namespaces: Collection[str], finished_since: datetime
 ) -> list[Followed]:
-    """Every job submitted as an object of `kind` in `namespace` that is live or finished
+    """Every job submitted as an object of `kind` in `namespaces` that is live or finished
     at or after `finished_since`: one indexed query (`ix_jobs_origin`). The fingerprint
     leaves out the pending reason's text (rewritten whenever the free room it names
     moves) but keeps its code."""
@@ -64,6 +66,7 @@ def followed_jobs(
     rows = session.execute(
         select(
             j.id,
+            j.origin_namespace,
             j.origin_name,
             j.origin_uid,
             j.phase,
@@ -77,11 +80,11 @@ def followed_jobs(
             j.resized_at,
         ).where(
             j.origin_kind == kind,
-            j.origin_namespace == namespace,
+            j.origin_namespace.in_(namespaces),
             or_(j.phase.not_in(schema.FINISHED_PHASES), j.finished_at >= finished_since),
         )
     ).all()
-    return [Followed(row[0], row[1], row[2], tuple(row[3:])) for row in rows]
+    return [Followed(row[0], row[1] or "", row[2], row[3], tuple(row[4:])) for row in rows]
 
 
 def resizes(*, session: Session, job_id: str, last: int = 10) -> list[dict[str, Any]]:

@@ -50,12 +50,14 @@ class JobPage:
     next_cursor: str | None  # None on the last page
 
 
-def live_with_origin(*, session: Session, kind: str, namespace: str) -> list[tuple[str, Origin]]:
+def live_with_origin(
+    *, session: Session, kind: str, namespaces: Collection[str]
+) -> list[tuple[str, Origin]]:
     """(job id, origin) of every live job, not already being cancelled, that was
-    submitted as an object of `kind` in `namespace` (the CR watcher's `cancel_missing`)."""
+    submitted as an object of `kind` in `namespaces` (the CR watcher's `cancel_missing`)."""
     stmt = select(schema.JobRow).where(
         schema.JobRow.origin_kind == kind,
-        schema.JobRow.origin_namespace == namespace,
+        schema.JobRow.origin_namespace.in_(namespaces),
         schema.JobRow.phase.not_in(schema.FINISHED_PHASES),
         schema.JobRow.cancel_requested.is_(False),
     )

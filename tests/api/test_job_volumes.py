@@ -116,6 +116,12 @@ def test_the_fields_are_stored_as_written(client: TestClient) -> None:
             "absolute path",
             id="host-relative",
         ),
+        pytest.param(
+            {"volumes": [{"name": "h", "hostPath": {"path": "/srv/datasets/../../etc"}}]},
+            ["volumes", 0, "hostPath", "path"],
+            "without '..'",
+            id="host-climbing-out",
+        ),
         pytest.param({"volumeMounts": AT_DATA}, ["volumeMounts"], "not in volumes", id="no-volume"),
         pytest.param(
             {"volumes": [PVC], "volumeMounts": [*AT_DATA, *AT_DATA]},
@@ -238,6 +244,8 @@ def test_shoal_submit_volume_adds_to_the_files(
         "volumes: [{name: ds, hostPath: {path: /srv/datasets}}]\n"
         "volumeMounts: [{name: ds, mountPath: /data}]\n"
     )
+    allow = {"allowed": {"hostPaths": ["/srv/datasets"]}}
+    assert client.patch("/api/v1/queues/vision", json=allow, headers=ADMIN).status_code == 200
     result = shoal("submit", "-f", str(spec), "--volume", "hostpath:/srv/datasets/ckpt:/ckpt")
     assert result.exit_code == 0, result.output
     (job,) = client.get(JOBS, headers=ADMIN).json()["data"]

@@ -19,6 +19,7 @@ from scheduler.backends.local import LocalBackend
 from scheduler.backends.local import volumes as local_volumes
 from scheduler.model import Node
 from scheduler.spec import JobSpec
+from scheduler.spec import volumes as vols
 
 JOBS = "/api/v1/jobs"
 PVC = {"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}}
@@ -56,6 +57,12 @@ HOST = {"name": "ds", "hostPath": {"path": "/srv/datasets/imagenet"}}
 
 
 def test_the_local_backend_takes_an_allowed_host_path(client: TestClient) -> None:
+    """Allowed twice: by the queue (where a job may mount from, on any backend) and by
+    the cluster file (what this machine gives processes)."""
+    body = job_body(volumes=[HOST], volumeMounts=[{"name": "ds", "mountPath": "/data"}])
+    assert "allowed.hostPaths" in str(refused(client, body))
+    allow = {"allowed": {"hostPaths": ["/srv/datasets"]}}
+    assert client.patch("/api/v1/queues/vision", json=allow, headers=ADMIN).status_code == 200
     body = job_body(volumes=[HOST], volumeMounts=[{"name": "ds", "mountPath": "/data"}])
     assert client.post(JOBS, json=body, headers=VISION).status_code == 201
 
@@ -97,9 +104,9 @@ def test_no_host_path_is_allowed_by_default(tmp_path: Path) -> None:
     spec = JobSpec.model_validate(job_body(volumes=[HOST]))
     assert "none (the cluster file sets none)" in local_volumes.refusals(spec, ())[0][1]
     assert local_volumes.allowed_from_file(None) == ()
-    assert local_volumes.under("/srv/datasets/x", ["/srv/datasets"])
-    assert local_volumes.under("/srv/datasets", ["/srv/datasets/"])
-    assert not local_volumes.under("/srv/datasets2", ["/srv/datasets"])
+    assert vols.under("/srv/datasets/x", ["/srv/datasets"])
+    assert vols.under("/srv/datasets", ["/srv/datasets/"])
+    assert not vols.under("/srv/datasets2", ["/srv/datasets"])
 
 
 def test_a_local_worker_gets_each_host_path_mount_as_a_variable() -> None:

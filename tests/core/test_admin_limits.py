@@ -263,6 +263,85 @@ CASES = [
         ("priorityClassName",),
         ["the chart allows"],
     ),
+    # Namespaces: which teams' namespaces a queue serves (a job naming none runs in the
+    # jobs namespace, judged by that name).
+    ("any-namespace", {"namespace": "nlp"}, None, None, None, []),
+    ("own-namespace", {"namespace": "vision"}, allow(namespaces=["vision"]), None, None, []),
+    (
+        "other-namespace",
+        {"namespace": "nlp"},
+        allow(namespaces=["vision", "vision-*"]),
+        None,
+        ("namespace",),
+        ["namespace 'nlp' is not allowed", "queue 'vision' allows only", "allowed.namespaces"],
+    ),
+    (
+        "no-namespace-is-the-jobs-namespace",
+        {},
+        allow(namespaces=["vision"]),
+        None,
+        ("namespace",),
+        ["namespace 'shoal-jobs' is not allowed"],
+    ),
+    (
+        "namespace-pattern",
+        {"namespace": "vision-dev"},
+        allow(namespaces=["vision-*"]),
+        None,
+        None,
+        [],
+    ),
+    (
+        "chart-namespaces",
+        {"namespace": "nlp"},
+        None,
+        allow(namespaces=["shoal-jobs"]),
+        ("namespace",),
+        ["the chart allows only", "admission.allowed.namespaces"],
+    ),
+    # Service accounts: any by default; a list bounds them.
+    ("any-account", {"serviceAccountName": "trainer"}, None, None, None, []),
+    (
+        "other-account",
+        {"serviceAccountName": "admin"},
+        allow(serviceAccounts=["trainer", "team-*"]),
+        None,
+        ("serviceAccountName",),
+        ["ServiceAccount 'admin' is not allowed", "allowed.serviceAccounts"],
+    ),
+    (
+        "listed-account",
+        {"serviceAccountName": "team-a"},
+        allow(serviceAccounts=["team-*"]),
+        None,
+        None,
+        [],
+    ),
+    # Host paths: none by default; a listed directory and what is under it.
+    (
+        "host-path-by-default",
+        {"volumes": [{"name": "h", "hostPath": {"path": "/var/lib"}}]},
+        None,
+        None,
+        ("volumes", 0, "hostPath", "path"),
+        ["refused by default", "node's own files", "allowed.hostPaths"],
+    ),
+    (
+        "host-path-under",
+        {"volumes": [{"name": "h", "hostPath": {"path": "/srv/datasets/imagenet"}}]},
+        allow(hostPaths=["/srv/datasets"]),
+        None,
+        None,
+        [],
+    ),
+    (
+        "host-path-beside",
+        {"volumes": [{"name": "h", "hostPath": {"path": "/srv/datasets2"}}]},
+        None,
+        allow(hostPaths=["/srv/datasets"]),
+        ("volumes", 0, "hostPath", "path"),
+        ["is not allowed", "admission.allowed.hostPaths"],
+    ),
 ]
 
 
@@ -353,4 +432,4 @@ def test_a_bad_allow_list_is_refused() -> None:
     with pytest.raises(ValueError, match="label key"):
         allow(nodeSelector={"not a key!": ["x"]})
     with pytest.raises(ValueError, match="extra"):
-        allow(hostPaths=["/"])  # not a limit Shoal has yet: refused, not ignored
+        allow(sudo=["/"])  # not a limit Shoal has: refused, not ignored

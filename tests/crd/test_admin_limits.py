@@ -34,7 +34,7 @@ class StatusApi:
 
 def watcher(database: Database, chart: dict[str, Any] | None = None) -> tuple[Any, StatusApi]:
     limits = None if chart is None else Allowances.model_validate(chart)
-    w = crds.CrWatcher(None, database.session, "shoal-jobs", chart_limits=limits)
+    w = crds.CrWatcher(None, database.session, ("shoal-jobs",), chart_limits=limits)
     api = StatusApi()
     w.api = api
     return w, api

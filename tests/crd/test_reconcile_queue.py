@@ -92,7 +92,7 @@ def test_a_queue_status_shows_the_cores_fair_share(database: Database) -> None:
         ) -> None:
             patches.append((name, body["status"]))
 
-    watcher = crds.CrWatcher(None, database.session, "shoal-jobs")
+    watcher = crds.CrWatcher(None, database.session, ("shoal-jobs",))
     watcher.api = StatusApi()
     with database.session() as session:
         cycle.save_inventory(session=session, nodes=[node("n1", gpus=8)])

@@ -34,7 +34,7 @@ def test_a_trainingjob_deleted_while_unwatched_is_cancelled(
 ) -> None:
     kube.put("trainingjobs", trainingjob("gone"))
     kube.put("trainingjobs", trainingjob("kept"))
-    watcher = CrWatcher(api_client(config), database.session, NS, resync_s=1)
+    watcher = CrWatcher(api_client(config), database.session, (NS,), resync_s=1)
     stop = threading.Event()
     threads = watcher.start(stop)
 

@@ -36,7 +36,7 @@ def _status(kube: FakeKube, name: str) -> dict[str, Any]:
 def test_status_follows_the_job_and_is_written_only_when_it_moved(
     kube: FakeKube, config: KubeConfig, database: Database
 ) -> None:
-    watcher = CrWatcher(api_client(config), database.session, NS, resync_s=300)
+    watcher = CrWatcher(api_client(config), database.session, (NS,), resync_s=300)
     assert watcher.follow_once() == []  # the first poll is the baseline
     job_id = _submitted(kube, watcher, "resnet")
     # New to the poll: the stored job's whole status (placements, attempt, SpecApplied),
@@ -69,7 +69,7 @@ def test_status_follows_the_job_and_is_written_only_when_it_moved(
 def test_a_recreated_trainingjob_gets_no_status_of_the_old_job(
     kube: FakeKube, config: KubeConfig, database: Database
 ) -> None:
-    watcher = CrWatcher(api_client(config), database.session, NS, resync_s=300)
+    watcher = CrWatcher(api_client(config), database.session, (NS,), resync_s=300)
     watcher.follow_once()
     job_id = _submitted(kube, watcher, "bert")
     watcher.follow_once()
@@ -86,7 +86,7 @@ def test_a_recreated_trainingjob_gets_no_status_of_the_old_job(
 def test_finished_jobs_leave_the_poll_after_the_window(
     kube: FakeKube, config: KubeConfig, database: Database
 ) -> None:
-    watcher = CrWatcher(api_client(config), database.session, NS, resync_s=300)
+    watcher = CrWatcher(api_client(config), database.session, (NS,), resync_s=300)
     watcher.follow_once()
     job_id = _submitted(kube, watcher, "gpt")
     with database.session() as session:

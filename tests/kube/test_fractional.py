@@ -20,6 +20,7 @@ from .fakeapi import FakeKube
 
 Make = Callable[..., KubernetesBackend]
 RES = "shoal-gpu-n1-g0"
+GPU_MILLI = "shoal.dev/gpu-milli"
 UUID = "GPU-5f0e6c4a-0b7e-4c1c-9a77-2b3c4d5e6f70"
 
 
@@ -54,7 +55,10 @@ def test_four_quarter_jobs_share_one_reserved_gpu(kube: FakeKube, make_backend: 
             continue
         assert p["metadata"]["annotations"]["shoal.dev/gpu-uuid"] == UUID
         assert p["metadata"]["annotations"]["shoal.dev/gpu-device"] == UUID
-        assert "nvidia.com/gpu" not in p["spec"]["containers"][0]["resources"]["requests"]
+        resources = p["spec"]["containers"][0]["resources"]
+        assert "nvidia.com/gpu" not in resources["requests"]
+        # Its share, charged in its namespace (issue 37 item 5).
+        assert resources["requests"][GPU_MILLI] == resources["limits"][GPU_MILLI] == "250"
         env = env_of(p)
         assert env["NVIDIA_VISIBLE_DEVICES"] == {
             "fieldRef": {"fieldPath": "metadata.annotations['shoal.dev/gpu-device']"}
@@ -63,6 +67,10 @@ def test_four_quarter_jobs_share_one_reserved_gpu(kube: FakeKube, make_backend: 
     alloc = eventually(lambda: len(b.allocations()) == 4 and b.allocations())
     assert {a.placements for a in alloc.values()} == {(WorkerPlacement(0, "n1", (0,), 0.25),)}
     assert eventually(b.nodes)[0].gpu_count == 8  # the reservation is Shoal's own
+    status = kube.obj("nodes", "n1", "")["status"]
+    assert status["capacity"][GPU_MILLI] == status["allocatable"][GPU_MILLI] == "8000"
+    node_patches = [r for r in kube.requests if r == ("PATCH", "/api/v1/nodes/n1/status")]
+    assert len(node_patches) == 1  # advertised once, not per share
 
     for i in range(3):
         b.stop(f"q{i}", 0)
@@ -216,3 +224,18 @@ def test_gpu_workers_get_a_memory_backed_dev_shm_and_fractions_none() -> None:
     own = manifests.worker_pod(req, p, "shm", "jobs", ["h0"], KubeConfig(priority_class="training"))
     assert own["spec"]["priorityClassName"] == "urgent"  # the job's own class wins
     assert shm(pod(KubeConfig(), gpu=None)) == []
+
+
+def test_a_node_that_cannot_advertise_the_share_refuses_the_launch(
+    kube: FakeKube, make_backend: Make
+) -> None:
+    """Without `nodes/status` patch (an older chart's RBAC) the share's charge cannot be
+    advertised: the launch fails with the API server's words, and makes no worker."""
+    kube.put("nodes", node("n1"))
+    b = make_backend()
+    kube.inject(1, 403, path="/api/v1/nodes/n1/status", method="PATCH")
+    with pytest.raises(Exception, match="403"):
+        b.launch(job("half", gpu=0.5, gpus_of=lambda w: (0,)))
+    assert kube.objects("pods", NS) == []
+    b.launch(job("half", gpu=0.5, gpus_of=lambda w: (0,)))  # the next try advertises
+    assert kube.obj("nodes", "n1", "")["status"]["capacity"][GPU_MILLI] == "8000"

@@ -201,16 +201,22 @@ def test_the_loop_places_a_job_where_its_volume_is_or_says_why_not(
         assert says in r.pending_message and "waiting" in r.pending_message
 
 
-def test_a_host_path_is_refused_on_kubernetes(kube: FakeKube, make_backend: Make) -> None:
+def test_a_job_runs_in_its_team_namespace_and_not_in_one_not_given(
+    kube: FakeKube, make_backend: Make
+) -> None:
+    """Issue 37 item 1: a job's pods go to its namespace when Shoal is given it
+    (teamNamespaces), and a namespace Shoal has no Role in is refused with the reason."""
     kube.put("nodes", node("n1"))
-    backend = make_backend()
-    host = {
-        "volumes": [{"name": "node", "hostPath": {"path": "/var/lib"}}],
-        "volumeMounts": [{"name": "node", "mountPath": "/node"}],
-    }
-    req = with_spec("host", **host)
-    (refusal,) = backend.spec_refusals(req.spec)
-    assert refusal[0] == ("volumes", 0, "hostPath") and "refused on Kubernetes" in refusal[1]
-    with pytest.raises(BackendError, match=r"volumes\.0\.hostPath: hostPath volumes are refused"):
-        backend.launch(req)
+    backend = make_backend(team_namespaces=("vision",))
+    assert backend.config.job_namespaces == (NS, "vision")
+    nlp = with_spec("nlp", namespace="nlp")
+    (refusal,) = backend.spec_refusals(nlp.spec)
+    assert refusal[0] == ("namespace",) and "teamNamespaces" in refusal[1]
+    with pytest.raises(BackendError, match=r"namespace: Shoal does not run jobs in namespace 'nlp'"):
+        backend.launch(nlp)
+    assert kube.objects("pods", "nlp") == []
+    backend.launch(with_spec("vision", namespace="vision"))
+    assert [p["metadata"]["namespace"] for p in kube.objects("pods", "vision")] == ["vision"]
     assert kube.objects("pods", NS) == []
+    backend.stop("vision", 0.0)
+    eventually(lambda: kube.objects("pods", "vision") == [], what="the pods deleted there")

@@ -37,10 +37,10 @@ def test_submit_keeps_the_origin_and_finds_live_jobs_by_it(database: Database) -
     with database.session() as s:
         assert jobs.get_job(session=s, job_id=made.id).origin == cr
         assert jobs.get_job(session=s, job_id=rest.id).origin is None
-        found = jobs.live_with_origin(session=s, kind=TRAININGJOB, namespace="shoal-jobs")
+        found = jobs.live_with_origin(session=s, kind=TRAININGJOB, namespaces=("shoal-jobs",))
         assert found == [(made.id, cr)]
         jobs.cancel_job(session=s, job_id=made.id, by="test")
-        assert jobs.live_with_origin(session=s, kind=TRAININGJOB, namespace="shoal-jobs") == []
+        assert jobs.live_with_origin(session=s, kind=TRAININGJOB, namespaces=("shoal-jobs",)) == []
 
 
 def _insert(conn: object, job_id: str, name: str, submitter: str, key: str | None) -> None:

@@ -95,6 +95,12 @@ app.kubernetes.io/component: api
 {{- end -}}
 {{- end -}}
 
+{{/* teamNamespaces as a JSON list: each once, without the jobs namespace (which has its
+Role already); the -jobs Role is rendered in each, and the backend takes jobs there. */}}
+{{- define "shoal.teamNamespaces" -}}
+{{- without (uniq (.Values.teamNamespaces | default list)) .Values.jobsNamespace.name | toJson -}}
+{{- end -}}
+
 {{/* The kubernetes backend's options (scheduler/backends/kubernetes/runtime.py KUBE_OPTIONS). */}}
 {{- define "shoal.kubeOptions" -}}
 {{- $r := .Values.reservations -}}
@@ -102,8 +108,11 @@ app.kubernetes.io/component: api
 {{- range .Values.imagePullSecrets -}}
 {{- $_ := set $opts "reserveImagePullSecrets" (append (get $opts "reserveImagePullSecrets") (.name | default .)) -}}
 {{- end -}}
+{{- $teams := include "shoal.teamNamespaces" . | fromJsonArray -}}
+{{- $_ := set $opts "teamNamespaces" $teams -}}
 {{- if not .Values.rbac.foreignPods -}}
-{{- $_ := set $opts "foreignNamespaces" (list .Values.jobsNamespace.name) -}}
+{{- /* Pod writes are granted there only: the jobs namespace and the team namespaces. */ -}}
+{{- $_ := set $opts "foreignNamespaces" (prepend $teams .Values.jobsNamespace.name) -}}
 {{- end -}}
 {{- if $r.priorityClass.name -}}
 {{- $_ := set $opts "reservePriorityClass" $r.priorityClass.name -}}

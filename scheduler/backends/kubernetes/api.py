@@ -56,6 +56,7 @@ STRATEGIC_PATCH = "application/strategic-merge-patch+json"  # lists merge by key
 # resource -> (API class, method suffix, namespaced)
 _RESOURCES: dict[str, tuple[str, str, bool]] = {
     "nodes": ("CoreV1Api", "node", False),
+    "nodes/status": ("CoreV1Api", "node_status", False),
     "pods": ("CoreV1Api", "pod", True),
     "pods/status": ("CoreV1Api", "pod_status", True),
     "services": ("CoreV1Api", "service", True),

@@ -51,11 +51,6 @@ __all__ = ["KubernetesBackend", "graceful"]  # graceful: moved to objects, still
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
-HOST_PATH_REFUSED = (
-    "hostPath volumes are refused on Kubernetes until an admin may allow host paths "
-    "(the admins' limits); mount a PersistentVolumeClaim (a local PersistentVolume "
-    "for a node's disk) instead"
-)
 
 
 class KubernetesBackend:
@@ -126,6 +121,7 @@ class KubernetesBackend:
             reservations=self.reservations,
             recorder=self.events,
             evictions=self.evictions,
+            nodes=self.node_cache.get,
         )
         self._foreign = ForeignBindings(
             kube,
@@ -208,7 +204,8 @@ class KubernetesBackend:
         (`podrules.VolumeRules`: a bound volume's node affinity, a claim not bound yet
         refused with why), and its extended resources, by the nodes that lack room for
         one worker's (`nodefit`: the core does not count them)."""
-        out = self.volumes.rules(self.config.namespace, spec.claims) if spec.claims else None
+        ns = self.config.namespace_of(spec)
+        out = self.volumes.rules(ns, spec.claims) if spec.claims else None
         if spec.resources:
             wanted = {name: str(amount) for name, amount in spec.resources.items()}
             one = {"spec": {"containers": [{"resources": {"requests": wanted}}]}}
@@ -228,13 +225,17 @@ class KubernetesBackend:
         return self._nodes.excluded_nodes()
 
     def spec_refusals(self, spec: JobSpec) -> list[tuple[tuple[str | int, ...], str]]:
-        """A node's files are refused until admins can allow some (issue 37 item 3: the
-        admins' limits on host paths replace this): a worker pod created by Shoal's own
-        account would read and write any directory of the node."""
+        """A namespace Shoal is not given: it has no Role there to make the pods in."""
+        given = self.config.job_namespaces
+        if spec.namespace is None or spec.namespace in given:
+            return []
         return [
-            (("volumes", i, "hostPath"), HOST_PATH_REFUSED)
-            for i, v in enumerate(spec.volumes or ())
-            if v.host_path is not None
+            (
+                ("namespace",),
+                f"Shoal does not run jobs in namespace {spec.namespace!r} (it runs them in "
+                f"{', '.join(given)}): an admin adds it to the chart's teamNamespaces, "
+                "which grants Shoal's Role there",
+            )
         ]
 
     def launch(self, request: base.LaunchRequest) -> None:

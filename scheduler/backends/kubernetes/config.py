@@ -14,6 +14,8 @@ from typing import Any
 
 import kubernetes
 
+from scheduler.spec import JobSpec
+
 SCHEDULER_NAME = "shoal"
 # A CDI kind, `vendor/class` (tags.cncf.io/container-device-interface/pkg/parser).
 CDI_KIND = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$")
@@ -51,6 +53,9 @@ class KubeConfig:
     """Everything the backend needs to know about the cluster it runs on."""
 
     namespace: str = "shoal-jobs"  # where worker pods and their Services live
+    # More namespaces Shoal runs jobs in (the chart's teamNamespaces, a Role in each): a
+    # job that names one gets its pods, Service and claims there; any other is refused.
+    team_namespaces: tuple[str, ...] = ()
     # Where GPU reservation pods live: a namespace of their own keeps them out of the jobs
     # namespace's ResourceQuota, LimitRanges and `kubectl get pods`. None: `namespace`.
     reserve_namespace: str | None = None
@@ -164,6 +169,15 @@ class KubeConfig:
                 f"shareCdiKind {self.share_cdi_kind!r} is not a CDI kind (vendor/class, "
                 "e.g. nvidia.com/gpu or runtime.nvidia.com/gpu)"
             )
+
+    def namespace_of(self, spec: JobSpec) -> str:
+        """Where a job's pods, Service and claims are made."""
+        return spec.namespace or self.namespace
+
+    @property
+    def job_namespaces(self) -> tuple[str, ...]:
+        """Every namespace Shoal runs jobs in, the jobs namespace first."""
+        return (self.namespace, *(n for n in self.team_namespaces if n != self.namespace))
 
     @property
     def reservation_namespace(self) -> str:

@@ -27,7 +27,7 @@ def grow(pods: WorkerPods, req: base.LaunchRequest) -> None:
     """Create and bind `req.placements`' workers the attempt lacks. A worker whose pod of
     an earlier shrink is still going away (the same name) cannot be made yet: a
     transient `BackendError`, so the loop tries again later."""
-    ns = pods.config.namespace
+    ns = pods.config.namespace_of(req.spec)
     stem = names.job_base(req.job_id, req.spec.name)
     with pods.lock:
         have = attempt_pods(pods, req.job_id, req.attempt)
@@ -100,10 +100,8 @@ def _waiting(pods: WorkerPods, job_id: str, attempt: int, workers: Sequence[int]
 def attempt_pods(pods: WorkerPods, job_id: str, attempt: int) -> dict[int, Obj]:
     """worker index -> its pod, of this attempt of the job (read from the API server)."""
     selector = f"{names.JOB}={names.label_value(job_id)},{names.ATTEMPT}={attempt}"
-    found, _ = pods.kube.list("pods", pods.config.namespace, labels=selector)
     out = {}
-    for p in found:
-        index = names.labels_of(p).get(names.WORKER_INDEX)
-        if names.annotations_of(p).get(names.JOB_ID) == job_id and index is not None:
+    for p in pods.listed(job_id, selector):
+        if (index := names.labels_of(p).get(names.WORKER_INDEX)) is not None:
             out[int(index)] = p
     return out

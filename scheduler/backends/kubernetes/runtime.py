@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 # Started on gaining the Lease with (API client, jobs namespace, stop event); returns its
 # threads, which end once the event is set (on losing the Lease, or at close).
-LeaderTask = Callable[[Any, str, threading.Event], list[threading.Thread]]
+LeaderTask = Callable[[Any, tuple[str, ...], threading.Event], list[threading.Thread]]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class Election:
 # SHOAL_KUBE_OPTIONS_FILE's keys (the chart's kube-options.json) -> KubeConfig fields.
 KUBE_OPTIONS = {
     "foreignNamespaces": "foreign_namespaces",
+    "teamNamespaces": "team_namespaces",
     "reserveNamespace": "reserve_namespace",
     "reserveImagePullSecrets": "reserve_image_pull_secrets",
     "reservePriorityClass": "reserve_priority_class",
@@ -192,7 +193,7 @@ class KubeRuntime:
         self._lead_threads = [
             thread
             for task in self.leader_tasks
-            for thread in task(self.client, self.config.namespace, stop)
+            for thread in task(self.client, self.config.job_namespaces, stop)
         ]
 
     def _stop_leader_tasks(self) -> None:

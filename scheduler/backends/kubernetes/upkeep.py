@@ -69,7 +69,9 @@ class Upkeep:
             self.binder.bound &= {p["metadata"].get("uid", "") for p in pods}
             uids = {p["metadata"].get("uid", "") for p in pods}
             self.refused = {k: v for k, v in self.refused.items() if k in uids}
-            self.workers.stopped &= {names.annotations_of(p).get(names.JOB_ID, "") for p in pods}
+            jobs = {names.annotations_of(p).get(names.JOB_ID, "") for p in pods}
+            self.workers.stopped &= jobs
+            self.workers.where = {j: ns for j, ns in self.workers.where.items() if j in jobs}
             self.foreign.forget_failures({f.job_id for _, f in self.index.foreign_pending()})
 
     def _bind_unbound(self, pod: Obj, uid: str) -> None:
@@ -125,7 +127,6 @@ class Upkeep:
                 log.info("deleting finished job %s's objects (ttl %.0fs)", job, ttl)
                 for p in group:
                     self.kube.delete("pods", p["metadata"]["name"], p["metadata"]["namespace"])
-                delete_job_objects(
-                    self.kube, self.config.namespace, job, gangs=self.workers.gangs_served
-                )
+                for ns in self.workers.namespaces_of(job, group):
+                    delete_job_objects(self.kube, ns, job, gangs=self.workers.gangs_served)
                 self.finished_since.pop(job, None)

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from scheduler.backends import base, workerenv
-from scheduler.backends.kubernetes import names, nodepool
+from scheduler.backends.kubernetes import fractioncharge, names, nodepool
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.objectmeta import is_fractional, job_labels, object_meta
 from scheduler.model import WorkerPlacement
@@ -37,7 +37,8 @@ def worker_pod(
     dra: base.Enforcement | None = None,
 ) -> Obj:
     """One worker. Whole GPUs: `nvidia.com/gpu: N` (the device plugin then picks and
-    exposes them). A fraction: no GPU request; NVIDIA_VISIBLE_DEVICES comes from the
+    exposes them). A fraction: no GPU request but its share in `shoal.dev/gpu-milli`
+    (`fractioncharge`: what the namespace's quota counts); NVIDIA_VISIBLE_DEVICES comes from the
     pod's `shoal.dev/gpu-device` annotation (the reservation's UUID, or its CDI name),
     which Shoal sets before it binds the worker (the kubelet resolves it when the
     container starts; the NVIDIA runtime, `config.runtime_class`, reads it). A
@@ -70,7 +71,7 @@ def worker_pod(
     }
     if any(e["name"] == checkin.CHECKED_ENV for e in container["env"]):
         pod_spec["initContainers"] = [share_check_container(container["env"], spec, config)]
-    _add_placement_fields(pod_spec, req, config)
+    _add_placement_fields(pod_spec, req, config, ns)
     labels, ann = _worker_marks(req, p, base_name, replica)
     if dra is not None and p.gpus:
         claim = names.claim_name(name)
@@ -92,7 +93,9 @@ def worker_pod(
     }
 
 
-def _add_placement_fields(pod_spec: Obj, req: base.LaunchRequest, config: KubeConfig) -> None:
+def _add_placement_fields(
+    pod_spec: Obj, req: base.LaunchRequest, config: KubeConfig, ns: str
+) -> None:
     """Where it may run, as placement judged it (the kubelet checks the same fields),
     its priority, runtime class and service account."""
     spec = req.spec
@@ -118,8 +121,9 @@ def _add_placement_fields(pod_spec: Obj, req: base.LaunchRequest, config: KubeCo
     if spec.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [_dump(s) for s in spec.image_pull_secrets]
     # The job's own account (its token mounted: the job asked for its RBAC), else the
-    # chart's worker account.
-    if account := spec.service_account_name or config.service_account:
+    # chart's worker account, which is in the jobs namespace only.
+    chart_account = config.service_account if ns == config.namespace else None
+    if account := spec.service_account_name or chart_account:
         pod_spec["serviceAccountName"] = account
     else:  # the namespace's default account: its token is of no use to a worker
         pod_spec["automountServiceAccountToken"] = False
@@ -194,6 +198,9 @@ def _worker_container(
     limits: Obj = {"memory": f"{spec.memory_mib}Mi"}
     if p.gpus and (device is not None or not is_fractional(p)):
         requests[GPU] = limits[GPU] = str(len(p.gpus))  # an MPS replica: one
+    elif p.gpus:  # a reservation's share, charged in the job's namespace
+        share = fractioncharge.milli(p.fraction)
+        requests[fractioncharge.RESOURCE] = limits[fractioncharge.RESOURCE] = str(share)
     for resource, amount in (spec.resources or {}).items():
         # Extended resources must be requested as limited (hugepages need a limit too).
         requests[resource] = limits[resource] = str(amount)

@@ -22,6 +22,7 @@ from scheduler.backends import base
 from scheduler.backends.kubernetes import (
     disruption,
     events,
+    fractioncharge,
     gangs,
     inventory,
     manifests,
@@ -66,6 +67,7 @@ class WorkerPods:
         mps_replicas: Callable[[str], int],
         dra: Callable[[str], NodeOffer | None] = lambda node: None,
         evictions: disruption.Evictions | None = None,
+        nodes: Callable[[str], Obj | None] = lambda name: None,
     ) -> None:
         self.kube, self.config = kube, config
         self.pod_cache, self.index = pod_cache, index
@@ -75,11 +77,14 @@ class WorkerPods:
         self.dra = dra  # what a DRA driver offers on a node (None: the device plugin)
         self.gangs_served = config.workloads  # False once the API said it has no Workloads
         self.stopped: set[str] = set()  # jobs stop() has stopped (see stop)
+        self.where: dict[str, str] = {}  # job -> its namespace, for those launched here
         self.evictions = evictions or disruption.Evictions()
         self.nominees = Nominees(kube, config)  # rooms kept for preemptors (swept by upkeep)
+        # Nodes advertise shoal.dev/gpu-milli, which a reservation's shares request.
+        self.charge = fractioncharge.Advertiser(kube, nodes)
 
     def launch(self, request: base.LaunchRequest) -> None:
-        ns, req = self.config.namespace, request
+        ns, req = self.config.namespace_of(request.spec), request
         stem = names.job_base(req.job_id, req.spec.name)
         with self.lock:
             self.stopped.discard(req.job_id)
@@ -102,7 +107,7 @@ class WorkerPods:
         """Create (or adopt) the pods of `placements`, workers of `req`'s attempt at the
         size `req.placements` says (their env lists every worker's host), in the gang's
         PodGroup, with the GPU reservations their fractions need; not yet bound."""
-        ns = self.config.namespace
+        ns = self.where[req.job_id] = self.config.namespace_of(req.spec)
         stem = names.job_base(req.job_id, req.spec.name)
         hosts = hosts_of(req, stem, ns)
         group = self._ensure_gang(req, stem, ns)
@@ -111,6 +116,7 @@ class WorkerPods:
         for p in placements:
             frac = manifests.is_fractional(p) and not replica[p.worker]
             if frac and offers[p.node] is None:
+                self.charge.ensure(p.node)
                 share = f"{ns}/{names.pod_name(stem, req.attempt, p.worker)}"
                 self.reservations.ensure(p.node, p.gpus[0], share)
         pods = []
@@ -163,7 +169,9 @@ class WorkerPods:
                 if reason == base.StopReason.PREEMPTED:
                     self.nominees.hold(pod)  # before its room starts to free
                 self.stop_pod(pod, grace_period_s, reason, "stopping worker", job_id)
-            delete_job_objects(self.kube, self.config.namespace, job_id, gangs=self.gangs_served)
+            for ns in self.namespaces_of(job_id, pods):
+                delete_job_objects(self.kube, ns, job_id, gangs=self.gangs_served)
+            self.where.pop(job_id, None)
             for name in sorted(str(u) for u in used):
                 self.reservations.release_if_unused(name)
 
@@ -234,6 +242,21 @@ class WorkerPods:
                 return True
         return False
 
+    def namespaces_of(self, job_id: str, pods: Sequence[Obj] = ()) -> tuple[str, ...]:
+        """Where `job_id`'s objects are: where this process launched it, else where its
+        `pods` (or the cache's) are, else every namespace Shoal runs jobs in (a stop
+        after a restart, of a job whose pods are all gone: its Service may be left)."""
+        if (ns := self.where.get(job_id)) is not None:
+            return (ns,)
+        found = {p["metadata"].get("namespace", "") for p in pods}
+        if not found:
+            found = {
+                p["metadata"].get("namespace", "")
+                for p in self.pod_cache.items()
+                if names.annotations_of(p).get(names.JOB_ID) == job_id
+            }
+        return tuple(sorted(found)) or self.config.job_namespaces
+
     def _job_pods(self, job_id: str) -> list[Obj]:
         key = self.index.key_of_job(job_id)
         cached = self.pod_cache.get(key) if key is not None else None
@@ -241,10 +264,16 @@ class WorkerPods:
             meta = cached["metadata"]
             pod = self.kube.get("pods", meta["name"], meta.get("namespace", ""))
             return [pod] if pod else []
-        pods, _ = self.kube.list(
-            "pods", self.config.namespace, labels=f"{names.JOB}={names.label_value(job_id)}"
-        )
-        return [p for p in pods if names.annotations_of(p).get(names.JOB_ID) == job_id]
+        return self.listed(job_id, f"{names.JOB}={names.label_value(job_id)}")
+
+    def listed(self, job_id: str, selector: str) -> list[Obj]:
+        """The pods of `job_id` that `selector` picks, read from the API server in each
+        of its namespaces."""
+        out: list[Obj] = []
+        for ns in self.namespaces_of(job_id):
+            pods, _ = self.kube.list("pods", ns, labels=selector)
+            out.extend(p for p in pods if names.annotations_of(p).get(names.JOB_ID) == job_id)
+        return out
 
 
 def hosts_of(req: base.LaunchRequest, stem: str, ns: str) -> list[str]:

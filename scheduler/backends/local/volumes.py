@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from scheduler.spec import JobSpec
+from scheduler.spec import volumes as vols
 
 Loc = tuple[str | int, ...]
 ENV_PREFIX = "SHOAL_VOLUME_"
@@ -39,12 +40,6 @@ def allowed_from_file(path: str | Path | None) -> tuple[str, ...]:
     return tuple(str(PurePosixPath(p)) for p in raw)
 
 
-def under(path: str, prefixes: Sequence[str]) -> bool:
-    """Whether `path` is one of `prefixes` or inside one (by whole path components)."""
-    parts = PurePosixPath(path).parts
-    return any(parts[: len(PurePosixPath(p).parts)] == PurePosixPath(p).parts for p in prefixes)
-
-
 def refusals(spec: JobSpec, allowed: Sequence[str]) -> list[tuple[Loc, str]]:
     """What of `spec` local processes cannot be given, each (field, why); empty: none."""
     out: list[tuple[Loc, str]] = []
@@ -57,7 +52,7 @@ def refusals(spec: JobSpec, allowed: Sequence[str]) -> list[tuple[Loc, str]]:
                     f"volumes (a hostPath under {SETTING} is given as {ENV_PREFIX}<NAME>)",
                 )
             )
-        elif not under(v.host_path.path, allowed):
+        elif not vols.under(v.host_path.path, allowed):
             shown = ", ".join(allowed) or "none (the cluster file sets none)"
             out.append(
                 (
