@@ -159,6 +159,9 @@ GPU_TIER = "tests/gpu/test_tier.py::test_the_inventory_matches_nvidia_smi"
 MAKE = "tests/e2e/test_bench_commands.py::test_a_make_target_runs"
 WALK = "tests/cluster/test_install_walkthrough.py::test_install_md_walkthrough_runs_as_written"
 CP_ENV = "tests/cluster/test_install_walkthrough.py::shell"  # eval "$(... env)", then kubectl
+TEAMS = (
+    "tests/cluster/test_team_namespaces.py::test_a_team_runs_in_its_namespace_charged_to_its_quota"
+)
 KUBE_SCALE = "bench.kube_scale: no test runs it yet (a control plane per scheduler)"
 
 COVERED: dict[str, tuple[str, ...]] = {
@@ -352,6 +355,11 @@ COVERED: dict[str, tuple[str, ...]] = {
     "kubectl apply -f helm/shoal/crds/": (WALK,),
     "helm uninstall shoal -n shoal-system": (WALK,),
     "kubectl -n shoal-jobs describe tj finetune-quarter": (WALK,),
+    "kubectl -n vision describe quota gpus": (TEAMS,),
+    "kubectl describe quota": (TEAMS,),
+    "shoal submit -n vision": (
+        "tests/api/test_cli_everyday.py::test_submit_names_the_namespace_and_the_queue_bounds_it",
+    ),
     "kubectl -n shoal-jobs delete tj NAME": (WALK,),
     "kubectl delete namespace shoal-jobs": (WALK,),
     "kubectl delete crd trainingjobs.shoal.dev queues.shoal.dev": (WALK,),

@@ -196,11 +196,12 @@ def show_job(api: Api, name: str, fmt: Format) -> None:
     j = api.find_job(name)
     if output.data(fmt, j):
         return
-    output.out.print(
-        f"[bold]{j['name']}[/bold]  id {j['id']}  queue {j['queue']}  phase {colour(j['phase'])}"
-        f"  attempt {j['attempt']}  restarts {j['restarts']}"
-    )
     spec = j["spec"]
+    ns = f"  namespace {spec['namespace']}" if spec.get("namespace") else ""
+    output.out.print(
+        f"[bold]{j['name']}[/bold]  id {j['id']}  queue {j['queue']}{ns}"
+        f"  phase {colour(j['phase'])}  attempt {j['attempt']}  restarts {j['restarts']}"
+    )
     argv = " ".join(spec.get("command", []) + spec.get("args", []))
     output.out.print(f"  workers {workers_of(j)}  gpu {gpu_of(j)}  command {argv}")
     for r in j.get("resizes", [])[-5:]:

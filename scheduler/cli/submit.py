@@ -128,6 +128,15 @@ Volumes = Annotated[
         "hostpath:/DIR mounted at MOUNTPATH (repeat it)",
     ),
 ]
+Namespace = Annotated[
+    str | None,
+    typer.Option(
+        "--namespace",
+        "-n",
+        help="the Kubernetes namespace its pods run in (default: Shoal's jobs namespace)",
+        show_default=False,
+    ),
+]
 Follow = Annotated[bool, typer.Option("--follow", help="follow the logs until it ends")]
 
 
@@ -136,6 +145,7 @@ def submit(
     file: JobFile = None,
     name: str | None = None,
     queue: str | None = None,
+    namespace: Namespace = None,
     workers: int | None = None,
     gpu: float | None = None,
     gpu_memory: GpuMemory = None,
@@ -164,6 +174,7 @@ def submit(
     flags: dict[str, Any] = {
         "name": name,
         "queue": queue,
+        "namespace": namespace,
         "workers": workers,
         "gpu": gpu,
         "gpuMemory": gpu_memory,

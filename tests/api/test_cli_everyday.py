@@ -231,3 +231,28 @@ def test_logs_over_one_call_are_printed_whole(
     assert result.exit_code == 0, result.output
     want = [f"w0 {x}" for x in (first, across, tail, "no newline at the end")]
     assert result.output.split("\n") == [*want, ""]
+
+
+def test_submit_names_the_namespace_and_the_queue_bounds_it(
+    client: TestClient, shoal: Shoal
+) -> None:
+    """issue 37 item 1: `-n` names the namespace the pods run in; `shoal job` shows it;
+    a queue whose allowed.namespaces does not list it refuses the job, naming the field."""
+    allow = {"allowed": {"namespaces": ["vision", "vision-*"]}}
+    assert client.patch("/api/v1/queues/vision", json=allow, headers=ADMIN).status_code == 200
+    made = shoal("submit", "--name", "ns", "--queue", "vision", "-n", "vision-dev", "--", "x")
+    assert made.exit_code == 0, made.output
+    (job,) = client.get("/api/v1/jobs", headers=ADMIN).json()["data"]
+    assert job["spec"]["namespace"] == "vision-dev"
+    shown = shoal("job", "ns")
+    assert shown.exit_code == 0 and "namespace vision-dev" in shown.output, shown.output
+    refused = shoal("submit", "--name", "nlp", "--queue", "vision", "-n", "nlp", "--", "x")
+    assert refused.exit_code == 1, refused.output
+    assert "namespace 'nlp' is not allowed" in refused.output, refused.output
+    for ns, why in (("nlp", "is not allowed"), ("No_Such", "DNS-1123")):
+        body = {"name": "b", "queue": "vision", "image": "img:1", "namespace": ns}
+        r = client.post("/api/v1/jobs", json=body, headers=ADMIN)
+        assert r.status_code == 422, r.text
+        (detail,) = r.json()["detail"]
+        assert detail["loc"] == ["body", "namespace"] and why in detail["msg"], r.text
+    assert [j["name"] for j in client.get("/api/v1/jobs", headers=ADMIN).json()["data"]] == ["ns"]

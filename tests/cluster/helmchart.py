@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,16 +59,22 @@ CHART_VALUES = [
 ]  # fmt: skip
 
 
-def install(cp: ControlPlane, chart: Chart | None = None, path: Path | None = None) -> Chart:
-    """`helm upgrade --install` of helm/shoal as release `shoal` in shoal-system; writes
-    the ServiceAccount's token kubeconfig (to `chart`'s path when given)."""
+def install(
+    cp: ControlPlane,
+    chart: Chart | None = None,
+    path: Path | None = None,
+    values: Sequence[str] = (),
+) -> Chart:
+    """`helm upgrade --install` of helm/shoal as release `shoal` in shoal-system, with
+    `values` (`--set` arguments) beside CHART_VALUES; writes the ServiceAccount's token
+    kubeconfig (to `chart`'s path when given)."""
     helm = tool("helm")
     assert helm
     proc = subprocess.run(
         [
             helm, "upgrade", "--install", RELEASE, str(ROOT / "helm" / "shoal"),
             "--namespace", RELEASE_NS, "--create-namespace",
-            "--kubeconfig", str(cp.kubeconfig), *CHART_VALUES,
+            "--kubeconfig", str(cp.kubeconfig), *CHART_VALUES, *values,
         ],
         capture_output=True, text=True, timeout=180,
     )  # fmt: skip
@@ -76,7 +83,7 @@ def install(cp: ControlPlane, chart: Chart | None = None, path: Path | None = No
     eventually(lambda: cp.core.read_namespaced_service_account(sa, RELEASE_NS))
     target = chart.kubeconfig if chart else path
     assert target is not None
-    return Chart(token_kubeconfig(cp, sa, RELEASE_NS, target), sa, CHART_VALUES)
+    return Chart(token_kubeconfig(cp, sa, RELEASE_NS, target), sa, [*CHART_VALUES, *values])
 
 
 def uninstall(cp: ControlPlane) -> None:

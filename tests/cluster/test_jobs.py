@@ -59,11 +59,14 @@ def phase_of(shoal: Shoal, job_id: str) -> Phase:
         return Phase(jobs.get_job(session=session, job_id=job_id).phase)
 
 
-def running(cp: ControlPlane, job_id: str, n: int, shoal: Shoal | None = None) -> list[Obj]:
-    """Wait for `n` pods of the job, bound to kwok nodes and Running (kwok started them)."""
+def running(
+    cp: ControlPlane, job_id: str, n: int, shoal: Shoal | None = None, ns: str = JOBS_NS
+) -> list[Obj]:
+    """Wait for `n` pods of the job in `ns`, bound to kwok nodes and Running (kwok
+    started them)."""
 
     def check() -> list[Obj] | None:
-        pods = cp.job_pods(job_id)
+        pods = cp.job_pods(job_id, ns)
         ok = len(pods) == n and all(
             p["spec"].get("nodeName") and p["status"].get("phase") == "Running" for p in pods
         )
@@ -73,7 +76,7 @@ def running(cp: ControlPlane, job_id: str, n: int, shoal: Shoal | None = None) -
         got: list[Obj] = eventually(check, timeout=90)
     except AssertionError as e:
         pods = [(p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"))
-                for p in cp.job_pods(job_id)]  # fmt: skip
+                for p in cp.job_pods(job_id, ns)]  # fmt: skip
         raise AssertionError(
             f"{e}\npods: {pods}\n{shoal.diagnose(job_id) if shoal else ''}"
         ) from None
