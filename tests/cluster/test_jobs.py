@@ -39,7 +39,7 @@ def queue(cp: ControlPlane, name: str = "vision", total: float = 16, **spec: Any
     )
 
 
-def trainingjob(cp: ControlPlane, name: str, **spec: Any) -> None:
+def trainingjob(cp: ControlPlane, name: str, ns: str = JOBS_NS, **spec: Any) -> None:
     body = {
         "queue": "vision",
         "framework": "pytorch",
@@ -51,7 +51,7 @@ def trainingjob(cp: ControlPlane, name: str, **spec: Any) -> None:
         "memory": "1Gi",
         **spec,
     }
-    cp.create_tj(name, body)
+    cp.create_tj(name, body, ns)
 
 
 def phase_of(shoal: Shoal, job_id: str) -> Phase:

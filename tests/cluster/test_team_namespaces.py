@@ -22,7 +22,7 @@ from scheduler.spec import JobSpec
 
 from .conftest import RESERVATIONS_NS, Chart, ControlPlane, Shoal, eventually
 from .helmchart import install
-from .test_jobs import queue, running
+from .test_jobs import queue, running, trainingjob
 
 pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
@@ -43,18 +43,7 @@ MOUNTS: Obj = {
 
 
 def tj(cp: ControlPlane, name: str, ns: str = "vision", **spec: Any) -> None:
-    body = {
-        "queue": "vision",
-        "framework": "pytorch",
-        "image": "ghcr.io/x/train:1",
-        "command": ["python", "train.py"],
-        "workers": 1,
-        "gpu": 1,
-        "cpu": "1",
-        "memory": "1Gi",
-        **spec,
-    }
-    cp.create_tj(name, body, ns)
+    trainingjob(cp, name, ns, **{"workers": 1, **spec})
 
 
 def empty(cp: ControlPlane) -> None:
