@@ -212,7 +212,9 @@ def test_a_job_runs_in_its_team_namespace_and_not_in_one_not_given(
     nlp = with_spec("nlp", namespace="nlp")
     (refusal,) = backend.spec_refusals(nlp.spec)
     assert refusal[0] == ("namespace",) and "teamNamespaces" in refusal[1]
-    with pytest.raises(BackendError, match=r"namespace: Shoal does not run jobs in namespace 'nlp'"):
+    with pytest.raises(
+        BackendError, match=r"namespace: Shoal does not run jobs in namespace 'nlp'"
+    ):
         backend.launch(nlp)
     assert kube.objects("pods", "nlp") == []
     backend.launch(with_spec("vision", namespace="vision"))
