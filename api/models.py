@@ -11,8 +11,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from scheduler.spec import JobSpec, Phase, Priority, QueueSpec, QuotaSpec
+from scheduler.spec import JobSpec, Phase
 from scheduler.spec.allowed import Allowances
+from scheduler.spec.common import Priority
+from scheduler.spec.queue import QueueSpec, QuotaSpec
 
 
 class _Model(BaseModel):

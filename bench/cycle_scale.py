@@ -188,7 +188,8 @@ def core(args: argparse.Namespace, out: object) -> None:
 def _submit(db: object, snap: m.Snapshot, now: float) -> None:
     from scheduler import store
     from scheduler.clock import as_datetime
-    from scheduler.spec import JobSpec, QueueSpec
+    from scheduler.spec import JobSpec
+    from scheduler.spec.queue import QueueSpec
 
     assert isinstance(db, store.Database)
     with db.session() as s:

@@ -47,7 +47,8 @@ from scheduler import store
 from scheduler.clock import VirtualClock, as_datetime
 from scheduler.loop.config import CycleReport
 from scheduler.sim import replay, trace
-from scheduler.spec import JobSpec, QueueSpec
+from scheduler.spec import JobSpec
+from scheduler.spec.queue import QueueSpec
 
 EPS = m.EPS
 KINDS = ("dev", "multi", "drawn")

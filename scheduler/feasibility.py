@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from scheduler.core import accounting
 from scheduler.model import EPS, JobRequest, Node, Queue
 from scheduler.placement import fit
-from scheduler.spec import JobSpec, QueueSpec, allowed
+from scheduler.spec import JobSpec, allowed
+from scheduler.spec.queue import QueueSpec
 
 
 @dataclass(frozen=True, slots=True)

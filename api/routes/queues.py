@@ -8,7 +8,7 @@ from api import models, views
 from api.deps import AdminDep, PrincipalDep, SessionDep
 from api.errors import fail, feasibility_error
 from scheduler import feasibility
-from scheduler.spec import QueueSpec
+from scheduler.spec.queue import QueueSpec
 from scheduler.store import cycle, errors, queues
 
 router = APIRouter(prefix="/queues", tags=["queues"])

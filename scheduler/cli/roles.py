@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from scheduler.cli.settings import BackendKind
+
 
 class Role(StrEnum):
     ALL = "all"
@@ -25,9 +27,9 @@ def parse(role: str) -> Role:
         raise SystemExit(f"--role {role!r}: expected one of {names} (SHOAL_ROLE)") from None
 
 
-def check(role: Role, *, backend_kind: str, database_url: str, api_workers: int) -> None:
+def check(role: Role, *, backend_kind: BackendKind, database_url: str, api_workers: int) -> None:
     """Stop with why when the combination cannot work."""
-    if role is not Role.ALL and backend_kind == "local":
+    if role is not Role.ALL and backend_kind is BackendKind.LOCAL:
         raise SystemExit(
             f"--role {role} needs --backend kubernetes: the local backend's workers are "
             "processes of the scheduler's host and state directory, and the API reads their "

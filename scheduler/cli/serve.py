@@ -50,8 +50,6 @@ from scheduler.cli import apirole, listen, roles, servesetup
 from scheduler.cli import settings as serve_settings
 from scheduler.cli.probes import probe_app
 from scheduler.cli.roles import Role
-from scheduler.cli.statedir import claim_state as claim_state  # re-exported (tests)
-from scheduler.cli.statedir import prepare_state as prepare_state  # re-exported (tests)
 from scheduler.cli.statedir import secure
 from scheduler.cli.wiring import (
     WakeOnWrite,
@@ -96,16 +94,16 @@ def serve(
     api_workers: int = 1,
 ) -> None:
     """`role` (scheduler.cli.roles): all, or one half of the service on the shared store."""
-    part = roles.parse(role)
+    part, kind = roles.parse(role), serve_settings.BackendKind.parse(backend_kind)
     typed_secret = servesetup.password_on_command_line(sys.argv, database_url)
     if typed_secret is not None:
         log.warning("%s", typed_secret)
     state = Path(state_dir).resolve()
     db_url = database_url or f"sqlite:///{state / 'shoal.db'}"
-    roles.check(part, backend_kind=backend_kind, database_url=db_url, api_workers=api_workers)
+    roles.check(part, backend_kind=kind, database_url=db_url, api_workers=api_workers)
     env, pol = servesetup.settings_and_policy(policy, min_runtime_s, interval_s)
     url = f"http://{host}:{port}"
-    owns_state = servesetup.claim(state, url, backend_kind)
+    owns_state = servesetup.claim(state, url, kind)
     # The port before any "serving on" or `url` file: a busy one stops here. The
     # scheduler role's port serves probes only: the CLI must not be sent there.
     url_file = state / "url" if owns_state and part is not Role.SCHEDULER else None
@@ -130,11 +128,11 @@ def serve(
     database = open_database(db_url)
     # Replicas in pods all run as pid 1: the pod name tells them apart.
     holder = lease_identity(state, pod_name=env.pod_name, owns_state=owns_state)
-    if backend_kind == "local":
+    if kind is serve_settings.BackendKind.LOCAL:
         refuse_second_local_replica(database, holder)
     api_url = env.worker_api_url or url
     wired, loop = _wire(
-        backend_kind,
+        kind,
         state,
         cluster,
         env=env,
@@ -177,7 +175,7 @@ def serve(
 
 
 def _wire(
-    kind: str,
+    kind: serve_settings.BackendKind,
     state: Path,
     cluster: str | None,
     *,

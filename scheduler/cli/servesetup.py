@@ -67,13 +67,13 @@ def settings_and_policy(
     return env, pol
 
 
-def claim(state: Path, url: str, backend_kind: str) -> bool:
+def claim(state: Path, url: str, backend_kind: serve_settings.BackendKind) -> bool:
     """Claim the state directory; whether this process owns it (no other `shoal serve`
     uses it). Two local backends on one directory are refused."""
     holder = claim_state(state, url)
     if holder is not None:
         what = f"another `shoal serve` ({holder}) is using the state directory {state}"
-        if backend_kind == "local":
+        if backend_kind is serve_settings.BackendKind.LOCAL:
             # Two local backends on one directory would both run and reap its workers.
             raise SystemExit(f"{what}; stop it first, or give this one another --state-dir")
         log.warning("%s; only one of them schedules at a time (the store's lease)", what)

@@ -14,6 +14,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,23 @@ POLICY_KEYS = frozenset(
         "allowed",
     }
 )
+
+
+class BackendKind(StrEnum):
+    """`--backend` (SHOAL_BACKEND): where workers run."""
+
+    LOCAL = "local"  # processes on this host, the embedded default
+    KUBERNETES = "kubernetes"
+
+    @classmethod
+    def parse(cls, text: str) -> BackendKind:
+        try:
+            return cls(text.strip().lower())
+        except ValueError:
+            kinds = ", ".join(k.value for k in cls)
+            raise SystemExit(f"--backend {text!r}: expected one of {kinds}") from None
+
+
 TRUE = frozenset({"1", "true", "yes", "on"})
 FALSE = frozenset({"", "0", "false", "no", "off"})
 

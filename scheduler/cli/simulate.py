@@ -17,7 +17,7 @@ from rich.table import Table
 from scheduler import model
 from scheduler.backends.local import cluster
 from scheduler.sim import replay, trace
-from scheduler.spec import QueueSpec
+from scheduler.spec.queue import QueueSpec
 
 out = Console(highlight=False)
 

@@ -89,7 +89,7 @@ class Wired:
 
 
 def make_backend(
-    kind: str,
+    kind: serve_settings.BackendKind,
     state: Path,
     cluster: str | None,
     wake: Any,
@@ -108,7 +108,7 @@ def make_backend(
     keeps them as this process's user."""
     if gpus not in (None, "auto"):
         raise SystemExit(f"--gpus {gpus!r}: the only value is auto (this host's GPUs)")
-    if kind == "local":
+    if kind is serve_settings.BackendKind.LOCAL:
         try:
             own = None if shared_user_ok else ownuser.own_worker_user
             worker_users = users.resolve(cluster, worker_user, own=own)
@@ -131,28 +131,26 @@ def make_backend(
         raise SystemExit(
             "--worker-user is for the local backend (a pod's user is its securityContext's)"
         )
-    if kind == "kubernetes":
-        # Imported here: only these pull in the `kubernetes` client.
-        from scheduler.backends.kubernetes import runtime
-        from scheduler.controller import watcher
+    # The Kubernetes backend. Imported here: only these pull in the `kubernetes` client.
+    from scheduler.backends.kubernetes import runtime
+    from scheduler.controller import watcher
 
-        # The CR watcher (TrainingJob/Queue controller) runs in the leader only.
-        tasks = (
-            [watcher.leader_task(database.session, resync_s=30, chart_limits=chart_limits)]
-            if database
-            else []
+    # The CR watcher (TrainingJob/Queue controller) runs in the leader only.
+    tasks = (
+        [watcher.leader_task(database.session, resync_s=30, chart_limits=chart_limits)]
+        if database
+        else []
+    )
+    try:
+        kube = runtime.from_settings(
+            env or serve_settings.from_env(),
+            leader_tasks=tasks,
+            on_leader_change=lambda _leading: wake(),
+            on_change=wake,  # a foreign pod waits: cycle now, not after the interval
         )
-        try:
-            kube = runtime.from_settings(
-                env or serve_settings.from_env(),
-                leader_tasks=tasks,
-                on_leader_change=lambda _leading: wake(),
-                on_change=wake,  # a foreign pod waits: cycle now, not after the interval
-            )
-            return Wired(kube.backend, kube.close, kube.is_leader)
-        except ValueError as e:
-            raise SystemExit(str(e)) from None
-    raise SystemExit(f"backend {kind!r} is not available in `shoal serve` (local, kubernetes)")
+        return Wired(kube.backend, kube.close, kube.is_leader)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
 
 
 def loop_health(loop: Loop, thread: threading.Thread, stall_s: float) -> Callable[[], str | None]:

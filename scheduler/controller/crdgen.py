@@ -16,20 +16,9 @@ from typing import Any
 import yaml
 
 from scheduler.controller.crdschema import spec_schema
-from scheduler.controller.crdstatus import MESSAGE_MAX, QUEUE_STATUS, TRAININGJOB_STATUS
-from scheduler.spec import JobSpec, QueueSpec
-
-__all__ = [  # MESSAGE_MAX and spec_schema moved; they stay importable from here
-    "GROUP",
-    "MESSAGE_MAX",
-    "OUTPUT_DIRS",
-    "VERSION",
-    "main",
-    "queue_crd",
-    "render",
-    "spec_schema",
-    "trainingjob_crd",
-]
+from scheduler.controller.crdstatus import QUEUE_STATUS, TRAININGJOB_STATUS
+from scheduler.spec import JobSpec
+from scheduler.spec.queue import QueueSpec
 
 GROUP = "shoal.dev"
 VERSION = "v1alpha1"

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from scheduler.spec import DNS1123_LABEL
+from scheduler.spec.common import DNS1123_LABEL
 
 # Keywords apiextensions.k8s.io/v1 accepts in a structural schema (subset we emit).
 _KEEP = {

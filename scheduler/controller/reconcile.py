@@ -17,11 +17,12 @@ from typing import Any, Protocol
 
 import pydantic
 
-from scheduler.spec import TRAININGJOB, JobSpec, Origin, Phase, QueueSpec, spec_json
+from scheduler.controller.crdstatus import MESSAGE_MAX
+from scheduler.spec import TRAININGJOB, JobSpec, Origin, Phase, spec_json
+from scheduler.spec.queue import QueueSpec
 
 GROUP_VERSION = "shoal.dev/v1alpha1"
 INVALID = "Invalid"  # status.phase of a CR that never reached the store
-MESSAGE_MAX = 32768  # = crdgen.MESSAGE_MAX (metav1.Condition's message limit)
 
 
 class StoredJob(Protocol):

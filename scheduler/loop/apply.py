@@ -2,7 +2,7 @@
 
 - Preempt: Preempted (restart counted), then Pending again with its submission time
   untouched (so it keeps its place), then `backend.stop` with the grace period
-  (`lifecycle.preempt`, carried out by `enact` like every phase change). A crash
+  (`transition.preempt`, carried out by `enact` like every phase change). A crash
   before the stop leaves workers their job no longer holds; the next cycle stops them.
 - Place: every placement recorded (attempt = previous + 1) in one transaction BEFORE any
   `backend.launch`, then each launched, then their `Launched` events in one write. A
@@ -27,7 +27,7 @@ from typing import Any
 from scheduler import model
 from scheduler.backends import base
 from scheduler.clock import as_datetime
-from scheduler.loop import faults, launching, lifecycle, resize
+from scheduler.loop import faults, launching, resize, transition
 from scheduler.loop.context import Cycle
 from scheduler.loop.enact import enact, stop_quietly
 from scheduler.loop.workerenv import env_for
@@ -140,7 +140,7 @@ def _preempt(
         return
     message = p.reason + (f" (for {p.for_job})" if p.for_job else "")
     try:
-        t = lifecycle.preempt(p.grace_period_s, message)
+        t = transition.preempt(p.grace_period_s, message)
         enact(cycle.db, cycle.backend, lj.id, lj.version, t, now=cycle.now)
     except errors.MOVED_ON as exc:
         log.info("preempt of %s skipped: %s", lj.id, exc)
@@ -201,7 +201,7 @@ def _place(
     lj = live.get(place.job_id)
     if lj is None or lj.phase is not Phase.PENDING:
         return
-    recorded = lifecycle.place(place.placements, lj.attempt + 1)
+    recorded = transition.place(place.placements, lj.attempt + 1)
     try:
         version = enact(cycle.db, cycle.backend, lj.id, lj.version, recorded, now=cycle.now)
     except errors.MOVED_ON as exc:

@@ -19,7 +19,7 @@ from scheduler.backends import base
 from scheduler.clock import as_datetime
 from scheduler.loop import faults
 from scheduler.loop.backoff import Backoff
-from scheduler.loop.lifecycle import Transition
+from scheduler.loop.transition import Transition
 from scheduler.store.port import LiveStore
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 
 from scheduler.backends import base
 from scheduler.clock import as_datetime
-from scheduler.loop import lifecycle
+from scheduler.loop import transition
 from scheduler.loop.backoff import Backoff
 from scheduler.loop.enact import enact, stop_quietly
 from scheduler.store import errors, schema
@@ -73,7 +73,7 @@ def launch(
             return False
         log.warning("job %s: %s; back to pending for %.0fs", job_id, what, delay)
         grace = float(request.spec.termination_grace_period_seconds)
-        refused = lifecycle.launch_refused(
+        refused = transition.launch_refused(
             f"{what}; retrying in {delay:.0f}s", request.attempt, delay, grace
         )
         try:  # what the attempt made so far is stopped (the transition's stop)

@@ -35,41 +35,9 @@ from datetime import datetime
 from typing import Protocol
 
 from scheduler.backends.base import StopReason, WorkerState, WorkerStatus
-from scheduler.loop.transition import (
-    Event,
-    Outcome,
-    Placement,
-    Stop,
-    Transition,
-    Write,
-    follows_workers,
-    launch_refused,
-    place,
-    preempt,
-)
+from scheduler.loop.transition import Event, Outcome, Stop, Transition, Write
 from scheduler.model import WorkerPlacement
 from scheduler.spec import JobSpec, Phase
-
-# The transitions' vocabulary lives in `transition`; named here too, where the loop and
-# its tests have always found it.
-__all__ = [
-    "MISSING_GRACE_S",
-    "Event",
-    "Facts",
-    "Job",
-    "Outcome",
-    "Placement",
-    "Stop",
-    "Transition",
-    "Write",
-    "decide",
-    "follows_workers",
-    "launch_refused",
-    "needs_history",
-    "place",
-    "preempt",
-    "quiet_until",
-]
 
 # After a launch completed, workers the backend does not report are only called missing
 # once this long has passed (a watch cache may lag behind the launch that made them).

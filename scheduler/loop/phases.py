@@ -18,10 +18,11 @@ from typing import Any
 
 from scheduler.backends import base
 from scheduler.clock import as_datetime
-from scheduler.loop import faults, launching, lifecycle, resize
+from scheduler.loop import faults, launching, lifecycle, resize, transition
 from scheduler.loop.context import Cycle
 from scheduler.loop.enact import enact, stop_quietly
-from scheduler.loop.lifecycle import MISSING_GRACE_S, Outcome
+from scheduler.loop.lifecycle import MISSING_GRACE_S
+from scheduler.loop.transition import Outcome
 from scheduler.loop.workerenv import env_for
 from scheduler.spec import Phase
 from scheduler.store import cycle as store
@@ -140,7 +141,7 @@ def job(
         if t.outcome is Outcome.LAUNCH:
             _finish_launch(cycle, lj, done)
             return
-        if lifecycle.follows_workers(t):
+        if transition.follows_workers(t):
             w = t.writes[0]
             done.deferred.append(
                 (PhaseWrite(lj.id, lj.version, w.phase, w.reason, w.message), t.outcome)
@@ -194,7 +195,7 @@ def flush(cycle: Cycle, done: Reconciled) -> list[Wrote]:
 
 
 def _one(cycle: Cycle, w: PhaseWrite, outcome: Outcome) -> bool:
-    move = lifecycle.Transition(outcome, (lifecycle.Write(w.phase, w.reason, w.message),))
+    move = transition.Transition(outcome, (transition.Write(w.phase, w.reason, w.message),))
     try:
         enact(cycle.db, cycle.backend, w.job_id, w.expected_version, move, now=cycle.now)
     except errors.MOVED_ON:

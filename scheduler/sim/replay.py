@@ -33,7 +33,8 @@ from scheduler.loop import timing
 from scheduler.loop.service import CycleReport, Loop, LoopConfig
 from scheduler.sim.report import SimReport, count_violations, count_waits, record
 from scheduler.sim.trace import TraceJob
-from scheduler.spec import JobSpec, Phase, QueueSpec
+from scheduler.spec import JobSpec, Phase
+from scheduler.spec.queue import QueueSpec
 
 __all__ = ["SimReport", "default_queues", "simulate"]  # SimReport lives in sim.report
 

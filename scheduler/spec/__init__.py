@@ -24,48 +24,28 @@ from pydantic import (
 
 from scheduler.spec import elastic, nodes
 from scheduler.spec import volumes as vols
-from scheduler.spec.common import (
-    DNS1123_LABEL,
-    DNS1123_SUBDOMAIN,
-    Name,
-    Priority,
-    dns1123,
-)
+from scheduler.spec.common import DNS1123_SUBDOMAIN, Name, Priority, dns1123
 from scheduler.spec.common import SpecModel as _Spec
 from scheduler.spec.elastic import WorkerRange, Workers
 from scheduler.spec.quantities import (
     MAX_CPU_MILLI,
     MAX_MEMORY_MIB,
-    MEMORY,
     parse_cpu_milli,
     parse_memory_mib,
 )
-from scheduler.spec.queue import MAX_QUOTA_GPUS, QueueSpec, QuotaSpec
 
-__all__ = [  # what moved to common, quantities and queue is importable from here still
-    "DNS1123_LABEL",
-    "DNS1123_SUBDOMAIN",
+__all__ = [
     "ENV_NAME",
-    "MAX_CPU_MILLI",
     "MAX_ENV_NAME",
-    "MAX_MEMORY_MIB",
-    "MAX_QUOTA_GPUS",
     "MAX_RUNTIME_S",
-    "MEMORY",
     "MIN_GPU_FRACTION",
     "STORED",
     "TRAININGJOB",
     "Enforcement",
     "Framework",
     "JobSpec",
-    "Name",
     "Origin",
     "Phase",
-    "Priority",
-    "QueueSpec",
-    "QuotaSpec",
-    "parse_cpu_milli",
-    "parse_memory_mib",
     "spec_json",
 ]
 

@@ -14,8 +14,9 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from scheduler.spec import Phase, QueueSpec, QuotaSpec
+from scheduler.spec import Phase
 from scheduler.spec.allowed import Allowances
+from scheduler.spec.queue import QueueSpec, QuotaSpec
 from scheduler.store import errors, schema
 
 LIVE_PHASES = (Phase.PENDING, Phase.SCHEDULED, Phase.RUNNING, Phase.PREEMPTED)

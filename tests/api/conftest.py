@@ -24,7 +24,7 @@ from scheduler import store
 from scheduler.cli import client as cli_client
 from scheduler.cli.main import app as cli
 from scheduler.model import Node
-from scheduler.spec import QueueSpec
+from scheduler.spec.queue import QueueSpec
 from scheduler.store.db import open_database
 
 TOKENS = """

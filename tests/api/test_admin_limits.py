@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 from api.services import Wiring, services_of
 from scheduler import store
 from scheduler.cli import apirole
-from scheduler.spec import QueueSpec
 from scheduler.spec.allowed import Allowances
+from scheduler.spec.queue import QueueSpec
 
 JOBS = "/api/v1/jobs"
 

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from api.services import services_of
 from scheduler import model, store
 from scheduler.cli import apirole
-from scheduler.spec import QueueSpec
+from scheduler.spec.queue import QueueSpec
 
 NODES = (
     model.Node("a", 64000, 512000, 4, "A100", 81920),

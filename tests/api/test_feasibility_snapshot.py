@@ -8,7 +8,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from scheduler import store
-from scheduler.spec import QueueSpec
+from scheduler.spec.queue import QueueSpec
 
 
 def test_a_queue_made_elsewhere_is_admitted_at_once(app: FastAPI, client: TestClient) -> None:

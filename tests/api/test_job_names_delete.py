@@ -19,7 +19,8 @@ from scheduler.backends.sim import SimBackend
 from scheduler.cli.client import Api
 from scheduler.clock import VirtualClock, as_datetime
 from scheduler.loop.service import Loop, LoopConfig
-from scheduler.spec import JobSpec, Phase, QueueSpec
+from scheduler.spec import JobSpec, Phase
+from scheduler.spec.queue import QueueSpec
 from scheduler.store import retention
 
 J = "/api/v1/jobs"

@@ -24,7 +24,7 @@ from api.app import create_app
 from api.services import services_of
 from api.settings import Settings
 from scheduler import store
-from scheduler.spec import QueueSpec
+from scheduler.spec.queue import QueueSpec
 
 pytestmark = pytest.mark.integration  # starts uvicorn on a thread
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import ADMIN
 from fastapi.testclient import TestClient
 
-from scheduler.spec import MAX_QUOTA_GPUS
+from scheduler.spec.queue import MAX_QUOTA_GPUS
 
 
 @pytest.mark.parametrize(

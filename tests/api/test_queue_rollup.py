@@ -9,7 +9,8 @@ from fastapi.testclient import TestClient
 
 from scheduler import store
 from scheduler.model import WorkerPlacement
-from scheduler.spec import JobSpec, QueueSpec
+from scheduler.spec import JobSpec
+from scheduler.spec.queue import QueueSpec
 
 
 def test_parent_queue_aggregates_children_in_the_summary(app: FastAPI, client: TestClient) -> None:

@@ -93,11 +93,11 @@ BAD_JOBS: list[Any] = [
     pytest.param(
         {"maxRuntime": 10**400}, ["body", "maxRuntime"], "less than", id="max-runtime-huge"
     ),
-    pytest.param({"memory": "9" * 400}, ["body", "memory"], "too large", id="memory-400-digits"),
+    pytest.param({"memory": "9" * 400}, ["body", "memory"], "at most 1Pi", id="memory-400-digits"),
     pytest.param(
         {"gpu": None, "gpuMemory": "9" * 400 + "Mi"},
         ["body", "gpuMemory"],
-        "too large",
+        "at most 1Pi",
         id="gpu-memory-400-digits",
     ),
 ]

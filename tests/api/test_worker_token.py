@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from scheduler import workertoken
-from scheduler.cli.serve import prepare_state
+from scheduler.cli.statedir import prepare_state
 from scheduler.loop.workerenv import ScopedWorkerEnv
 
 KEY = "k" * 32

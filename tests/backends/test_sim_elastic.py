@@ -17,7 +17,8 @@ from scheduler.backends.sim import SimBackend
 from scheduler.clock import VirtualClock, as_datetime
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.model import Config, WorkerPlacement
-from scheduler.spec import JobSpec, Phase, QueueSpec
+from scheduler.spec import JobSpec, Phase
+from scheduler.spec.queue import QueueSpec
 
 RUNNING, FAILED = base.WorkerState.RUNNING, base.WorkerState.FAILED
 

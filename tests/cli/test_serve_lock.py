@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.cli.serve import claim_state
+from scheduler.cli.statedir import claim_state
 
 pytestmark = pytest.mark.integration  # starts `shoal serve` as a process
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).parents[2]
 def test_a_held_state_directory_names_its_holder(tmp_path: Path) -> None:
     code = (
         "import sys, time; from pathlib import Path\n"
-        "from scheduler.cli.serve import claim_state\n"
+        "from scheduler.cli.statedir import claim_state\n"
         "assert claim_state(Path(sys.argv[1]), 'http://127.0.0.1:1') is None\n"
         "print('held', flush=True); time.sleep(60)\n"
     )

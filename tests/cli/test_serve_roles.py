@@ -49,11 +49,16 @@ def test_several_api_workers_beside_the_loop_are_refused(tmp_path: Path) -> None
         _serve(tmp_path, database_url=url, backend_kind="kubernetes", api_workers=2)
 
 
-def test_zero_api_workers_and_an_unknown_role_are_refused(tmp_path: Path) -> None:
+def test_zero_api_workers_an_unknown_role_and_an_unknown_backend_are_refused(
+    tmp_path: Path,
+) -> None:
     with pytest.raises(SystemExit, match=r"--api-workers 0: at least 1"):
         _serve(tmp_path, role="api", backend_kind="kubernetes", api_workers=0)
     with pytest.raises(SystemExit, match=r"--role 'both': expected one of all, api, scheduler"):
         _serve(tmp_path, role="both")
+    with pytest.raises(SystemExit, match=r"--backend 'slurm': expected one of local, kubernetes"):
+        _serve(tmp_path, backend_kind="slurm")
+    assert not (tmp_path / "state").exists()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from support.builders import launch_request
 
-from scheduler.backends.kubernetes import manifests
+from scheduler.backends.kubernetes import workerpod
 
 from .conftest import JOBS_NS, ControlPlane, Shoal, eventually
 from .test_jobs import queue
@@ -119,7 +119,7 @@ def test_a_worker_pod_a_webhook_gated_waits_unbound_then_is_bound(
     req = launch_request("gated-w")
     (p,) = req.placements
     host = f"gated-w-a0-w0.gated-w.{JOBS_NS}.svc"
-    body = manifests.worker_pod(req, p, "gated-w", JOBS_NS, [host], b.config)
+    body = workerpod.worker_pod(req, p, "gated-w", JOBS_NS, [host], b.config)
     body["spec"]["schedulingGates"] = [{"name": GATE}]
     nodes.core.create_namespaced_pod(JOBS_NS, body)  # what the webhook let through
     b.launch(req)  # finds its pod (same name, same job) and does not bind it

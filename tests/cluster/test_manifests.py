@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from support.builders import launch_request
 
-from scheduler.backends.kubernetes import manifests
+from scheduler.backends.kubernetes import workerpod
 from scheduler.backends.kubernetes.config import KubeConfig, restricted_security_context
 
 from .conftest import JOBS_NS, RELEASE_NS, ROOT, ControlPlane, eventually
@@ -174,7 +174,7 @@ def test_the_restricted_option_passes_pod_security_restricted_with_priority_and_
     ) -> subprocess.CompletedProcess[str]:
         req = launch_request("r-job", framework=framework, gpu=gpu)
         (p,) = req.placements
-        pod = manifests.worker_pod(req, p, "r-job", ns, ["r-job-a0-w0"], cfg)
+        pod = workerpod.worker_pod(req, p, "r-job", ns, ["r-job-a0-w0"], cfg)
         return cluster.kubectl(
             "create",
             "--dry-run=server",
@@ -218,7 +218,7 @@ def test_the_restricted_option_passes_pod_security_restricted_with_priority_and_
         req, spec=req.spec.model_copy(update={"priority_class_name": "shoal-test-urgent"})
     )
     (p,) = req.placements
-    own = manifests.worker_pod(req, p, "r-own", ns, ["r-own-a0-w0"], cfg)
+    own = workerpod.worker_pod(req, p, "r-own", ns, ["r-own-a0-w0"], cfg)
     proc = cluster.kubectl(
         "create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(own), check=False
     )

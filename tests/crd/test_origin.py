@@ -12,7 +12,8 @@ import pytest
 
 from scheduler.controller import apply as applying
 from scheduler.controller import reconcile
-from scheduler.spec import TRAININGJOB, JobSpec, Origin, QueueSpec
+from scheduler.spec import TRAININGJOB, JobSpec, Origin
+from scheduler.spec.queue import QueueSpec
 from scheduler.store import cycle, jobs, queues
 from scheduler.store.db import Database, open_database
 

@@ -19,7 +19,7 @@ from api.services import services_of
 from api.settings import Settings
 from scheduler import store
 from scheduler.model import Node
-from scheduler.spec import QueueSpec
+from scheduler.spec.queue import QueueSpec
 
 TOKENS = (
     "root-token: {user: root, role: admin}\nann-token: {user: ann, role: member, queues: [q03]}\n"

@@ -13,7 +13,8 @@ import pytest
 from scheduler.backends.kubernetes import KubernetesBackend, names
 from scheduler.clock import VirtualClock
 from scheduler.loop.service import Loop, LoopConfig
-from scheduler.spec import JobSpec, QueueSpec
+from scheduler.spec import JobSpec
+from scheduler.spec.queue import QueueSpec
 from scheduler.store import jobs, queues
 from scheduler.store.db import Database, open_database
 

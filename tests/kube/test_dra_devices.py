@@ -5,7 +5,6 @@ themselves are objects a 1.37 API server accepts."""
 from __future__ import annotations
 
 import copy
-from fractions import Fraction
 from typing import Any
 
 import kubernetes_validate
@@ -14,48 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support.draslices import allocated_claim, counter_set, gpu_class, gpu_slice
 
-from scheduler.backends.kubernetes.dra import Version, parse_quantity, quantity_int, read_slices
+from scheduler.backends.kubernetes.dra import Version, read_slices
 from scheduler.backends.kubernetes.dra.devices import RequestPolicy
 
 GIB = 1024**3
 K8S = "1.37.0"
-
-
-@pytest.mark.parametrize(
-    ("text", "value"),
-    [
-        ("80Gi", 80 * GIB),
-        ("1.5G", 1_500_000_000),
-        ("100m", Fraction(1, 10)),
-        ("1e3", 1000),
-        ("5E-3", Fraction(5, 1000)),
-        ("10240Mi", 10 * GIB),
-        ("7", 7),
-        ("+2k", 2000),
-        ("-1Ki", -1024),
-        (".5", Fraction(1, 2)),
-        (3, 3),
-    ],
-)
-def test_quantities_are_exact(text: str | int, value: Fraction | int) -> None:
-    assert parse_quantity(text) == value
-
-
-@pytest.mark.parametrize("text", ["", "Gi", "1,5G", "200K", "1 Gi", "1e9999", "three"])
-def test_non_quantities_are_refused(text: str) -> None:
-    with pytest.raises(ValueError, match=r"quantity|exponent"):
-        parse_quantity(text)
-
-
-@pytest.mark.parametrize(("text", "value"), [("100m", 1), ("1.5", 2), ("2", 2), ("0.001", 1)])
-def test_whole_units_round_up_as_quantity_value_does(text: str, value: int) -> None:
-    assert quantity_int(text) == value
-
-
-@given(st.integers(min_value=0, max_value=2**62), st.sampled_from(["", "Ki", "Mi", "Gi", "k"]))
-def test_a_printed_quantity_reads_back(n: int, suffix: str) -> None:
-    scale = {"": 1, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "k": 1000}[suffix]
-    assert quantity_int(f"{n}{suffix}") == n * scale
 
 
 def test_devices_carry_qualified_attributes_and_capacity() -> None:

@@ -9,7 +9,7 @@ import pytest
 from support.builders import launch_request
 
 from scheduler.backends import base
-from scheduler.backends.kubernetes import claimobjects, gangs, manifests, names
+from scheduler.backends.kubernetes import claimobjects, gangs, names, workerpod
 from scheduler.backends.kubernetes.config import KubeConfig
 
 K8S = "1.37.0"
@@ -18,7 +18,7 @@ NS = "jobs"
 
 def _pod(gpu: float, dra: base.Enforcement | None) -> dict:
     req = launch_request("train", gpu=gpu, gpus_of=lambda w: (0,) if gpu < 1 else (0, 1))
-    pod = manifests.worker_pod(req, req.placements[0], "train", NS, ["h0"], KubeConfig(), dra=dra)
+    pod = workerpod.worker_pod(req, req.placements[0], "train", NS, ["h0"], KubeConfig(), dra=dra)
     pod["metadata"]["uid"] = "0b0c3c8e-1111-4a4a-8c8c-222233334444"
     return pod
 
@@ -97,7 +97,7 @@ def test_a_gang_is_a_workload_and_a_pod_group_its_pods_name() -> None:
         assert obj["metadata"]["name"] == names.group_name("ddp", 0)
     assert wl["spec"]["podGroupTemplates"][0]["schedulingPolicy"] == {"gang": {"minCount": 3}}
     assert pg["spec"]["workloadRef"] == {"workloadName": "ddp-a0", "templateName": "workers"}
-    pod = manifests.worker_pod(req, req.placements[0], "ddp", NS, ["h"] * 3, KubeConfig())
+    pod = workerpod.worker_pod(req, req.placements[0], "ddp", NS, ["h"] * 3, KubeConfig())
     pod = gangs.join(pod, "ddp-a0")
     kubernetes_validate.validate(pod, K8S, strict=True)
     assert pod["spec"]["schedulingGroup"] == {"podGroupName": "ddp-a0"}

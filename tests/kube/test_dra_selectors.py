@@ -19,6 +19,7 @@ from scheduler.backends.kubernetes.dra import (
     read_slices,
 )
 from scheduler.backends.kubernetes.dra import selectors as selectors_module
+from scheduler.spec.quantities import parse_quantity
 
 GPU, MIG_1G, SHARED = (
     read_slices(gpu_slice("n", gpus=1)).devices[0],
@@ -186,8 +187,6 @@ QUANTITIES = st.tuples(
 def test_quantity_comparisons_agree_with_their_values(
     a: tuple[int, str], b: tuple[int, str]
 ) -> None:
-    from scheduler.backends.kubernetes.dra import parse_quantity
-
     qa, qb = f"{a[0]}{a[1]}", f"{b[0]}{b[1]}"
     sign = (parse_quantity(qa) > parse_quantity(qb)) - (parse_quantity(qa) < parse_quantity(qb))
     expression = (

@@ -11,7 +11,8 @@ import pytest
 from scheduler.backends import base
 from scheduler.backends.kubernetes import KubernetesBackend, names
 from scheduler.loop.service import Loop
-from scheduler.spec import JobSpec, QueueSpec
+from scheduler.spec import JobSpec
+from scheduler.spec.queue import QueueSpec
 from scheduler.store import jobs, queues
 from scheduler.store.db import Database
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from scheduler.backends.base import WorkerState
 from scheduler.backends.kubernetes import KubernetesBackend, status
-from scheduler.backends.kubernetes.backend import graceful
+from scheduler.backends.kubernetes.objects import graceful
 from scheduler.clock import VirtualClock
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import Phase

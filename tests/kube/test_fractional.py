@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 from support.builders import launch_request
 
-from scheduler.backends.kubernetes import KubernetesBackend, manifests, reserve
+from scheduler.backends.kubernetes import (
+    KubernetesBackend,
+    reservationpod,
+    reserve,
+    workerpod,
+)
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.model import WorkerPlacement
 
@@ -43,7 +48,7 @@ def test_four_quarter_jobs_share_one_reserved_gpu(kube: FakeKube, make_backend: 
     (res,) = [p for p in kube.objects("pods", NS) if p["metadata"]["name"] == RES]
     assert res["spec"]["nodeName"] == "n1"
     assert res["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert res["spec"]["containers"][0]["command"] == manifests.RESERVER
+    assert res["spec"]["containers"][0]["command"] == reservationpod.RESERVER
     workers = [p for p in kube.objects("pods", NS) if p["metadata"]["name"] != RES]
     assert len(workers) == 4 and not any(p["spec"].get("nodeName") for p in workers)
     assert {w.message for w in eventually(b.workers)} == {"waiting for the GPU reservation's UUID"}
@@ -207,7 +212,7 @@ def test_gpu_workers_get_a_memory_backed_dev_shm_and_fractions_none() -> None:
     def pod(cfg: KubeConfig, gpu: float | None = 2) -> dict[str, Any]:
         req = launch_request("shm", gpu=gpu)
         (p,) = req.placements
-        return manifests.worker_pod(req, p, "shm", "jobs", ["h0"], cfg)
+        return workerpod.worker_pod(req, p, "shm", "jobs", ["h0"], cfg)
 
     default = pod(KubeConfig())
     assert shm(default) == [{"medium": "Memory", "sizeLimit": "4096Mi"}]
@@ -221,7 +226,7 @@ def test_gpu_workers_get_a_memory_backed_dev_shm_and_fractions_none() -> None:
     req = launch_request("shm", gpu=1)
     req = replace(req, spec=req.spec.model_copy(update={"priority_class_name": "urgent"}))
     (p,) = req.placements
-    own = manifests.worker_pod(req, p, "shm", "jobs", ["h0"], KubeConfig(priority_class="training"))
+    own = workerpod.worker_pod(req, p, "shm", "jobs", ["h0"], KubeConfig(priority_class="training"))
     assert own["spec"]["priorityClassName"] == "urgent"  # the job's own class wins
     assert shm(pod(KubeConfig(), gpu=None)) == []
 

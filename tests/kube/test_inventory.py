@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.backends.kubernetes import KubernetesBackend, inventory
+from scheduler.backends.kubernetes import KubernetesBackend, inventory, reservationpod
 from scheduler.model import Node, Taint
 
 from .conftest import eventually, node, pod
@@ -161,9 +161,9 @@ def test_time_sliced_and_oversubscribed_nodes_are_excluded_with_the_reason() -> 
 
 
 def test_reservation_pods_cpu_and_memory_are_counted(kube: FakeKube, make_backend: Make) -> None:
-    from scheduler.backends.kubernetes import KubeConfig, inventory, manifests
+    from scheduler.backends.kubernetes import KubeConfig, inventory
 
-    res = manifests.reservation_pod("n1", 0, KubeConfig())
+    res = reservationpod.reservation_pod("n1", 0, KubeConfig())
     res["spec"]["nodeName"] = "n1"
     res["status"] = {"phase": "Running"}
     used = inventory.foreign_usage([res])

@@ -8,7 +8,7 @@ k8s.io/component-helpers/resource.PodRequests and the 1.37.2 Filter plugins."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -193,21 +193,21 @@ def test_the_sum_covers_every_moment_of_the_pods_life(
     and each plain init container with the sidecars started before it."""
     got = podfit.requests(pod_of(containers, initContainers=init))
 
-    def total(cs: list[Obj]) -> dict[str, Decimal]:
-        out: dict[str, Decimal] = {}
+    def total(cs: list[Obj]) -> dict[str, Fraction]:
+        out: dict[str, Fraction] = {}
         for x in cs:
             for k, v in x["resources"]["requests"].items():
-                out[k] = out.get(k, Decimal(0)) + podfit.quantity(v)
+                out[k] = out.get(k, Fraction(0)) + podfit.quantity(v)
         return out
 
     moments = [containers + [x for x in init if x.get("restartPolicy") == "Always"]]
     for i, x in enumerate(init):
         if x.get("restartPolicy") != "Always":
             moments.append([y for y in init[:i] if y.get("restartPolicy") == "Always"] + [x])
-    peak: dict[str, Decimal] = {}
+    peak: dict[str, Fraction] = {}
     for m in moments:
         for k, v in total(m).items():
-            peak[k] = max(peak.get(k, Decimal(0)), v)
+            peak[k] = max(peak.get(k, Fraction(0)), v)
     assert {k: v for k, v in got.items() if v} == {k: v for k, v in peak.items() if v}
 
 

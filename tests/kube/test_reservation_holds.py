@@ -5,7 +5,7 @@ Terminating, nothing may; the core is shown that as a stopping entry in no queue
 from __future__ import annotations
 
 from scheduler import model as m
-from scheduler.backends.kubernetes import holds, manifests
+from scheduler.backends.kubernetes import holds, reservationpod
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.podindex import PodIndex
 from scheduler.core import cycle, invariants
@@ -17,7 +17,7 @@ N1 = {"n1": 4}  # the GPUs node n1 offers now
 
 
 def reservation(*, deleting: bool = False, phase: str = "Running") -> dict:
-    body = manifests.reservation_pod("n1", 3, KubeConfig(namespace="jobs"))
+    body = reservationpod.reservation_pod("n1", 3, KubeConfig(namespace="jobs"))
     body["spec"]["nodeName"] = "n1"
     body["status"] = {"phase": phase}
     if deleting:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.backends.kubernetes import KubeConfig, manifests, reserve
+from scheduler.backends.kubernetes import KubeConfig, reservationpod, reserve
 
 from .conftest import NS
 from .fakeapi import FakeKube
@@ -136,7 +136,7 @@ def test_the_reservation_pod_spec() -> None:
         reserve_priority_class="shoal-gpu-reservation",
         reserve_runtime_class="nvidia",
     )
-    pod = manifests.reservation_pod("n1", 3, cfg)
+    pod = reservationpod.reservation_pod("n1", 3, cfg)
     spec = pod["spec"]
     assert spec["imagePullSecrets"] == [{"name": "regcred"}]
     assert spec["priorityClassName"] == "shoal-gpu-reservation"
@@ -148,7 +148,7 @@ def test_the_reservation_pod_spec() -> None:
     assert pod["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] == (
         "false"
     )
-    bare = manifests.reservation_pod("n1", 3, KubeConfig(namespace=NS))["spec"]
+    bare = reservationpod.reservation_pod("n1", 3, KubeConfig(namespace=NS))["spec"]
     assert "imagePullSecrets" not in bare and "priorityClassName" not in bare
     # It goes where a share's job went, past any taint that job tolerated (issue 24 item 1).
     assert bare["tolerations"] == [{"operator": "Exists"}]

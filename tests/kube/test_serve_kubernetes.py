@@ -17,7 +17,8 @@ from scheduler.cli import settings
 from scheduler.controller import watcher
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.model import WorkerPlacement
-from scheduler.spec import JobSpec, Phase, QueueSpec
+from scheduler.spec import JobSpec, Phase
+from scheduler.spec.queue import QueueSpec
 from scheduler.store import cycle, jobs, queues
 from scheduler.store.db import Database, open_database
 

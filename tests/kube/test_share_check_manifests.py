@@ -12,7 +12,7 @@ import pytest
 from support.builders import launch_request
 
 from scheduler.backends import base
-from scheduler.backends.kubernetes import manifests, names
+from scheduler.backends.kubernetes import names, workerpod
 from scheduler.backends.kubernetes.config import KubeConfig, restricted_security_context
 from scheduler.worker import checkin
 
@@ -37,7 +37,7 @@ def pod(
         spec = req.spec.model_copy(update={"env": env, "command": ["torchrun", "train.py"]})
         req = dataclasses.replace(req, spec=spec)
     cfg = config or KubeConfig()
-    made = manifests.worker_pod(
+    made = workerpod.worker_pod(
         req, req.placements[0], "train", NS, ["h0"], cfg, replica=replica, dra=dra
     )
     kubernetes_validate.validate(made, K8S, strict=True)
@@ -113,7 +113,7 @@ def test_a_small_worker_gets_a_check_no_larger_than_itself() -> None:
     req = launch_request("tiny", gpu=0.25, gpus_of=lambda w: (0,))
     spec = req.spec.model_copy(update={"cpu": "5m", "memory": "64Mi"})
     req = dataclasses.replace(req, spec=spec)
-    made = manifests.worker_pod(req, req.placements[0], "tiny", NS, ["h0"], KubeConfig())
+    made = workerpod.worker_pod(req, req.placements[0], "tiny", NS, ["h0"], KubeConfig())
     kubernetes_validate.validate(made, K8S, strict=True)
     (init,) = made["spec"]["initContainers"]
     assert init["resources"]["requests"] == {"cpu": "5m", "memory": "64Mi"}

@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 from support.builders import launch_request
 
-from scheduler.backends.kubernetes import KubeConfig, KubernetesBackend, manifests, reserve
+from scheduler.backends.kubernetes import (
+    KubeConfig,
+    KubernetesBackend,
+    reservationpod,
+    reserve,
+    workerpod,
+)
 from scheduler.backends.kubernetes.runtime import with_options
 
 from .conftest import NS, env_of, eventually, job, node
@@ -84,15 +90,17 @@ def test_the_reserver_says_how_the_gpu_reached_it() -> None:
 def test_worker_and_reservation_pods_take_the_runtime_class() -> None:
     cfg = KubeConfig(namespace=NS, runtime_class="nvidia")
     req = launch_request("j", gpu=0.5, gpus_of=lambda w: (0,))
-    share = manifests.worker_pod(req, req.placements[0], "j", NS, ["h"], cfg)
+    share = workerpod.worker_pod(req, req.placements[0], "j", NS, ["h"], cfg)
     assert share["spec"]["runtimeClassName"] == "nvidia"
     assert env_of(share)["NVIDIA_VISIBLE_DEVICES"] == {
         "fieldRef": {"fieldPath": "metadata.annotations['shoal.dev/gpu-device']"}
     }
-    assert manifests.reservation_pod("n1", 0, cfg)["spec"]["runtimeClassName"] == "nvidia"
+    assert reservationpod.reservation_pod("n1", 0, cfg)["spec"]["runtimeClassName"] == "nvidia"
     own = KubeConfig(namespace=NS, runtime_class="nvidia", reserve_runtime_class="nvidia-legacy")
-    assert manifests.reservation_pod("n1", 0, own)["spec"]["runtimeClassName"] == "nvidia-legacy"
-    bare = manifests.worker_pod(req, req.placements[0], "j", NS, ["h"], KubeConfig(namespace=NS))
+    assert (
+        reservationpod.reservation_pod("n1", 0, own)["spec"]["runtimeClassName"] == "nvidia-legacy"
+    )
+    bare = workerpod.worker_pod(req, req.placements[0], "j", NS, ["h"], KubeConfig(namespace=NS))
     assert "runtimeClassName" not in bare["spec"]
 
 

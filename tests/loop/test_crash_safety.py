@@ -14,7 +14,8 @@ import pytest
 
 from scheduler import store
 from scheduler.backends.local import records
-from scheduler.spec import JobSpec, Phase, QueueSpec
+from scheduler.spec import JobSpec, Phase
+from scheduler.spec.queue import QueueSpec
 
 pytestmark = pytest.mark.integration  # starts the loop as a process, killed at each point
 

@@ -11,8 +11,9 @@ from datetime import UTC, datetime
 import pytest
 
 from scheduler.backends.base import StopReason, WorkerState, WorkerStatus
-from scheduler.loop import lifecycle
-from scheduler.loop.lifecycle import Facts, Outcome
+from scheduler.loop import lifecycle, transition
+from scheduler.loop.lifecycle import Facts
+from scheduler.loop.transition import Outcome
 from scheduler.model import WorkerPlacement
 from scheduler.spec import JobSpec, Phase
 
@@ -250,13 +251,13 @@ def test_cancel_and_max_runtime_keep_the_grace_period() -> None:
 
 
 def test_preempt_is_two_writes_then_the_stop() -> None:
-    t = lifecycle.preempt(12.0, "reclaimed by b")
+    t = transition.preempt(12.0, "reclaimed by b")
     assert [(w.phase, w.reason, w.fault) for w in t.writes] == [
         (Phase.PREEMPTED, "Preempted", "preempt:recorded"),
         (Phase.PENDING, "Requeued", "preempt:requeued"),
     ]
     assert t.writes[0].count_restart and not t.writes[1].count_restart
-    assert t.stop == lifecycle.Stop(12.0, StopReason.PREEMPTED, "preempt:stopped")
+    assert t.stop == transition.Stop(12.0, StopReason.PREEMPTED, "preempt:stopped")
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,8 @@ from scheduler import store
 from scheduler.backends.local import LocalBackend
 from scheduler.clock import VirtualClock, as_datetime
 from scheduler.loop.service import Loop, LoopConfig
-from scheduler.spec import JobSpec, Phase, QueueSpec
+from scheduler.spec import JobSpec, Phase
+from scheduler.spec.queue import QueueSpec
 from scheduler.store import retention
 
 pytestmark = pytest.mark.integration  # starts local worker processes

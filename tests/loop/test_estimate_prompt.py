@@ -20,7 +20,8 @@ from scheduler.backends.sim import SimBackend
 from scheduler.clock import VirtualClock
 from scheduler.loop.estimator import Estimator, EstimatorConfig
 from scheduler.loop.service import Loop, LoopConfig
-from scheduler.spec import Phase, QueueSpec
+from scheduler.spec import Phase
+from scheduler.spec.queue import QueueSpec
 from scheduler.store import estimates
 
 from .test_loop_sim import phase, submit

@@ -14,7 +14,7 @@ from scheduler.backends.sim import SimBackend
 from scheduler.clock import VirtualClock
 from scheduler.loop.estimator import Estimator, EstimatorConfig
 from scheduler.loop.service import Loop, LoopConfig
-from scheduler.spec import QueueSpec
+from scheduler.spec.queue import QueueSpec
 from scheduler.store import estimates
 
 from .test_loop_sim import submit

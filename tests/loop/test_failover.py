@@ -25,7 +25,8 @@ from scheduler.backends.local import LocalBackend, records
 from scheduler.cli.wiring import refuse_second_local_replica
 from scheduler.core import cycle
 from scheduler.loop.service import Loop, LoopConfig
-from scheduler.spec import JobSpec, Phase, QueueSpec
+from scheduler.spec import JobSpec, Phase
+from scheduler.spec.queue import QueueSpec
 from scheduler.store.db import Database
 
 pytestmark = pytest.mark.integration  # starts local worker processes

@@ -15,7 +15,7 @@ from scheduler.backends.sim import SimBackend
 from scheduler.clock import VirtualClock
 from scheduler.core import cycle
 from scheduler.loop.service import Loop, LoopConfig
-from scheduler.spec import QueueSpec
+from scheduler.spec.queue import QueueSpec
 
 TTL = 1.0
 

@@ -20,7 +20,8 @@ from scheduler.backends.local import LocalBackend
 from scheduler.clock import VirtualClock
 from scheduler.core import cycle
 from scheduler.loop.service import Loop, LoopConfig
-from scheduler.spec import JobSpec, Phase, QueueSpec
+from scheduler.spec import JobSpec, Phase
+from scheduler.spec.queue import QueueSpec
 from scheduler.store import schema
 from scheduler.store.db import Database
 

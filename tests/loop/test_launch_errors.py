@@ -11,7 +11,8 @@ import pytest
 from scheduler import store
 from scheduler.backends.local import LocalBackend
 from scheduler.loop.service import Loop, LoopConfig
-from scheduler.spec import JobSpec, Phase, QueueSpec
+from scheduler.spec import JobSpec, Phase
+from scheduler.spec.queue import QueueSpec
 
 pytestmark = pytest.mark.integration  # starts local worker processes
 

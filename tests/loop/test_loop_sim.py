@@ -13,7 +13,8 @@ from scheduler.backends.sim import SimBackend
 from scheduler.clock import VirtualClock, as_datetime
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.sim import replay, trace
-from scheduler.spec import JobSpec, Phase, QueueSpec
+from scheduler.spec import JobSpec, Phase
+from scheduler.spec.queue import QueueSpec
 
 
 @pytest.fixture

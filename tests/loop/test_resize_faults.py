@@ -22,7 +22,8 @@ from scheduler.core import cycle, invariants
 from scheduler.loop import faults
 from scheduler.loop.config import CycleReport
 from scheduler.loop.service import Loop, LoopConfig
-from scheduler.spec import JobSpec, Phase, QueueSpec
+from scheduler.spec import JobSpec, Phase
+from scheduler.spec.queue import QueueSpec
 from scheduler.store import schema
 from scheduler.store.db import Database
 

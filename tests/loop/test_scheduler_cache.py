@@ -19,7 +19,8 @@ from scheduler.clock import VirtualClock
 from scheduler.loop.config import CycleReport
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.sim import replay
-from scheduler.spec import Phase, QueueSpec
+from scheduler.spec import Phase
+from scheduler.spec.queue import QueueSpec
 from scheduler.store import schema
 
 from .test_loop_sim import phase, submit

@@ -19,7 +19,8 @@ from scheduler import store
 from scheduler.backends.local import LocalBackend
 from scheduler.clock import VirtualClock
 from scheduler.loop.service import Loop, LoopConfig
-from scheduler.spec import JobSpec, Phase, QueueSpec
+from scheduler.spec import JobSpec, Phase
+from scheduler.spec.queue import QueueSpec
 
 pytestmark = pytest.mark.integration  # starts local worker processes
 

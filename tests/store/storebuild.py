@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.model import Node, WorkerPlacement
-from scheduler.spec import JobSpec, QueueSpec
+from scheduler.spec import JobSpec
+from scheduler.spec.queue import QueueSpec
 
 
 def queue(name: str = "vision", **kw: Any) -> QueueSpec:

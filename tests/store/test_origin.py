@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 
 from sqlalchemy import text
 
-from scheduler.spec import TRAININGJOB, JobSpec, Origin, QueueSpec
+from scheduler.spec import TRAININGJOB, JobSpec, Origin
+from scheduler.spec.queue import QueueSpec
 from scheduler.store import db as store_db
 from scheduler.store import jobs, queues
 from scheduler.store.db import Database

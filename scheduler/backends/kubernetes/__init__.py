@@ -15,7 +15,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from scheduler.backends.kubernetes.api import ApiError, Kube, Unavailable
+    from scheduler.backends.kubernetes.api import Kube
+    from scheduler.backends.kubernetes.apierrors import ApiError, Unavailable
     from scheduler.backends.kubernetes.backend import KubernetesBackend
     from scheduler.backends.kubernetes.config import KubeConfig, api_client
     from scheduler.backends.kubernetes.leader import LeaderElector
@@ -23,13 +24,13 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "Allocation": "status",
-    "ApiError": "api",
+    "ApiError": "apierrors",
     "ForeignPod": "status",
     "Kube": "api",
     "KubeConfig": "config",
     "KubernetesBackend": "backend",
     "LeaderElector": "leader",
-    "Unavailable": "api",
+    "Unavailable": "apierrors",
     "api_client": "config",
 }
 

@@ -33,20 +33,6 @@ from scheduler.backends.kubernetes.apierrors import (
 from scheduler.backends.kubernetes.apierrors import api_error as _error
 from scheduler.backends.kubernetes.config import KubeConfig
 
-# The errors and the token bucket moved to apierrors; they stay importable from here.
-__all__ = [
-    "MERGE_PATCH",
-    "STRATEGIC_PATCH",
-    "TRANSIENT",
-    "ApiError",
-    "DisruptionBlocked",
-    "Kube",
-    "NotLeader",
-    "TokenBucket",
-    "Unavailable",
-    "retry_after_s",
-]
-
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 T = TypeVar("T")

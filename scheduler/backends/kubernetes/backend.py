@@ -31,14 +31,14 @@ from scheduler.backends.kubernetes import (
     shares,
     status,
 )
-from scheduler.backends.kubernetes.api import Kube, Unavailable
+from scheduler.backends.kubernetes.api import Kube
+from scheduler.backends.kubernetes.apierrors import Unavailable
 from scheduler.backends.kubernetes.config import KubeConfig, api_client
 from scheduler.backends.kubernetes.draclaims import DraClaims
 from scheduler.backends.kubernetes.draforeign import ForeignClaims
 from scheduler.backends.kubernetes.foreign import ForeignBindings
 from scheduler.backends.kubernetes.nodefit import NodeFit
 from scheduler.backends.kubernetes.nodeview import NodeView
-from scheduler.backends.kubernetes.objects import graceful
 from scheduler.backends.kubernetes.podbinder import PodBinder
 from scheduler.backends.kubernetes.reflector import Reflector
 from scheduler.backends.kubernetes.upkeep import Upkeep
@@ -46,8 +46,6 @@ from scheduler.backends.kubernetes.workerpods import WorkerPods
 from scheduler.model import JobRequest, Node, NodeRules, RunningJob, WorkerPlacement
 from scheduler.placement import eligible
 from scheduler.spec import JobSpec
-
-__all__ = ["KubernetesBackend", "graceful"]  # graceful: moved to objects, still importable
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

@@ -32,7 +32,8 @@ from typing import Any
 
 from scheduler.backends import base
 from scheduler.backends.kubernetes import claimobjects, dra, names, nodepool
-from scheduler.backends.kubernetes.api import ApiError, Kube
+from scheduler.backends.kubernetes.api import Kube
+from scheduler.backends.kubernetes.apierrors import ApiError
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.objects import ensure
 from scheduler.backends.kubernetes.reflector import Reflector, key_of

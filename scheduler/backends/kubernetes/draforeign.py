@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.backends.kubernetes import claimobjects, dra, nodepool
-from scheduler.backends.kubernetes.api import STRATEGIC_PATCH, ApiError, Kube
+from scheduler.backends.kubernetes.api import STRATEGIC_PATCH, Kube
+from scheduler.backends.kubernetes.apierrors import ApiError
 from scheduler.backends.kubernetes.draclaims import DraClaims, DraUnfit
 from scheduler.backends.kubernetes.status import ForeignPod
 from scheduler.model import Node, NodeRules, Requirement, WorkerPlacement

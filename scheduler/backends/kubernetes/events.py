@@ -13,7 +13,8 @@ import hashlib
 import logging
 from typing import Any
 
-from scheduler.backends.kubernetes.api import ApiError, Kube
+from scheduler.backends.kubernetes.api import Kube
+from scheduler.backends.kubernetes.apierrors import ApiError
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

@@ -21,7 +21,14 @@ from dataclasses import replace
 from typing import Any
 
 from scheduler.backends import base
-from scheduler.backends.kubernetes import events, manifests, names, podindex, podrules, shares
+from scheduler.backends.kubernetes import (
+    events,
+    names,
+    objectmeta,
+    podindex,
+    podrules,
+    shares,
+)
 from scheduler.backends.kubernetes.api import STRATEGIC_PATCH, Kube
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.draforeign import ForeignClaims
@@ -166,7 +173,7 @@ class ForeignBindings:
         }
         if pod.dra_claims and self.dra is not None:
             self.dra.allocate(pod, placement)  # its devices first, as kube-scheduler does
-        if not manifests.is_fractional(placement):
+        if not objectmeta.is_fractional(placement):
             # One call: the Binding carries the annotations onto the pod (the API server
             # merges them), so the pod is never annotated and unbound, or the reverse.
             if pod.uid in self.binder.bound:
@@ -190,7 +197,7 @@ class ForeignBindings:
             )
         patch: Obj = {"metadata": {"annotations": ann}}
         with self.lock:
-            if manifests.is_fractional(placement):
+            if objectmeta.is_fractional(placement):
                 ann[names.GPU_FRACTION] = f"{placement.fraction:.4f}"
                 ann[names.ENFORCEMENT] = str(base.Enforcement.ADVISORY)
                 res = self.reservations.ensure(
@@ -272,7 +279,7 @@ class ForeignBindings:
             self.note_pending(job_id, f"node {placement.node}: {why} (since this cycle began)")
             self.on_change()
             return
-        if self.pool is None or manifests.is_fractional(placement):
+        if self.pool is None or objectmeta.is_fractional(placement):
             try:
                 self.bind(pod, placement)
             except Exception:

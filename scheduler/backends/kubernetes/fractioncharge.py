@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol
+
+from scheduler.spec.quantities import parse_quantity
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -36,8 +37,8 @@ def advertised(node: Obj) -> int:
     """What the node should advertise: 1000 per GPU it has."""
     capacity = (node.get("status") or {}).get("capacity") or {}
     try:
-        return int(Decimal(str(capacity.get(GPU, 0)))) * 1000
-    except InvalidOperation:
+        return int(parse_quantity(capacity.get(GPU, 0))) * 1000
+    except ValueError:
         return 0
 
 

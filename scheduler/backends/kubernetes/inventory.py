@@ -11,7 +11,7 @@ come from GPU Feature Discovery labels; `shoal.dev/gpu-model` on a node override
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from scheduler.backends.kubernetes import names, podfit
@@ -99,13 +99,13 @@ def mps_replicas(node: Obj) -> int:
     return replicas if labels.get(SHARING_LABEL) == "mps" and replicas > 1 else 0
 
 
-def pod_requests(pod: Obj, reqs: Mapping[str, Decimal] | None = None) -> tuple[int, int, int]:
+def pod_requests(pod: Obj, reqs: Mapping[str, Fraction] | None = None) -> tuple[int, int, int]:
     """(cpu milli, memory MiB, whole GPUs) a pod holds, as kube-scheduler counts it
     (`podfit.requests`: containers, init containers and sidecars, pod-level requests,
     overhead), rounded up as kube-scheduler rounds; `reqs` is that when the caller has
     it already."""
     got = podfit.requests(pod) if reqs is None else reqs
-    cpu, mem, gpu = (got.get(k, Decimal(0)) for k in ("cpu", "memory", GPU))
+    cpu, mem, gpu = (got.get(k, Fraction(0)) for k in ("cpu", "memory", GPU))
     return podfit.units("cpu", cpu), podfit.units("", mem / (1024 * 1024)), int(gpu)
 
 

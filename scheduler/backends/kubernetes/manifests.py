@@ -1,6 +1,6 @@
-"""The objects one launch creates, as plain JSON dicts (pure; validated by the tests
-against the official schemas): a headless Service, an MPI hostfile ConfigMap, worker
-pods, and the reservation pod that holds a shared GPU through the device plugin.
+"""The objects one launch creates beside its pods, as plain JSON dicts (pure; validated
+by the tests against the official schemas): a headless Service and an MPI hostfile
+ConfigMap. The pods are `workerpod`'s and `reservationpod`'s.
 """
 
 from __future__ import annotations
@@ -10,37 +10,7 @@ from typing import Any
 
 from scheduler.backends import base, workerenv
 from scheduler.backends.kubernetes import names
-from scheduler.backends.kubernetes.objectmeta import (
-    is_fractional,
-    job_labels,
-    object_meta,
-    owner_refs,
-)
-from scheduler.backends.kubernetes.reservationpod import DO_NOT_DISRUPT, RESERVER, reservation_pod
-from scheduler.backends.kubernetes.workerpod import (
-    GPU,
-    PREEMPT_FILE,
-    STOP_FILE,
-    shm_mib,
-    worker_pod,
-)
-
-# The worker and reservation pods have modules of their own; their names stay here.
-__all__ = [
-    "DO_NOT_DISRUPT",
-    "GPU",
-    "PREEMPT_FILE",
-    "RESERVER",
-    "STOP_FILE",
-    "hostfile",
-    "is_fractional",
-    "job_labels",
-    "owner_refs",
-    "reservation_pod",
-    "service",
-    "shm_mib",
-    "worker_pod",
-]
+from scheduler.backends.kubernetes.objectmeta import job_labels, object_meta
 
 Obj = dict[str, Any]
 

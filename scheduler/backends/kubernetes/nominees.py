@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from scheduler.backends.kubernetes import inventory, names
-from scheduler.backends.kubernetes.api import ApiError, Kube
+from scheduler.backends.kubernetes.api import Kube
+from scheduler.backends.kubernetes.apierrors import ApiError
 from scheduler.backends.kubernetes.config import KubeConfig
 
 log = logging.getLogger(__name__)

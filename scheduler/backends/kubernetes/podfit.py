@@ -13,18 +13,19 @@ then "Too many pods" and each `Insufficient <resource>`.
 
 Callers: `inventory.pod_requests` (cpu, memory and GPUs for the scheduling core), the
 pod index (what every pod holds on its node) and `nodefit` (the nodes a foreign pod
-fits). Only this module and `inventory` parse quantities.
+fits). Quantities are read by `scheduler.spec.quantities`, exactly.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, Decimal
+from fractions import Fraction
 from typing import Any
 
-from kubernetes.utils import quantity as k8s_quantity
+from scheduler.spec.quantities import parse_quantity
 
 Obj = dict[str, Any]
 Port = tuple[str, str, int]  # (host IP, protocol, host port), as NodePorts sanitizes them
@@ -39,28 +40,29 @@ _POD_LEVEL = ("cpu", "memory")  # and hugepages-*: what `spec.resources` may req
 _OVERCOMMIT = ("cpu", "memory")  # a pod-level limit defaults to the containers' sum
 
 
-def quantity(value: Any) -> Decimal:
-    """A Kubernetes quantity ("500m", "1Gi", 2) as a number; 0 when it is not one."""
+def quantity(value: Any) -> Fraction:
+    """A Kubernetes quantity ("500m", "1Gi", 2) as a number; 0 when it is not one (the
+    API server admitted the object: only a field of another version could be)."""
     try:
-        return Decimal(k8s_quantity.parse_quantity(value))  # type: ignore[no-untyped-call]
-    except (ValueError, TypeError, ArithmeticError):
-        return Decimal(0)
+        return parse_quantity(value)
+    except (ValueError, TypeError):
+        return Fraction(0)
 
 
-def _container(c: Obj) -> dict[str, Decimal]:
+def _container(c: Obj) -> dict[str, Fraction]:
     res = c.get("resources") or {}
     merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
     return {str(k): quantity(v) for k, v in merged.items()}
 
 
-def _add(into: dict[str, Decimal], more: Mapping[str, Decimal]) -> None:
+def _add(into: dict[str, Fraction], more: Mapping[str, Fraction]) -> None:
     for k, v in more.items():
-        into[k] = into.get(k, Decimal(0)) + v
+        into[k] = into.get(k, Fraction(0)) + v
 
 
-def _max(into: dict[str, Decimal], more: Mapping[str, Decimal]) -> None:
+def _max(into: dict[str, Fraction], more: Mapping[str, Fraction]) -> None:
     for k, v in more.items():
-        if v > into.get(k, Decimal(0)):
+        if v > into.get(k, Fraction(0)):
             into[k] = v
 
 
@@ -68,14 +70,14 @@ def _pod_level_name(name: str) -> bool:
     return name in _POD_LEVEL or name.startswith("hugepages-")
 
 
-def requests(pod: Obj) -> dict[str, Decimal]:
+def requests(pod: Obj) -> dict[str, Fraction]:
     """resource -> what the pod requests, as kube-scheduler adds it up (module doc)."""
     spec = pod.get("spec") or {}
-    total: dict[str, Decimal] = {}
+    total: dict[str, Fraction] = {}
     for c in spec.get("containers") or []:
         _add(total, _container(c))
-    sidecars: dict[str, Decimal] = {}
-    init_peak: dict[str, Decimal] = {}
+    sidecars: dict[str, Fraction] = {}
+    init_peak: dict[str, Fraction] = {}
     for c in spec.get("initContainers") or []:
         one = _container(c)
         if c.get("restartPolicy") == "Always":  # runs beside the containers to the end
@@ -115,10 +117,9 @@ def _counted(name: str) -> bool:
     return "/" in name and not name.startswith("requests.")
 
 
-def units(name: str, amount: Decimal) -> int:
+def units(name: str, amount: Fraction) -> int:
     """kube-scheduler's integer: millicores for cpu (MilliValue), else Value (rounded up)."""
-    scaled = amount * 1000 if name == "cpu" else amount
-    return int(scaled.to_integral_value(rounding=ROUND_CEILING))
+    return math.ceil(amount * 1000 if name == "cpu" else amount)
 
 
 def host_ports(pod: Obj) -> tuple[Port, ...]:
@@ -151,7 +152,7 @@ class Ask:
         return next((q for n, q in self.resources if n == name), 0)
 
 
-def ask(pod: Obj, reqs: Mapping[str, Decimal] | None = None) -> Ask:
+def ask(pod: Obj, reqs: Mapping[str, Fraction] | None = None) -> Ask:
     """The pod's `Ask`; `reqs` is its `requests` when the caller has them already."""
     got = requests(pod) if reqs is None else reqs
     resources = sorted(

@@ -22,12 +22,13 @@ from scheduler.backends.kubernetes import (
     events,
     holds,
     inventory,
-    manifests,
     names,
+    reservationpod,
     reserve,
     status,
 )
-from scheduler.backends.kubernetes.api import ApiError, Kube, Unavailable
+from scheduler.backends.kubernetes.api import Kube
+from scheduler.backends.kubernetes.apierrors import ApiError, Unavailable
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.model import RunningJob
 
@@ -120,7 +121,7 @@ class Reservations:
     def ensure(self, node: str, gpu: int, share: str | None = None) -> Obj:
         """The reservation pod for (node, gpu), created and bound if need be. `share`:
         the cache key of the share pod on its way to it (it is not idle: `holds`)."""
-        body = manifests.reservation_pod(node, gpu, self.config)
+        body = reservationpod.reservation_pod(node, gpu, self.config)
         name, ns = body["metadata"]["name"], self.config.reservation_namespace
         if share is not None:
             self._claims[share] = (name, time.monotonic())

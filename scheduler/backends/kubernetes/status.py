@@ -16,7 +16,7 @@ from scheduler.backends.base import WorkerState, WorkerStatus
 from scheduler.backends.kubernetes import inventory, names, podfit, podrules
 from scheduler.model import JobRequest, NodeRules, RunningJob, WorkerPlacement
 from scheduler.placement import eligible
-from scheduler.spec import parse_memory_mib
+from scheduler.spec.quantities import parse_memory_mib
 from scheduler.worker import checkin
 
 Obj = dict[str, Any]

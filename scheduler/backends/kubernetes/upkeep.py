@@ -14,7 +14,8 @@ import time
 from typing import Any
 
 from scheduler.backends.kubernetes import events, inventory, names, podindex, shares, status
-from scheduler.backends.kubernetes.api import ApiError, Kube
+from scheduler.backends.kubernetes.api import Kube
+from scheduler.backends.kubernetes.apierrors import ApiError
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.foreign import ForeignBindings
 from scheduler.backends.kubernetes.objects import delete_job_objects

@@ -27,10 +27,13 @@ from scheduler.backends.kubernetes import (
     inventory,
     manifests,
     names,
+    objectmeta,
     podindex,
     shares,
+    workerpod,
 )
-from scheduler.backends.kubernetes.api import ApiError, DisruptionBlocked, Kube
+from scheduler.backends.kubernetes.api import Kube
+from scheduler.backends.kubernetes.apierrors import ApiError, DisruptionBlocked
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.draclaims import NodeOffer
 from scheduler.backends.kubernetes.nominees import Nominees
@@ -114,7 +117,7 @@ class WorkerPods:
         offers = {p.node: self.dra(p.node) for p in placements}
         replica = {p.worker: self.mps_replicas(p.node) > 0 for p in placements}
         for p in placements:
-            frac = manifests.is_fractional(p) and not replica[p.worker]
+            frac = objectmeta.is_fractional(p) and not replica[p.worker]
             if frac and offers[p.node] is None:
                 self.charge.ensure(p.node)
                 share = f"{ns}/{names.pod_name(stem, req.attempt, p.worker)}"
@@ -122,7 +125,7 @@ class WorkerPods:
         pods = []
         for p in placements:
             offer = offers[p.node]
-            body = manifests.worker_pod(
+            body = workerpod.worker_pod(
                 req,
                 p,
                 stem,

@@ -29,8 +29,8 @@ from typing import Any
 import yaml
 
 from scheduler.model import Node, Taint
-from scheduler.spec import parse_cpu_milli, parse_memory_mib
 from scheduler.spec.nodes import label_key, label_value
+from scheduler.spec.quantities import parse_cpu_milli, parse_memory_mib
 
 DEFAULT_CLUSTER = resources.files(__package__) / "default-cluster.yaml"
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")

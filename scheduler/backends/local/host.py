@@ -35,7 +35,7 @@ import yaml
 from scheduler.backends.local import cluster, gpus, mps, nvml
 from scheduler.backends.local.backend import LocalBackend
 from scheduler.backends.local.users import WorkerUsers
-from scheduler.spec import parse_cpu_milli, parse_memory_mib
+from scheduler.spec.quantities import parse_cpu_milli, parse_memory_mib
 
 log = logging.getLogger("shoal.local")
 

@@ -1,7 +1,8 @@
 """Dynamic Resource Allocation (resource.k8s.io/v1) for the kubernetes backend, pure.
 
 Objects come in as the API server returns them (plain dicts, camelCase); nothing here
-talks to the cluster. The layers, bottom up: quantities; devices and counters read from
+talks to the cluster. The layers, bottom up (quantities are `scheduler.spec.quantities`):
+devices and counters read from
 ResourceSlices; the CEL environment and DeviceClass selectors; what claims already hold;
 the per-node GPU view; the choice of devices for one worker.
 """
@@ -19,7 +20,6 @@ from scheduler.backends.kubernetes.dra.devices import (
 )
 from scheduler.backends.kubernetes.dra.gpus import GpuDevice, NodeGpus, is_mig, node_gpus
 from scheduler.backends.kubernetes.dra.overbooked import overbooked
-from scheduler.backends.kubernetes.dra.quantity import parse_quantity, quantity_int
 from scheduler.backends.kubernetes.dra.selectors import (
     DeviceClasses,
     Selector,
@@ -50,10 +50,8 @@ __all__ = [
     "nodes_for",
     "offered",
     "overbooked",
-    "parse_quantity",
     "pick",
     "qualified",
-    "quantity_int",
     "read_slices",
     "requests_of",
     "results",

@@ -21,7 +21,7 @@ from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
 from scheduler.backends.kubernetes.dra.devices import Device, Version, split_qualified
-from scheduler.backends.kubernetes.dra.quantity import parse_quantity
+from scheduler.spec.quantities import parse_quantity
 
 _INT64 = 2**63
 

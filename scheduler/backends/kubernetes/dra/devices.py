@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.backends.kubernetes.dra.quantity import quantity_int
+from scheduler.spec.quantities import quantity_int
 
 Obj = dict[str, Any]
 CounterKey = tuple[str, str, str]  # (driver, pool, counter set)

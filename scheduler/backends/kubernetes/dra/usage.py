@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.backends.kubernetes.dra.devices import CounterKey, Device, Inventory, qualified
-from scheduler.backends.kubernetes.dra.quantity import quantity_int
+from scheduler.spec.quantities import quantity_int
 
 Obj = dict[str, Any]
 DeviceKey = tuple[str, str, str]
