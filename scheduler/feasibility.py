@@ -13,13 +13,13 @@ waits with a pending reason instead of being refused on no evidence.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.core import accounting
+from scheduler.core import accounting, request
 from scheduler.model import EPS, JobRequest, Node, Queue
 from scheduler.placement import fit
+from scheduler.placement.shares import Sig
 from scheduler.spec import JobSpec, allowed
 from scheduler.spec.queue import QueueSpec
 
@@ -34,37 +34,11 @@ def _fmt(x: float) -> str:
     return f"{x:g}"
 
 
-def _workers_per_node(spec: JobSpec, node: Node) -> int:
-    """How many of the job's workers an empty `node` could hold."""
-    by_cpu = node.cpu_milli // max(spec.cpu_milli, 1)
-    by_mem = node.memory_mib // max(spec.memory_mib, 1)
-    fits = min(by_cpu, by_mem)
-    if spec.gpu_memory_mib is not None:
-        share = fit.gpu_share(0.0, spec.gpu_memory_mib, node.gpu_memory_mib)
-        if node.gpu_count == 0 or share is None:
-            return 0
-        fits = min(fits, node.gpu_count * math.floor(1 / share + EPS))
-    elif spec.gpu is not None:
-        if spec.gpu <= 1:
-            fits = min(fits, node.gpu_count * math.floor(1 / spec.gpu + EPS))
-        else:
-            fits = min(fits, node.gpu_count // int(spec.gpu))
-    return max(fits, 0)
-
-
-def _total_gpus(spec: JobSpec, nodes: Sequence[Node]) -> float:
+def _total_gpus(request: JobRequest, nodes: Sequence[Node]) -> float:
     """GPUs the job counts against its queue's limit: the core's own count
     (`accounting.Estimator`: a `gpuMemory` worker is the share of the largest GPU of an
     allowed model that holds it), so the door refuses only what the core would never
     place. With no GPU node known it counts nothing: no evidence, no refusal."""
-    request = JobRequest(
-        id="",
-        queue=spec.queue,
-        workers=spec.min_workers,
-        gpu=spec.gpu or 0.0,
-        gpu_memory_mib=spec.gpu_memory_mib,
-        gpu_types=tuple(spec.gpu_type),
-    )
     return accounting.Estimator(nodes).total(request)
 
 
@@ -96,7 +70,7 @@ def check_job(
         problems.append(
             Problem(("queue",), f"queue {spec.queue!r} does not exist (known: {known})")
         )
-    total = _total_gpus(spec, nodes)
+    total = _total_gpus(request.job_request(spec), nodes)
     if queue is not None and queue.limit.total is not None and total > queue.limit.total + EPS:
         problems.append(
             Problem(
@@ -150,13 +124,29 @@ def _capacity(spec: JobSpec, nodes: Sequence[Node]) -> list[Problem]:
         return [Problem(("cpu",), f"needs {spec.cpu_milli}m CPU per worker; no node has that")]
     if max(n.memory_mib for n in gpu_nodes) < spec.memory_mib:
         return [Problem(("memory",), f"needs {spec.memory_mib} MiB per worker; no node has that")]
-    capacity = sum(_workers_per_node(spec, n) for n in gpu_nodes)
+    # The core's own fit (`placement.fit.capacity`): MPS slices, enforcement and a gang's
+    # distinct GPUs counted as placement counts them.
+    job = request.job_request(spec)
+    demand = fit.Demand.of(job)
+
+    def room(distinct: bool) -> int:
+        return sum(fit.capacity(demand, Sig.empty(n), job.workers, distinct=distinct)
+                   for n in gpu_nodes)  # fmt: skip
+
+    capacity = room(job.distinct_gpus)
     if capacity < spec.min_workers:
+        own = job.distinct_gpus and room(False) >= spec.min_workers
         return [
             Problem(
                 ("workers",),
                 f"{spec.min_workers} workers can never run at once: the whole cluster "
-                f"({len(gpu_nodes)} eligible nodes, empty) holds at most {capacity} of them",
+                f"({len(gpu_nodes)} eligible nodes, empty) holds at most {capacity} of them"
+                + (
+                    ", each on a GPU of its own (distinctGpus: NCCL ranks cannot share one; "
+                    "false lets them)"
+                    if own
+                    else ""
+                ),
             )
         ]
     return []

@@ -32,5 +32,13 @@ class Sig(NamedTuple):
     slices: int = 0  # GPUs shared as this many equal enforced slices (MPS replicas)
     no_sharing: bool = False  # no fractions here now (`Node.no_sharing`); whole GPUs do
 
+    @staticmethod
+    def empty(n: m.Node) -> Sig:
+        """`n` with nothing on it and GPU sharing working (`no_sharing` passes): what
+        "can never run" is judged against."""
+        cpu, mem, gpus = n.cpu_milli, n.memory_mib, (UNIT,) * n.gpu_count
+        return Sig(n.gpu_model, n.gpu_memory_mib, cpu, mem, cpu, mem, gpus,
+                   n.enforcement.enforcing, n.slices)  # fmt: skip
+
 
 Tag = tuple[int, int]  # (GPUs per worker, units per GPU): the shape of a placed worker

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from scheduler import model
-from scheduler.placement import eligible
-from scheduler.spec import STORED, Enforcement, JobSpec
+from scheduler.core import request
+from scheduler.spec import STORED, JobSpec
 from scheduler.store import schema
 
 
@@ -40,35 +41,15 @@ def job_spec(row: schema.JobRow) -> JobSpec:
 
 
 def job_request(row: schema.JobRow, spec: JobSpec | None = None) -> model.JobRequest:
-    spec = spec or job_spec(row)
-    return model.JobRequest(
-        id=row.id,
-        queue=row.queue,
-        workers=spec.min_workers,
-        gpu=spec.gpu or 0.0,
-        gpu_memory_mib=spec.gpu_memory_mib,
-        cpu_milli=spec.cpu_milli,
-        memory_mib=spec.memory_mib,
-        gpu_types=tuple(spec.gpu_type),
+    """The core's request of a stored job: its spec's (`core.request`), with the row's
+    id, name (a REST job may have had one made up), queue, priority and time."""
+    made = request.job_request(
+        spec or job_spec(row),
+        job_id=row.id,
         priority=row.priority,
-        preemptible=spec.preemptible,
         submitted_at=row.created_at.timestamp(),
-        max_runtime_s=None if spec.max_runtime is None else float(spec.max_runtime),
-        grace_period_s=float(spec.termination_grace_period_seconds),
-        name=row.name,
-        distinct_gpus=spec.gpus_distinct,
-        enforced_only=spec.enforcement is Enforcement.REQUIRED,
-        nodes=node_rules(spec),
-        max_workers=spec.max_workers if spec.elastic else 0,
     )
-
-
-def node_rules(spec: JobSpec) -> model.NodeRules | None:
-    """The spec's nodeSelector, affinity and tolerations for placement (None: none)."""
-    if spec.node_selector is None and spec.affinity is None and spec.tolerations is None:
-        return None
-    dump = spec.model_dump(mode="json", by_alias=True, include={"affinity", "tolerations"})
-    return eligible.rules(spec.node_selector, dump.get("affinity"), dump.get("tolerations"))
+    return dataclasses.replace(made, name=row.name, queue=row.queue)
 
 
 def placements(data: Sequence[Any]) -> tuple[model.WorkerPlacement, ...]:
