@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from api import usage
 from scheduler import model as m
-from scheduler.core import accounting, context
+from scheduler.core import accounting, workingset
 from scheduler.loop import snapshot as snapshots
 from scheduler.store.db import Session
 from scheduler.store.port import SqlLiveStore
@@ -58,7 +58,7 @@ def _r(x: float) -> float:
 
 def compute(snap: m.Snapshot) -> list[QueueStats]:
     """Every queue, parents before their children (depth-first, names in order)."""
-    ctx = context.with_fair_shares(snap)
+    ctx = workingset.with_fair_shares(snap)
     tree, est, ledger, shares = ctx.tree, ctx.est, ctx.ledger, ctx.shares
     own_pending: dict[str, float] = defaultdict(float)
     own_pending_gpus: dict[str, float] = defaultdict(float)

@@ -36,12 +36,12 @@ from scheduler import placement
 from scheduler.core import (
     accounting,
     admission,
-    context,
     cycle,
     fairshare,
     invariants,
     ordering,
     preemption,
+    workingset,
 )
 
 if TYPE_CHECKING:  # the loop's types, for annotations: the core part needs no store
@@ -128,18 +128,20 @@ def core_steps(snap: m.Snapshot, steps: dict[str, list[float]]) -> m.CycleResult
     """`cycle.run`, step by step, with `Context.build` split into its parts."""
     nodes = _timed(steps, "ctx: index nodes", lambda: {n.name: n for n in snap.nodes})
     tree = _timed(steps, "ctx: queue tree", lambda: accounting.QueueTree.build(snap.queues))
-    _timed(steps, "ctx: estimator", lambda: accounting.Estimator(snap.nodes))
+    _timed(steps, "ctx: estimator", lambda: accounting.PendingGpus(snap.nodes))
     ledger = _timed(
         steps, "ctx: ledger", lambda: accounting.build_ledger(tree, snap.running, nodes)
     )
-    _timed(steps, "ctx: over guarantee", lambda: context.over_guarantee(tree, snap.running, nodes))
+    _timed(
+        steps, "ctx: over guarantee", lambda: workingset.over_guarantee(tree, snap.running, nodes)
+    )
     _timed(
         steps,
         "ctx: placement state",
         lambda: placement.ClusterState.build(snap.nodes, sorted(snap.running, key=lambda r: r.key)),
     )
     del ledger
-    ctx = _timed(steps, "context (whole)", lambda: context.Context.build(snap))
+    ctx = _timed(steps, "context (whole)", lambda: workingset.WorkingSet.build(snap))
     ctx.shares = _timed(
         steps,
         "fair share",

@@ -36,10 +36,10 @@ def _fmt(x: float) -> str:
 
 def _total_gpus(request: JobRequest, nodes: Sequence[Node]) -> float:
     """GPUs the job counts against its queue's limit: the core's own count
-    (`accounting.Estimator`: a `gpuMemory` worker is the share of the largest GPU of an
+    (`accounting.PendingGpus`: a `gpuMemory` worker is the share of the largest GPU of an
     allowed model that holds it), so the door refuses only what the core would never
     place. With no GPU node known it counts nothing: no evidence, no refusal."""
-    return accounting.Estimator(nodes).total(request)
+    return accounting.PendingGpus(nodes).total(request)
 
 
 def check_job(

@@ -40,7 +40,7 @@ import kubernetes
 from scheduler import model
 from scheduler.controller import apply as applying
 from scheduler.controller import crdgen, follow, reconcile
-from scheduler.core import context
+from scheduler.core import workingset
 from scheduler.loop import snapshot as snapshots
 from scheduler.spec import TRAININGJOB
 from scheduler.spec.allowed import Allowances
@@ -91,7 +91,7 @@ def fair_shares(session: Session) -> dict[str, float]:
     dashboard's `api.queuestats` computes it, so `kubectl get queues` and the dashboard
     show the number the scheduler orders queues by."""
     snap = snapshots.from_store(SqlLiveStore(session), config=model.Config(), now=time.time())
-    shares = context.with_fair_shares(snap).shares
+    shares = workingset.with_fair_shares(snap).shares
     return {name: round(s.total.share, 4) for name, s in shares.items()}
 
 

@@ -95,7 +95,7 @@ def running_usage(job: m.RunningJob, nodes: Mapping[str, m.Node]) -> Amounts:
     return dict(use)
 
 
-class Estimator:
+class PendingGpus:
     """GPUs a pending job will take, per allowed model, before it is placed.
 
     `gpu` is exact. `gpu_memory_mib` becomes the share placement would give on the
@@ -179,7 +179,7 @@ def build_ledger(
 
 
 def demand(
-    tree: QueueTree, ledger: Ledger, pending: Iterable[m.JobRequest], est: Estimator
+    tree: QueueTree, ledger: Ledger, pending: Iterable[m.JobRequest], est: PendingGpus
 ) -> dict[str, Amounts]:
     """Usage plus pending requests per queue (subtree), total and per allowed model.
     A job that may run on several models counts toward each of them; an elastic job

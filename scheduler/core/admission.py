@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from scheduler import model as m
 from scheduler import placement
-from scheduler.core import accounting, context, elastic, reasons, reservation
+from scheduler.core import accounting, elastic, reasons, reservation, workingset
 
 # Everything placement reads of a job but its id: two jobs of one shape fit the same room.
 Shape = tuple[int, float, int | None, int, int, tuple[str, ...], bool, bool, m.NodeRules | None]
@@ -32,7 +32,7 @@ class Outcome:
     reservations: list[reservation.Reservation] = field(default_factory=list)
 
 
-def quota(ctx: context.Context, job: m.JobRequest) -> m.JobRequest | m.PendingReason:
+def quota(ctx: workingset.WorkingSet, job: m.JobRequest) -> m.JobRequest | m.PendingReason:
     """The job as placement should see it (GPU types narrowed to models its queues still
     have room for), or the limit it would break."""
     if job.queue not in ctx.model_limited:
@@ -57,7 +57,7 @@ def quota(ctx: context.Context, job: m.JobRequest) -> m.JobRequest | m.PendingRe
 
 
 def _place(
-    ctx: context.Context, job: m.JobRequest, ignore: Sequence[reservation.Reservation]
+    ctx: workingset.WorkingSet, job: m.JobRequest, ignore: Sequence[reservation.Reservation]
 ) -> tuple[m.WorkerPlacement, ...] | m.PendingReason:
     """Place with the holds of `ignore` lifted (the state is left unchanged)."""
     if not ignore:
@@ -82,7 +82,7 @@ def _shape(job: m.JobRequest) -> Shape:
     )
 
 
-def _larger(ctx: context.Context, job: m.JobRequest, out: Outcome) -> bool:
+def _larger(ctx: workingset.WorkingSet, job: m.JobRequest, out: Outcome) -> bool:
     """An elastic job placed at the most workers within its queue's fair share, when that
     is more than its gang and fits as it is (the gang alone goes the usual way)."""
     size = elastic.start_size(ctx, job)
@@ -100,7 +100,7 @@ def _larger(ctx: context.Context, job: m.JobRequest, out: Outcome) -> bool:
 
 
 def _try(
-    ctx: context.Context,
+    ctx: workingset.WorkingSet,
     job: m.JobRequest,
     out: Outcome,
     failures: dict[Shape, m.PendingReason],
@@ -159,13 +159,13 @@ def _try(
     return reason
 
 
-def _inside(ctx: context.Context, job: m.JobRequest) -> bool:
+def _inside(ctx: workingset.WorkingSet, job: m.JobRequest) -> bool:
     """Whether the job, admitted now, keeps its queue within its total guarantee."""
     guarantee = accounting.guaranteed(ctx.tree.queues[job.queue], m.TOTAL)
     return ctx.ledger.of(job.queue) + ctx.est.total(job) <= guarantee + m.EPS
 
 
-def admit(ctx: context.Context, ordered: Sequence[m.JobRequest]) -> Outcome:
+def admit(ctx: workingset.WorkingSet, ordered: Sequence[m.JobRequest]) -> Outcome:
     """Admit what fits, in order; the rest with their reasons. Two passes: first the
     jobs that fit inside their queue's guarantee given what this cycle admitted so far,
     then the borrowing rest; starving jobs first within each. So a starving borrower

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from scheduler import model as m
 from scheduler.core import (
     admission,
-    context,
     elastic,
     invariants,
     ordering,
     preemption,
     reasons,
+    workingset,
 )
 
 
@@ -26,7 +26,7 @@ class Run:
     """A cycle's result with its working set, for `explain`."""
 
     result: m.CycleResult
-    ctx: context.Context
+    ctx: workingset.WorkingSet
     ordered: list[m.JobRequest]
     after_admission: int  # session checkpoint before preemption plans changed it
 
@@ -34,7 +34,7 @@ class Run:
 def run(snapshot: m.Snapshot) -> Run:
     # 1. Index the snapshot: queue tree, GPUs per queue, free cluster state.
     # 2. Fair share of every queue (hierarchical weighted water-filling).
-    ctx = context.with_fair_shares(snapshot)
+    ctx = workingset.with_fair_shares(snapshot)
     # 3. Check that what runs still satisfies policy.
     violations = invariants.check(snapshot)
     # 4. Order pending jobs: within-guarantee work first, furthest below fair share next.

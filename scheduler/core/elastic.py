@@ -25,7 +25,7 @@ from scheduler import model as m
 from scheduler import placement
 
 if TYPE_CHECKING:  # the context splits the running jobs with `split`
-    from scheduler.core import context
+    from scheduler.core import workingset
 
 # Pending reasons that mean a job waits for room: while one does, idle GPUs stay idle
 # rather than go to a job that already runs.
@@ -57,7 +57,7 @@ def split(running: Iterable[m.RunningJob]) -> list[m.RunningJob]:
     return out
 
 
-def start_size(ctx: context.Context, job: m.JobRequest) -> int:
+def start_size(ctx: workingset.WorkingSet, job: m.JobRequest) -> int:
     """The most workers (at least the gang) that keep its queue within its fair share."""
     if not job.elastic:
         return job.workers
@@ -92,7 +92,7 @@ def whole(
 
 
 def shrinks(
-    ctx: context.Context, taken: Mapping[str, tuple[int, str, str]], preempted: set[str]
+    ctx: workingset.WorkingSet, taken: Mapping[str, tuple[int, str, str]], preempted: set[str]
 ) -> list[m.Resize]:
     """A `Resize` for each job whose workers from index k on were `taken` (job id ->
     (k, why, for which job)), unless the whole job is `preempted`."""
@@ -108,7 +108,7 @@ def shrinks(
 
 
 def grow(
-    ctx: context.Context, failed: Sequence[tuple[m.JobRequest, m.PendingReason]]
+    ctx: workingset.WorkingSet, failed: Sequence[tuple[m.JobRequest, m.PendingReason]]
 ) -> list[m.Resize]:
     """Idle GPUs to running elastic jobs below their max, the furthest below their
     queue's fair share first; none while a job waits for room."""
@@ -130,7 +130,7 @@ def grow(
     return out
 
 
-def _growable(ctx: context.Context, draining: set[str]) -> list[m.RunningJob]:
+def _growable(ctx: workingset.WorkingSet, draining: set[str]) -> list[m.RunningJob]:
     """Whole running elastic jobs below their max, not resized lately, with no worker of
     theirs still draining (a grow would reuse its index)."""
     snap = ctx.snapshot
@@ -147,7 +147,7 @@ def _growable(ctx: context.Context, draining: set[str]) -> list[m.RunningJob]:
     return out
 
 
-def _use(ctx: context.Context, queue: str) -> float:
+def _use(ctx: workingset.WorkingSet, queue: str) -> float:
     """How far a queue is into its fair share (0: none used; 1: all of it)."""
     share = ctx.shares.get(queue)
     total = share.total.share if share is not None else 0.0
@@ -155,7 +155,7 @@ def _use(ctx: context.Context, queue: str) -> float:
 
 
 def _place_more(
-    ctx: context.Context, run: m.RunningJob, more: int
+    ctx: workingset.WorkingSet, run: m.RunningJob, more: int
 ) -> tuple[m.WorkerPlacement, ...] | None:
     """`more` workers for `run`, placed as a gang within its queue's limits and off the
     GPUs its workers hold (the NCCL rule), allocated in the session; None if not."""

@@ -183,7 +183,7 @@ def _queues(snapshot: m.Snapshot, nodes: dict[str, m.Node]) -> list[m.Violation]
                 )
     # A guarantee is unmet when a queue under it has a pending job that fits inside it
     # while another queue runs over its own guarantee (borrowed GPUs it should return).
-    est = accounting.Estimator(snapshot.nodes)
+    est = accounting.PendingGpus(snapshot.nodes)
     borrowers = [
         n
         for n in sorted(tree.queues)

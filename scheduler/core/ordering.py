@@ -36,7 +36,7 @@ def order_pending(
     tree: accounting.QueueTree,
     shares: Mapping[str, fairshare.QueueShare],
     ledger: accounting.Ledger,
-    est: accounting.Estimator,
+    est: accounting.PendingGpus,
 ) -> list[m.JobRequest]:
     """Pending jobs of known queues in the order the cycle tries them."""
     by_queue: dict[str, list[m.JobRequest]] = defaultdict(list)

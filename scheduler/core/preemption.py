@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from scheduler import model as m
 from scheduler import placement
-from scheduler.core import accounting, context, elastic, reasons
+from scheduler.core import accounting, elastic, reasons, workingset
 from scheduler.placement import fit
 
 MAX_PREEMPTORS = 32  # plans tried per cycle (each costs several placement trials)
@@ -71,7 +71,7 @@ class Right:
     fair: bool = False
 
 
-def _right(ctx: context.Context, job: m.JobRequest) -> Right:
+def _right(ctx: workingset.WorkingSet, job: m.JobRequest) -> Right:
     """Whether `job`, admitted, keeps its queue within its guarantee, else its fair share
     (the books as this cycle's admissions and earlier plans left them)."""
     need = ctx.est.total(job)
@@ -94,7 +94,7 @@ def _may_take(job: m.JobRequest, run: m.RunningJob, right: Right) -> bool:
 
 
 def _fits(
-    ctx: context.Context, job: m.JobRequest, gone: Sequence[m.RunningJob]
+    ctx: workingset.WorkingSet, job: m.JobRequest, gone: Sequence[m.RunningJob]
 ) -> tuple[m.WorkerPlacement, ...] | None:
     """Place `job` with `gone` released and their GPUs off their queues' books (a
     trial: the session is left as it was)."""
@@ -104,7 +104,9 @@ def _fits(
         return _fits_now(ctx, job)
 
 
-def _fits_now(ctx: context.Context, job: m.JobRequest) -> tuple[m.WorkerPlacement, ...] | None:
+def _fits_now(
+    ctx: workingset.WorkingSet, job: m.JobRequest
+) -> tuple[m.WorkerPlacement, ...] | None:
     """Place `job` on the session as it is (a trial; a failure is not explained: no
     one reads why a what-if failed)."""
     with ctx.session.trial():
@@ -114,7 +116,7 @@ def _fits_now(ctx: context.Context, job: m.JobRequest) -> tuple[m.WorkerPlacemen
         return result if isinstance(result, tuple) else None
 
 
-def _fits_somewhere(ctx: context.Context, d: fit.Demand, names: set[str]) -> bool:
+def _fits_somewhere(ctx: workingset.WorkingSet, d: fit.Demand, names: set[str]) -> bool:
     """Whether one worker of `d` fits any of the named nodes as the state is now."""
     state = ctx.state
     for name in names:
@@ -124,7 +126,7 @@ def _fits_somewhere(ctx: context.Context, d: fit.Demand, names: set[str]) -> boo
     return False
 
 
-def _free_upper_bound(ctx: context.Context, allowed: frozenset[str] | None) -> float:
+def _free_upper_bound(ctx: workingset.WorkingSet, allowed: frozenset[str] | None) -> float:
     """GPUs free now on the models a job may use, at most (holds not subtracted)."""
     cap = ctx.capacity
     keys = [m.TOTAL] if allowed is None else sorted(allowed)
@@ -132,7 +134,7 @@ def _free_upper_bound(ctx: context.Context, allowed: frozenset[str] | None) -> f
 
 
 def _plan(
-    ctx: context.Context,
+    ctx: workingset.WorkingSet,
     job: m.JobRequest,
     pool: list[m.RunningJob],
     right: Right,
@@ -197,7 +199,7 @@ def _plan(
 
 
 def _spared(
-    ctx: context.Context,
+    ctx: workingset.WorkingSet,
     job: m.JobRequest,
     run: m.RunningJob,
     books: dict[str, float],
@@ -214,7 +216,7 @@ def _spared(
 
 
 def _shrink(
-    ctx: context.Context,
+    ctx: workingset.WorkingSet,
     job: m.JobRequest,
     chosen: list[m.RunningJob],
     found: tuple[m.WorkerPlacement, ...],
@@ -228,14 +230,14 @@ def _shrink(
     return chosen, found
 
 
-def _commit(ctx: context.Context, plan: Plan) -> None:
+def _commit(ctx: workingset.WorkingSet, plan: Plan) -> None:
     """Leave the session as it will be once the victims have stopped."""
     for run in (*plan.stopping, *plan.victims):
         ctx.session.release(run)
     ctx.session.allocate(plan.job, plan.placements)
 
 
-def _why(ctx: context.Context, victim: m.RunningJob, job: m.JobRequest, right: Right) -> str:
+def _why(ctx: workingset.WorkingSet, victim: m.RunningJob, job: m.JobRequest, right: Right) -> str:
     if victim.job.queue == job.queue:
         return (
             f"preempted for job {job.label} of higher priority ({job.priority} > "
@@ -255,7 +257,7 @@ def _why(ctx: context.Context, victim: m.RunningJob, job: m.JobRequest, right: R
 
 
 def _candidates(
-    ctx: context.Context,
+    ctx: workingset.WorkingSet,
 ) -> tuple[list[m.RunningJob], list[m.RunningJob], list[m.RunningJob]]:
     """(stopping jobs, whose room is promised; victims; young jobs, which would be
     victims but for the minimum runtime and tell a waiting job when), each in victim
@@ -263,7 +265,7 @@ def _candidates(
     snap = ctx.snapshot
     stopping = sorted((r for r in snap.running if r.stopping), key=_key)
     eligible = [
-        r for r in snap.running if context.preemptible(ctx, r) and r.job.queue in ctx.tree.queues
+        r for r in snap.running if workingset.preemptible(ctx, r) and r.job.queue in ctx.tree.queues
     ]
     old = snap.config.min_runtime_s
     victims = sorted((r for r in eligible if snap.now - r.started_at >= old), key=_key)
@@ -275,7 +277,7 @@ class _Pool:
     """Running jobs in victim order, with what `usable` reads of each worked out once
     (it is asked for every job that tries to preempt)."""
 
-    def __init__(self, ctx: context.Context, runs: Sequence[m.RunningJob]) -> None:
+    def __init__(self, ctx: workingset.WorkingSet, runs: Sequence[m.RunningJob]) -> None:
         self.runs = list(runs)
         self.keys = [r.key for r in self.runs]
         # The GPU models a job's placements are on (unknown nodes: none).
@@ -325,7 +327,7 @@ class _Pool:
 
 
 def preempt(
-    ctx: context.Context, failed: Sequence[tuple[m.JobRequest, m.PendingReason]]
+    ctx: workingset.WorkingSet, failed: Sequence[tuple[m.JobRequest, m.PendingReason]]
 ) -> tuple[list[m.Preempt], list[m.Resize], dict[str, m.PendingReason]]:
     """Preemptions and shrinks for the jobs that did not fit, and their new reasons."""
     snap = ctx.snapshot

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from scheduler import model as m
 from scheduler import placement
-from scheduler.core import context, session
+from scheduler.core import session, workingset
 
 # Reservations are costly (a search over running jobs); like Slurm's bf_max_job_test,
 # only the first few starving jobs in order get one per cycle.
@@ -49,13 +49,15 @@ def _end(run: m.RunningJob) -> float | None:
     return run.started_at + run.job.max_runtime_s
 
 
-def _fits_after(ctx: context.Context, job: m.JobRequest, ending: list[m.RunningJob]) -> object:
+def _fits_after(
+    ctx: workingset.WorkingSet, job: m.JobRequest, ending: list[m.RunningJob]
+) -> object:
     for run in ending:
         ctx.state.release(run.key)
     return placement.place_gang(ctx.state, job, ctx.snapshot.config.policy, explain=False)
 
 
-def reserve(ctx: context.Context, job: m.JobRequest) -> Reservation | None:
+def reserve(ctx: workingset.WorkingSet, job: m.JobRequest) -> Reservation | None:
     """Where and when `job` would fit as running jobs end; None when it never would.
     Leaves the cluster state as it found it."""
     allowed = set(ctx.est.allowed_models(job)) if job.gpu > 0 or job.gpu_memory_mib else None
@@ -91,7 +93,7 @@ def reserve(ctx: context.Context, job: m.JobRequest) -> Reservation | None:
         return Reservation(job, best, start)
 
 
-def hold(ctx: context.Context, res: Reservation) -> None:
+def hold(ctx: workingset.WorkingSet, res: Reservation) -> None:
     """Take, for the rest of the cycle, the part of the reservation's room that is
     free now: each planned GPU's share up to what is free on it, and the CPU and
     memory of its workers up to what is free on their nodes."""

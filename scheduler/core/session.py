@@ -1,6 +1,6 @@
 """The cycle session: every piece of state a cycle changes, behind one undo log.
 
-Built by `context.Context.build`; admission, preemption, reservations and explain
+Built by `workingset.WorkingSet.build`; admission, preemption, reservations and explain
 change the cycle's state only through it. It owns the free capacity
 (`placement.ClusterState`, whose FGD mix learner logs into the same log), the queue
 ledger, the GPUs in use per model, and the reservation holds (typed

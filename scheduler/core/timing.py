@@ -14,7 +14,7 @@ A new rule that compares `now` must add its instant here.
 from __future__ import annotations
 
 from scheduler import model as m
-from scheduler.core import accounting, context, elastic
+from scheduler.core import accounting, elastic, workingset
 
 
 def next_change(snapshot: m.Snapshot) -> float | None:
@@ -50,8 +50,8 @@ def _may_be_victims(snapshot: m.Snapshot) -> list[m.RunningJob]:
     nodes = {n.name: n for n in snapshot.nodes}
     running = elastic.split(snapshot.running)  # as the cycle sees them
     ledger = accounting.build_ledger(tree, running, nodes)
-    est = accounting.Estimator(snapshot.nodes)
-    over = context.over_guarantee(tree, running, nodes)
+    est = accounting.PendingGpus(snapshot.nodes)
+    over = workingset.over_guarantee(tree, running, nodes)
     takers: list[tuple[str, int, bool]] = []  # (queue, priority, may reclaim)
     for job in snapshot.pending:
         if job.queue not in tree.queues:

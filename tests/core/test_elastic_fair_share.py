@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from support.builders import advance, job, node, queue, snapshot
 
 from scheduler import model as m
-from scheduler.core import context, cycle, invariants, timing
+from scheduler.core import cycle, invariants, timing, workingset
 
 MIN_RUNTIME = m.Config().min_runtime_s
 NODES = [node("n0", 4), node("n1", 4)]
@@ -111,7 +111,7 @@ def test_a_job_within_its_fair_share_shrinks_grown_workers_before_it_waits(case:
     snap = snapshot(
         NODES, case.queues, [case.elastic, *case.also], [big(), *case.others], now=case.now
     )
-    ctx = context.with_fair_shares(snap)
+    ctx = workingset.with_fair_shares(snap)
     result = cycle.schedule(snap)
     assert result.places == () and result.preempts == ()
     reason = {k.job_id: k.reason for k in result.pending}["big"]
@@ -206,7 +206,7 @@ def test_a_grown_job_never_keeps_a_job_within_its_fair_share_waiting(
     now = 10_000.0 if old else MIN_RUNTIME / 2
     want = job("big", "b").gpu(need).obj()
     snap = snapshot([node("n0", gpus), node("n1", gpus)], queues, [run], [want], now=now)
-    ctx = context.with_fair_shares(snap)
+    ctx = workingset.with_fair_shares(snap)
     within = need <= ctx.shares["b"].total.share + m.EPS
     borrowed = max(0, extra - max(0, int(guarantee_a) - gang))  # beyond a's guarantee
     fits_now = need <= gpus - gang or need <= gpus - extra

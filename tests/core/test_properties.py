@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from support.builders import advance
 
 from scheduler import model as m
-from scheduler.core import context, cycle, invariants
+from scheduler.core import cycle, invariants, workingset
 from scheduler.placement import eligible
 
 from . import strategies
@@ -98,11 +98,11 @@ def test_only_preemptible_old_enough_jobs_are_preempted(
     case: tuple[m.Snapshot, m.CycleResult],
 ) -> None:
     snap, result = case
-    ctx = context.Context.build(snap)
+    ctx = workingset.WorkingSet.build(snap)
     running = {r.job.id: r for r in snap.running}
     for pre in result.preempts:
         victim = running[pre.job_id]
-        assert context.preemptible(ctx, victim)
+        assert workingset.preemptible(ctx, victim)
         assert victim.job.preemptible is True or victim.key in ctx.over_guarantee
         assert snap.now - victim.started_at >= snap.config.min_runtime_s
         assert pre.grace_period_s == victim.job.grace_period_s

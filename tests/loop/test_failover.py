@@ -61,10 +61,15 @@ class Later:
         return time.time() + self.offset
 
 
-def _submit(db: Database, seconds: float, *, deaf: bool = False) -> str:
-    """A 3-worker gang that sleeps `seconds`; `deaf`: its workers ignore SIGTERM (they
-    hold their GPUs for the whole grace period of 30 s)."""
-    deafen = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); " if deaf else ""
+def _submit(db: Database, seconds: float, *, deaf: Path | None = None) -> str:
+    """A 3-worker gang that sleeps `seconds`; with `deaf`, its workers ignore SIGTERM (they
+    hold their GPUs for the whole grace period of 30 s) and then touch `deaf/<RANK>`."""
+    deafen = (
+        "import os, pathlib, signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        f"pathlib.Path({str(deaf)!r}, os.environ['RANK']).touch(); "
+        if deaf
+        else ""
+    )
     spec = JobSpec.model_validate(
         {
             "name": "gang",
@@ -211,7 +216,9 @@ def test_a_gang_a_dead_leader_began_to_launch_is_not_started_again(
     """Issue 25 item 0: r1 dies with one of three workers started; r2 (another state
     directory) must not start the gang a second time: it adopts r1's attempt and starts
     only the two workers r1 never did."""
-    job = _submit(db, seconds=30, deaf=True)
+    deaf = tmp_path / "deaf"
+    deaf.mkdir()
+    job = _submit(db, seconds=30, deaf=deaf)
 
     def dies_after_the_first(job_id: str, attempt: int, worker: int) -> None:
         raise Died
@@ -237,6 +244,11 @@ def test_a_gang_a_dead_leader_began_to_launch_is_not_started_again(
             time.sleep(0.05)
         assert sorted(k.rsplit(":", 1)[1] for k in ledgers) == ["0", "1", "2"], ledgers
         assert set(ledgers.values()) == {1}, ledgers  # each worker started once
+        # Each ignores SIGTERM before the cancel (on a busy machine a worker up in the
+        # ledger may not have got that far yet, and a SIGTERM would end it at once).
+        while len(list(deaf.iterdir())) < 3:
+            assert time.time() < deadline, list(deaf.iterdir())
+            time.sleep(0.05)
         # Cancelled: r2 stops r1's worker too, and holds the GPUs while any runs.
         with db.session() as s:
             store.cancel_job(session=s, job_id=job, by="t")

@@ -21,11 +21,11 @@ from scheduler.core.session import Session
 
 
 @dataclass(slots=True)
-class Context:
+class WorkingSet:
     snapshot: m.Snapshot
     nodes: Mapping[str, m.Node]
     tree: accounting.QueueTree
-    est: accounting.Estimator
+    est: accounting.PendingGpus
     session: Session
     capacity: accounting.Amounts
     demand: Mapping[str, accounting.Amounts]
@@ -37,13 +37,13 @@ class Context:
     shares: Mapping[str, fairshare.QueueShare] = field(default_factory=dict)
 
     @staticmethod
-    def build(whole: m.Snapshot) -> Context:
+    def build(whole: m.Snapshot) -> WorkingSet:
         """The working set of `whole`: its elastic jobs split (`elastic.split`) in
         `snapshot`, whole in `running`."""
         snapshot = dataclasses.replace(whole, running=tuple(elastic.split(whole.running)))
         nodes = {n.name: n for n in snapshot.nodes}
         tree = accounting.QueueTree.build(snapshot.queues)
-        est = accounting.Estimator(snapshot.nodes)
+        est = accounting.PendingGpus(snapshot.nodes)
         ledger = accounting.build_ledger(tree, snapshot.running, nodes)
         demand = accounting.demand(tree, ledger, snapshot.pending, est)
         used: dict[str, float] = defaultdict(float)
@@ -59,7 +59,7 @@ class Context:
         state = placement.ClusterState.build(
             snapshot.nodes, sorted(snapshot.running, key=lambda r: r.key)
         )
-        return Context(
+        return WorkingSet(
             snapshot=snapshot,
             nodes=nodes,
             tree=tree,
@@ -139,7 +139,7 @@ def _current(running: Sequence[m.RunningJob]) -> dict[str, m.RunningJob]:
     return out
 
 
-def preemptible(ctx: Context, run: m.RunningJob) -> bool:
+def preemptible(ctx: WorkingSet, run: m.RunningJob) -> bool:
     """Whether a running job may be a victim at all (min runtime aside)."""
     if run.stopping:
         return False
@@ -148,10 +148,10 @@ def preemptible(ctx: Context, run: m.RunningJob) -> bool:
     return run.key in ctx.over_guarantee
 
 
-def with_fair_shares(snapshot: m.Snapshot) -> Context:
+def with_fair_shares(snapshot: m.Snapshot) -> WorkingSet:
     """Steps 1 and 2 of a cycle: the snapshot indexed, and every queue's fair share.
     The dashboard and the Queue CR's status start from here too, so the share they
     show is the one the cycle orders queues by."""
-    ctx = Context.build(snapshot)
+    ctx = WorkingSet.build(snapshot)
     ctx.shares = fairshare.compute(ctx.tree, ctx.capacity, ctx.ledger.usage, ctx.demand)
     return ctx
