@@ -213,10 +213,11 @@ class RunningJob:
     # When an elastic job last changed size (None: never): it is not grown again sooner
     # than `Config.resize_interval_s` after, as each resize restarts its workers.
     resized_at: float | None = None
-    # -1: the entry holds the whole attempt (an elastic job's: its gang, once the cycle
-    # has split off its other workers). k >= 0: worker k of an elastic job beyond its
-    # gang, which a shrink may take alone (`scheduler.core.elastic.split`).
-    part: int = -1
+    # -1: the entry holds the attempt's gang (all of it, for a job that is not elastic).
+    # k >= 0: the entry is split off the attempt from worker k on: worker k of an elastic
+    # job beyond its gang, which a shrink may take alone (`scheduler.core.elastic.split`),
+    # or the workers k, k+1, ... a shrink removed that still hold their GPUs (stopping).
+    split_from: int = -1
     # A disruption budget holds its workers ("ns/name: why"; empty: none): stopping it
     # would wait (Kubernetes: a PodDisruptionBudget allows no eviction now), so the core
     # prefers other victims; on a stopping entry, what its stop waits for.
@@ -225,13 +226,13 @@ class RunningJob:
     @property
     def key(self) -> RunKey:
         """The entry's identity in the core (a job id alone can name two entries)."""
-        return RunKey(self.job.id, self.attempt, self.part)
+        return RunKey(self.job.id, self.attempt, self.split_from)
 
 
 class RunKey(NamedTuple):
     job_id: str
     attempt: int
-    part: int = -1
+    split_from: int = -1
 
 
 class Policy(StrEnum):

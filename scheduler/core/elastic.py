@@ -3,7 +3,7 @@ shrinking instead of being preempted.
 
 An elastic job (`JobRequest.max_workers` > `workers`) is a gang of `workers` (its
 `min`) plus up to `max_workers - workers` more. For the cycle, `split` makes each
-running one its gang plus one entry per further worker (`RunningJob.part`), so that
+running one its gang plus one entry per further worker (`RunningJob.split_from`), so that
 preemption can take those workers one by one as victims of their own: first of all
 (a shrink costs the job a restart from its last checkpoint; a preemption, all it did
 since), newest first. `shrinks` turns the workers a plan took into a `Resize` that
@@ -46,13 +46,19 @@ def split(running: Iterable[m.RunningJob]) -> list[m.RunningJob]:
     out: list[m.RunningJob] = []
     for run in running:
         job = run.job
-        if not job.elastic or run.stopping or run.part >= 0 or len(run.placements) <= job.workers:
+        if (
+            not job.elastic
+            or run.stopping
+            or run.split_from >= 0
+            or len(run.placements) <= job.workers
+        ):
             out.append(run)
             continue
         ordered = sorted(run.placements, key=lambda p: p.worker)
         out.append(dataclasses.replace(run, placements=tuple(ordered[: job.workers])))
         out.extend(
-            dataclasses.replace(run, placements=(p,), part=p.worker) for p in ordered[job.workers :]
+            dataclasses.replace(run, placements=(p,), split_from=p.worker)
+            for p in ordered[job.workers :]
         )
     return out
 
@@ -76,15 +82,17 @@ def whole(
     shrink keeps the first workers); with its gang, all of it (that is a preemption)."""
     first: dict[str, int] = {}
     for run in chosen:
-        first[run.job.id] = min(first.get(run.job.id, run.part), run.part)  # -1: the gang
+        first[run.job.id] = min(
+            first.get(run.job.id, run.split_from), run.split_from
+        )  # -1: the gang
     keys = {r.key for r in chosen}
     more = [
         r
         for r in running
-        if r.part >= 0
+        if r.split_from >= 0
         and not r.stopping
         and r.job.id in first
-        and r.part > first[r.job.id]
+        and r.split_from > first[r.job.id]
         and r.key not in keys
         and r.key not in gone
     ]

@@ -136,7 +136,7 @@ def _resize(live: dict[m.RunKey, _Live], r: m.Resize, t: float, now: float) -> N
     run = dataclasses.replace(entry.run, placements=r.placements, resized_at=t)
     live[key] = _Live(run, entry.end, entry.basis)
     if gone:
-        left = dataclasses.replace(run, placements=gone, stopping=True, part=gone[0].worker)
+        left = dataclasses.replace(run, placements=gone, stopping=True, split_from=gone[0].worker)
         live[left.key] = _Live(left, t + r.grace_period_s, f"shrunk at {_at(t, now)}")
 
 
@@ -186,7 +186,7 @@ def _advance(
         entry = live.pop(key)
         # A drained victim waits again, unless another attempt of its job runs already.
         again = key.job_id in pending or any(k.job_id == key.job_id for k in live)
-        if entry.run.stopping and key.part < 0 and not again:  # not a shrink's workers
+        if entry.run.stopping and key.split_from < 0 and not again:  # not a shrink's workers
             pending[key.job_id] = entry.run.job
         words.append(f"{entry.run.job.label} ends at {_at(t, now)} ({entry.basis})")
     if not words:

@@ -57,7 +57,15 @@ def _key(run: m.RunningJob) -> tuple[bool, bool, int, float, float, int, m.RunKe
     worker first."""
     gpus = accounting.placed_gpus(run.placements)
     blocked = bool(run.disruption_blocked)
-    return (run.part < 0, blocked, run.job.priority, -run.started_at, gpus, -run.part, run.key)
+    return (
+        run.split_from < 0,
+        blocked,
+        run.job.priority,
+        -run.started_at,
+        gpus,
+        -run.split_from,
+        run.key,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +98,7 @@ def _may_take(job: m.JobRequest, run: m.RunningJob, right: Right) -> bool:
     keep a job of a queue owed that room waiting)."""
     if run.job.queue == job.queue:
         return run.job.priority < job.priority
-    return right.reclaim or (right.fair and run.part >= 0)
+    return right.reclaim or (right.fair and run.split_from >= 0)
 
 
 def _fits(
@@ -291,7 +299,7 @@ class _Pool:
         # Answers by what they depend on: jobs alike in queue, priority, models and
         # right share one until `gone` (one set per cycle, which only grows) grows.
         self._seen: dict[tuple[object, ...], list[m.RunningJob]] = {}
-        self.grown = [i for i, r in enumerate(self.runs) if r.part >= 0]
+        self.grown = [i for i, r in enumerate(self.runs) if r.split_from >= 0]
 
     def usable(
         self,
@@ -373,12 +381,12 @@ def preempt(
         gone.update(r.key for r in (*plan.victims, *plan.stopping))
         gpus = sum(accounting.placed_gpus(v.placements) for v in plan.victims)
         for v in plan.victims:
-            if v.part < 0:
+            if v.split_from < 0:
                 out.append(
                     m.Preempt(v.job.id, _why(ctx, v, job, right), v.job.grace_period_s, job.id)
                 )
-            elif v.part < taken.get(v.job.id, (v.part + 1, "", ""))[0]:
-                taken[v.job.id] = (v.part, _why(ctx, v, job, right), job.id)
+            elif v.split_from < taken.get(v.job.id, (v.split_from + 1, "", ""))[0]:
+                taken[v.job.id] = (v.split_from, _why(ctx, v, job, right), job.id)
         waiting[job.id] = reasons.waiting_for_preemption(
             plan.victims,
             gpus,

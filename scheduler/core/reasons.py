@@ -70,10 +70,10 @@ def waiting_for_preemption(
     """`budgets`: what the stopping jobs' stops wait for ("ns/name: why" of each
     disruption budget that refused one)."""
     names = list(dict.fromkeys(v.job.id for v in victims))
-    whole = [v.job.label for v in victims if v.part < 0]
+    whole = [v.job.label for v in victims if v.split_from < 0]
     shrunk: dict[str, int] = {}
     for v in victims:
-        if v.part >= 0:
+        if v.split_from >= 0:
             shrunk[v.job.label] = shrunk.get(v.job.label, 0) + 1
     parts = []
     if whole:

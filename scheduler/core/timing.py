@@ -65,7 +65,7 @@ def _may_be_victims(snapshot: m.Snapshot) -> list[m.RunningJob]:
         if not (r.job.preemptible if r.job.preemptible is not None else r.key in over):
             continue
         if any(
-            r.job.priority < prio if q == r.job.queue else reclaim or r.part >= 0
+            r.job.priority < prio if q == r.job.queue else reclaim or r.split_from >= 0
             for q, prio, reclaim in takers
         ):
             out.append(r)

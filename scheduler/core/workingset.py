@@ -122,7 +122,7 @@ def over_guarantee(
     for name, runs in by_queue.items():
         q = tree.queues.get(name)
         guarantee = accounting.guaranteed(q, m.TOTAL) if q is not None else 0.0
-        runs.sort(key=lambda r: (r.part >= 0, -r.job.priority, r.started_at, r.key))
+        runs.sort(key=lambda r: (r.split_from >= 0, -r.job.priority, r.started_at, r.key))
         stacked = 0.0
         for run in runs:
             stacked += accounting.placed_gpus(run.placements)

@@ -118,7 +118,7 @@ def leftovers(
     now: float,
 ) -> list[model.RunningJob]:
     """The workers a shrink removed that still hold GPUs, per job as a stopping entry of
-    its own (`part`: the first removed index), so nothing is placed on them yet."""
+    its own (`split_from`: the first removed index), so nothing is placed on them yet."""
     out = []
     for lj in live:
         if not lj.request.elastic or lj.phase not in (Phase.SCHEDULED, Phase.RUNNING):
@@ -133,7 +133,12 @@ def leftovers(
             first = min(p.worker for p in gone)
             out.append(
                 model.RunningJob(
-                    lj.request, tuple(gone), now, stopping=True, attempt=lj.attempt, part=first
+                    lj.request,
+                    tuple(gone),
+                    now,
+                    stopping=True,
+                    attempt=lj.attempt,
+                    split_from=first,
                 )
             )
     return out

@@ -163,7 +163,7 @@ def test_any_resize_keeps_the_gang_the_max_and_the_first_workers(
     shrink = next((r for r in result.resizes if r.workers < size), None)
     if shrink is not None:  # its workers drain, still holding their GPUs, beside the rest
         gone = tuple(p for p in run.placements if p.worker >= shrink.workers)
-        left = dataclasses.replace(run, placements=gone, stopping=True, part=shrink.workers)
+        left = dataclasses.replace(run, placements=gone, stopping=True, split_from=shrink.workers)
         after = dataclasses.replace(after, running=(*after.running, left))
         assert not [v for v in invariants.check(after) if "overcommit" in v.kind]
 

@@ -135,7 +135,9 @@ def drained(snap: m.Snapshot, result: m.CycleResult, now: float) -> m.Snapshot:
         run = next(x for x in snap.running if x.job.id == r.job_id)
         gone = tuple(p for p in run.placements if p.worker >= r.workers)
         if gone:
-            left.append(dataclasses.replace(run, placements=gone, stopping=True, part=r.workers))
+            left.append(
+                dataclasses.replace(run, placements=gone, stopping=True, split_from=r.workers)
+            )
     return dataclasses.replace(after, running=(*after.running, *left))
 
 

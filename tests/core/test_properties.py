@@ -55,7 +55,9 @@ def placed(snap: m.Snapshot, result: m.CycleResult, *, victims_gone: bool) -> m.
         run = next(x for x in snap.running if x.job.id == r.job_id)
         gone = tuple(p for p in run.placements if p.worker >= r.workers)
         if gone:
-            kept.append(dataclasses.replace(run, placements=gone, stopping=True, part=r.workers))
+            kept.append(
+                dataclasses.replace(run, placements=gone, stopping=True, split_from=r.workers)
+            )
     return dataclasses.replace(after, running=after.running + tuple(kept))
 
 
