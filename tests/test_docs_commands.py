@@ -1,6 +1,6 @@
-"""Every command the README, docs/ (docs/design/ too) or an example's header tells a user
-to type is run by a test (issue 35: a command quoted in the docs that no test runs is a
-defect). Fast tier: it reads files and starts nothing.
+"""Every command the README, CONTRIBUTING.md, docs/ (docs/design/ too) or an example's
+header tells a user to type is run by a test (issue 35: a command quoted in the docs
+that no test runs is a defect). Fast tier: it reads files and starts nothing.
 
 The rule, one for every file. A command is a piece of shell that starts with a PROGRAM
 (`shoal`, `make`, `helm`, `kubectl`, `curl`, `python`, `pip`, `.venv/bin/X`, a path under
@@ -132,7 +132,7 @@ def header_of(example: Path) -> str:
 def documented() -> dict[str, list[str]]:
     """Each command and where it is (file:line)."""
     where: dict[str, list[str]] = {}
-    docs = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    docs = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
     for doc in docs:
         for command, line in commands_in(doc.read_text()):
             where.setdefault(command, []).append(f"{doc.relative_to(ROOT)}:{line}")
@@ -169,6 +169,7 @@ COVERED: dict[str, tuple[str, ...]] = {
     "make test": (".ci/run",),
     ".ci/run": (".ci/run",),
     "scripts/setup.sh": (DEMO,),  # `make demo` runs it first
+    "scripts/test.sh": (".ci/run",),  # `make test` is scripts/test.sh
     ".venv/bin/shoal serve": (DEMO, SERVE),
     "shoal serve": (DEMO, SERVE),
     "shoal serve --backend local": (SERVE,),  # the default backend
