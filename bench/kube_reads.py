@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler.backends.kubernetes import KubeConfig, KubernetesBackend
-from scheduler.backends.kubernetes.reflector import key_of, slim
+from scheduler.backends.kubernetes.client.reflector import key_of, slim
 
 Obj = dict[str, Any]
 

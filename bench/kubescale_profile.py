@@ -62,8 +62,8 @@ def _profile_cycles(prof: cProfile.Profile) -> list[dict[str, Any]]:
 def _mark_foreign_pods() -> dict[str, dict[str, float]]:
     """When each foreign pod was first seen waiting, placed (bind_foreign) and bound."""
     from scheduler.backends.kubernetes.backend import KubernetesBackend
-    from scheduler.backends.kubernetes.foreign import ForeignBindings
-    from scheduler.backends.kubernetes.podindex import PodIndex
+    from scheduler.backends.kubernetes.foreignpods.foreign import ForeignBindings
+    from scheduler.backends.kubernetes.view.podindex import PodIndex
 
     marks: dict[str, dict[str, float]] = {}
     update, bind_foreign = PodIndex.update, KubernetesBackend.bind_foreign

@@ -1,6 +1,6 @@
 """Peak RSS of the GPU reservation pod's process, to size its memory limit.
 
-Runs `python -m scheduler.backends.kubernetes.reserve` under `/usr/bin/time -v` against
+Runs `python -m scheduler.backends.kubernetes.reservations.reserve` under `/usr/bin/time -v` against
 the fake API server (tests/kube/fakeapi.py) until it has published the UUID, stops it
 with SIGTERM and prints its "Maximum resident set size"; then the same for what the
 pod ran before (`shoal reserve`: the CLI plus the kubernetes client), for comparison.
@@ -45,7 +45,13 @@ def reserver(kube: FakeKube) -> int:
         "SHOAL_KUBE_HOST": kube.url,
         "PYTHONDONTWRITEBYTECODE": "1",
     }
-    cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "scheduler.backends.kubernetes.reserve"]
+    cmd = [
+        "/usr/bin/time",
+        "-v",
+        sys.executable,
+        "-m",
+        "scheduler.backends.kubernetes.reservations.reserve",
+    ]
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while (kube.obj("pods", "res", "jobs")["metadata"].get("annotations") or {}).get(
@@ -64,7 +70,7 @@ def reserver(kube: FakeKube) -> int:
 
 
 def old_way() -> int:
-    code = "import scheduler.cli.main, scheduler.backends.kubernetes.api"
+    code = "import scheduler.cli.main, scheduler.backends.kubernetes.client.api"
     out = subprocess.run(
         ["/usr/bin/time", "-v", sys.executable, "-c", code],
         cwd=ROOT,
@@ -77,7 +83,7 @@ def old_way() -> int:
 
 def with_tls() -> int:
     code = (
-        "import scheduler.backends.kubernetes.reserve, ssl, urllib.request; "
+        "import scheduler.backends.kubernetes.reservations.reserve, ssl, urllib.request; "
         "ssl.create_default_context().load_default_certs()"
     )
     out = subprocess.run(

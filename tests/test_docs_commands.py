@@ -314,7 +314,7 @@ COVERED: dict[str, tuple[str, ...]] = {
     "scripts/gpu-tier.sh fetch": (GPU_TIER,),
     "pip install 'shoal[gpu]'": (GPU_TIER,),
     # processes Shoal starts itself, run by the tests of what starts them
-    "python -m scheduler.backends.kubernetes.reserve": (
+    "python -m scheduler.backends.kubernetes.reservations.reserve": (
         "tests/kube/test_fractional.py::run_reserve",
     ),
     "shoal reserve": ("tests/kube/test_fractional.py::run_reserve",),

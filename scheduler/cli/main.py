@@ -213,7 +213,7 @@ def worker(ctx: typer.Context) -> None:
 @app.command()
 def reserve() -> None:
     """Hold one GPU for fractional workers (the process of a GPU reservation pod)."""
-    from scheduler.backends.kubernetes import reserve as reserving
+    from scheduler.backends.kubernetes.reservations import reserve as reserving
 
     raise typer.Exit(reserving.main())
 

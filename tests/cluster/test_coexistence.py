@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from support.builders import launch_request
 
-from scheduler.backends.kubernetes import workerpod
+from scheduler.backends.kubernetes.pods import workerpod
 
 from .conftest import JOBS_NS, ControlPlane, Shoal, eventually
 from .test_jobs import queue

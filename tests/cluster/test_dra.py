@@ -16,7 +16,7 @@ from support.builders import launch_request as job
 from support.draslices import gpu_class, gpu_slice
 
 from scheduler.backends.kubernetes import KubernetesBackend
-from scheduler.backends.kubernetes.draclaims import DraUnfit
+from scheduler.backends.kubernetes.dra.draclaims import DraUnfit
 
 from .conftest import JOBS_NS, RESERVATIONS_NS, ControlPlane, eventually
 

@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 from support.builders import launch_request
 
-from scheduler.backends.kubernetes import workerpod
 from scheduler.backends.kubernetes.config import KubeConfig, restricted_security_context
+from scheduler.backends.kubernetes.pods import workerpod
 
 from .conftest import JOBS_NS, RELEASE_NS, ROOT, ControlPlane, eventually
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.backends.kubernetes import podfit
+from scheduler.backends.kubernetes.view import podfit
 
 from .conftest import ControlPlane, eventually
 from .localshoal import Shoal

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.backends.kubernetes import disruption
+from scheduler.backends.kubernetes.pods import disruption
 
 Obj = dict[str, Any]
 LABELS = {"shoal.dev/job": "a", "team": "vision"}

@@ -9,8 +9,10 @@ import pytest
 from support.builders import launch_request
 
 from scheduler.backends import base
-from scheduler.backends.kubernetes import claimobjects, gangs, names, workerpod
+from scheduler.backends.kubernetes import names
 from scheduler.backends.kubernetes.config import KubeConfig
+from scheduler.backends.kubernetes.dra import claimobjects
+from scheduler.backends.kubernetes.pods import gangs, workerpod
 
 K8S = "1.37.0"
 NS = "jobs"

@@ -10,8 +10,9 @@ import datetime as dt
 from collections.abc import Callable
 
 from scheduler.backends.base import WorkerState
-from scheduler.backends.kubernetes import KubernetesBackend, status
-from scheduler.backends.kubernetes.objects import graceful
+from scheduler.backends.kubernetes import KubernetesBackend
+from scheduler.backends.kubernetes.client.objects import graceful
+from scheduler.backends.kubernetes.view import status
 from scheduler.clock import VirtualClock
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import Phase

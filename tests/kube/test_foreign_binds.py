@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from scheduler.backends.kubernetes import KubernetesBackend
-from scheduler.backends.kubernetes.apierrors import ApiError
+from scheduler.backends.kubernetes.client.apierrors import ApiError
 from scheduler.model import WorkerPlacement
 
 from .conftest import eventually, node, pod

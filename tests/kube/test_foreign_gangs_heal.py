@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.backends.kubernetes import KubernetesBackend, foreigngangs
+from scheduler.backends.kubernetes import KubernetesBackend
+from scheduler.backends.kubernetes.foreignpods import foreigngangs
 from scheduler.model import JobRequest, Requirement, WorkerPlacement
 
 from .conftest import eventually, node

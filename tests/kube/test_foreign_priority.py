@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from support.builders import job, nodes, queue, snapshot
 
-from scheduler.backends.kubernetes import status
+from scheduler.backends.kubernetes.view import status
 from scheduler.core import cycle
 
 from .conftest import pod

@@ -11,13 +11,10 @@ from typing import Any
 import pytest
 from support.builders import launch_request
 
-from scheduler.backends.kubernetes import (
-    KubernetesBackend,
-    reservationpod,
-    reserve,
-    workerpod,
-)
+from scheduler.backends.kubernetes import KubernetesBackend
 from scheduler.backends.kubernetes.config import KubeConfig
+from scheduler.backends.kubernetes.pods import workerpod
+from scheduler.backends.kubernetes.reservations import reservationpod, reserve
 from scheduler.model import WorkerPlacement
 
 from .conftest import NS, env_of, eventually, job, node, pod

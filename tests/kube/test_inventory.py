@@ -8,7 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.backends.kubernetes import KubernetesBackend, inventory, reservationpod
+from scheduler.backends.kubernetes import KubernetesBackend
+from scheduler.backends.kubernetes.reservations import reservationpod
+from scheduler.backends.kubernetes.view import inventory
 from scheduler.model import Node, Taint
 
 from .conftest import eventually, node, pod
@@ -134,7 +136,7 @@ def test_watch_answering_http_410_relists(kube: FakeKube, make_backend: Make) ->
 
 
 def test_time_sliced_and_oversubscribed_nodes_are_excluded_with_the_reason() -> None:
-    from scheduler.backends.kubernetes import inventory
+    from scheduler.backends.kubernetes.view import inventory
 
     sliced = node("ts", gpus=16)  # 4 cards x 4 replicas
     sliced["metadata"]["labels"].update(
@@ -161,7 +163,8 @@ def test_time_sliced_and_oversubscribed_nodes_are_excluded_with_the_reason() -> 
 
 
 def test_reservation_pods_cpu_and_memory_are_counted(kube: FakeKube, make_backend: Make) -> None:
-    from scheduler.backends.kubernetes import KubeConfig, inventory
+    from scheduler.backends.kubernetes import KubeConfig
+    from scheduler.backends.kubernetes.view import inventory
 
     res = reservationpod.reservation_pod("n1", 0, KubeConfig())
     res["spec"]["nodeName"] = "n1"

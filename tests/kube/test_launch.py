@@ -80,7 +80,7 @@ def test_repeated_stops_of_a_draining_job_make_no_api_calls(
 def test_retry_after_is_honoured_and_calls_are_rate_limited(
     cluster: FakeKube, make_backend: Make
 ) -> None:
-    from scheduler.backends.kubernetes.apierrors import TokenBucket
+    from scheduler.backends.kubernetes.client.apierrors import TokenBucket
 
     b = make_backend()
     cluster.inject(1, 429, path="/api/v1/nodes/n1", retry_after="1")

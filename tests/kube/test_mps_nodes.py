@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 
 from scheduler.backends import base
-from scheduler.backends.kubernetes import KubernetesBackend, inventory
+from scheduler.backends.kubernetes import KubernetesBackend
+from scheduler.backends.kubernetes.view import inventory
 from scheduler.model import Enforcement, Node, WorkerPlacement
 
 from .conftest import NS, env_of, eventually, job, node, pod

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from scheduler.backends import base
-from scheduler.backends.kubernetes import KubernetesBackend, reserve
+from scheduler.backends.kubernetes import KubernetesBackend
+from scheduler.backends.kubernetes.reservations import reserve
 
 from .conftest import NS, eventually, job, node
 from .fakeapi import FakeKube

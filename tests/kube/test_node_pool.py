@@ -14,7 +14,7 @@ import pytest
 from support.draslices import allocated_claim, gpu_class, gpu_slice
 
 from scheduler.backends.kubernetes import KubernetesBackend
-from scheduler.backends.kubernetes.draclaims import DraConflict, DraUnfit
+from scheduler.backends.kubernetes.dra.draclaims import DraConflict, DraUnfit
 
 from .conftest import NS, eventually, job, node
 from .fakeapi import FakeKube

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler.backends import base
-from scheduler.backends.kubernetes import KubernetesBackend, inventory
+from scheduler.backends.kubernetes import KubernetesBackend
 from scheduler.backends.kubernetes.config import KubeConfig
-from scheduler.backends.kubernetes.nominees import GATE, VICTIM_UID, nominee_pod
+from scheduler.backends.kubernetes.pods.nominees import GATE, VICTIM_UID, nominee_pod
+from scheduler.backends.kubernetes.view import inventory
 
 from .conftest import eventually, node, pod
 from .fakeapi import FakeKube

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.backends.kubernetes import KubernetesBackend, inventory, podfit
+from scheduler.backends.kubernetes import KubernetesBackend
+from scheduler.backends.kubernetes.view import inventory, podfit
 from scheduler.loop.service import Loop
 from scheduler.model import WorkerPlacement
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.backends.kubernetes.podindex import PodIndex
+from scheduler.backends.kubernetes.view.podindex import PodIndex
 
 from .conftest import pod
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.backends.kubernetes import podrules
+from scheduler.backends.kubernetes.view import podrules
 from scheduler.model import NodeRules, Requirement
 
 Obj = dict[str, Any]

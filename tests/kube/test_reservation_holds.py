@@ -5,9 +5,9 @@ Terminating, nothing may; the core is shown that as a stopping entry in no queue
 from __future__ import annotations
 
 from scheduler import model as m
-from scheduler.backends.kubernetes import holds, reservationpod
 from scheduler.backends.kubernetes.config import KubeConfig
-from scheduler.backends.kubernetes.podindex import PodIndex
+from scheduler.backends.kubernetes.reservations import holds, reservationpod
+from scheduler.backends.kubernetes.view.podindex import PodIndex
 from scheduler.core import cycle, invariants
 
 from .conftest import pod

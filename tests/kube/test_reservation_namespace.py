@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from scheduler.backends.kubernetes import KubernetesBackend, reserve
+from scheduler.backends.kubernetes import KubernetesBackend
+from scheduler.backends.kubernetes.reservations import reserve
 
 from .conftest import NS, eventually, job, node
 from .fakeapi import FakeKube

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.backends.kubernetes import KubeConfig, reservationpod, reserve
+from scheduler.backends.kubernetes import KubeConfig
+from scheduler.backends.kubernetes.reservations import reservationpod, reserve
 
 from .conftest import NS
 from .fakeapi import FakeKube
@@ -77,7 +78,7 @@ def test_nvml_is_asked_first_and_a_mig_slice_gives_its_own_uuid(
 
 def test_the_reserver_imports_neither_the_cli_nor_the_kubernetes_client() -> None:
     code = (
-        "import sys, scheduler.backends.kubernetes.reserve; "
+        "import sys, scheduler.backends.kubernetes.reservations.reserve; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('kubernetes', 'typer', 'urllib3', 'pydantic', 'sqlalchemy', 'fastapi', 'yaml')))"
     )
@@ -105,7 +106,7 @@ def test_the_reserver_publishes_its_uuid_within_its_memory_limit(kube: FakeKube)
         "SHOAL_KUBE_HOST": kube.url,
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "scheduler.backends.kubernetes.reserve"],
+        [sys.executable, "-m", "scheduler.backends.kubernetes.reservations.reserve"],
         cwd=ROOT,
         env=env,
         stderr=subprocess.PIPE,
@@ -142,7 +143,7 @@ def test_the_reservation_pod_spec() -> None:
     assert spec["priorityClassName"] == "shoal-gpu-reservation"
     assert spec["runtimeClassName"] == "nvidia"
     (c,) = spec["containers"]
-    assert c["command"] == ["python", "-m", "scheduler.backends.kubernetes.reserve"]
+    assert c["command"] == ["python", "-m", "scheduler.backends.kubernetes.reservations.reserve"]
     assert c["resources"]["limits"]["memory"] == f"{cfg.reserve_memory_mib}Mi"
     assert pod["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
     assert pod["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] == (

@@ -12,8 +12,9 @@ import pytest
 from support.builders import launch_request
 
 from scheduler.backends import base
-from scheduler.backends.kubernetes import names, workerpod
+from scheduler.backends.kubernetes import names
 from scheduler.backends.kubernetes.config import KubeConfig, restricted_security_context
+from scheduler.backends.kubernetes.pods import workerpod
 from scheduler.worker import checkin
 
 K8S = "1.37.0"

@@ -15,13 +15,9 @@ from pathlib import Path
 import pytest
 from support.builders import launch_request
 
-from scheduler.backends.kubernetes import (
-    KubeConfig,
-    KubernetesBackend,
-    reservationpod,
-    reserve,
-    workerpod,
-)
+from scheduler.backends.kubernetes import KubeConfig, KubernetesBackend
+from scheduler.backends.kubernetes.pods import workerpod
+from scheduler.backends.kubernetes.reservations import reservationpod, reserve
 from scheduler.backends.kubernetes.runtime import with_options
 
 from .conftest import NS, env_of, eventually, job, node

@@ -14,8 +14,8 @@ import pytest
 from support.draslices import allocated_claim, gpu_class, gpu_slice
 
 from scheduler.backends.kubernetes import KubernetesBackend
-from scheduler.backends.kubernetes.draclaims import DraUnfit
-from scheduler.backends.kubernetes.status import ForeignPod
+from scheduler.backends.kubernetes.dra.draclaims import DraUnfit
+from scheduler.backends.kubernetes.view.status import ForeignPod
 from scheduler.model import Requirement, WorkerPlacement
 
 from .conftest import eventually, node

@@ -19,30 +19,23 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from scheduler.backends import base
-from scheduler.backends.kubernetes import (
-    disruption,
-    events,
-    inventory,
-    names,
-    podfit,
-    podindex,
-    podrules,
-    resize,
-    shares,
-    status,
-)
-from scheduler.backends.kubernetes.api import Kube
-from scheduler.backends.kubernetes.apierrors import Unavailable
+from scheduler.backends.kubernetes import names
+from scheduler.backends.kubernetes.client import events
+from scheduler.backends.kubernetes.client.api import Kube
+from scheduler.backends.kubernetes.client.apierrors import Unavailable
+from scheduler.backends.kubernetes.client.reflector import Reflector
 from scheduler.backends.kubernetes.config import KubeConfig, api_client
-from scheduler.backends.kubernetes.draclaims import DraClaims
-from scheduler.backends.kubernetes.draforeign import ForeignClaims
-from scheduler.backends.kubernetes.foreign import ForeignBindings
-from scheduler.backends.kubernetes.nodefit import NodeFit
+from scheduler.backends.kubernetes.dra.draclaims import DraClaims
+from scheduler.backends.kubernetes.foreignpods.draforeign import ForeignClaims
+from scheduler.backends.kubernetes.foreignpods.foreign import ForeignBindings
+from scheduler.backends.kubernetes.foreignpods.nodefit import NodeFit
 from scheduler.backends.kubernetes.nodeview import NodeView
-from scheduler.backends.kubernetes.podbinder import PodBinder
-from scheduler.backends.kubernetes.reflector import Reflector
+from scheduler.backends.kubernetes.pods import disruption, resize
+from scheduler.backends.kubernetes.pods.podbinder import PodBinder
+from scheduler.backends.kubernetes.pods.workerpods import WorkerPods
+from scheduler.backends.kubernetes.reservations import shares
 from scheduler.backends.kubernetes.upkeep import Upkeep
-from scheduler.backends.kubernetes.workerpods import WorkerPods
+from scheduler.backends.kubernetes.view import inventory, podfit, podindex, podrules, status
 from scheduler.model import JobRequest, Node, NodeRules, RunningJob, WorkerPlacement
 from scheduler.placement import eligible
 from scheduler.spec import JobSpec

@@ -124,6 +124,11 @@ def is_managed(obj: Obj) -> bool:
     return labels_of(obj).get(MANAGED_BY) == SHOAL
 
 
+def is_reservation(pod: Obj) -> bool:
+    """A GPU reservation pod Shoal made (`reservations.reservationpod`)."""
+    return is_managed(pod) and labels_of(pod).get(COMPONENT) == RESERVATION_COMPONENT
+
+
 def is_shoal_placed(pod: Obj) -> bool:
     """Created by Shoal, or a foreign pod Shoal adopted and bound (it carries a job id)."""
     return is_managed(pod) or JOB_ID in annotations_of(pod)

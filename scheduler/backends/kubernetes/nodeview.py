@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from scheduler.backends.kubernetes import inventory, nodepool, podindex, shares
+from scheduler.backends.kubernetes import nodepool
+from scheduler.backends.kubernetes.client.reflector import Reflector
 from scheduler.backends.kubernetes.config import KubeConfig
-from scheduler.backends.kubernetes.draclaims import DraClaims, NodeOffer
-from scheduler.backends.kubernetes.reflector import Reflector
+from scheduler.backends.kubernetes.dra.draclaims import DraClaims, NodeOffer
+from scheduler.backends.kubernetes.reservations import shares
+from scheduler.backends.kubernetes.view import inventory, podindex
 from scheduler.model import Node
 
 Obj = dict[str, Any]

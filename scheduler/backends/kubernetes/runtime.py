@@ -19,10 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from scheduler.backends.kubernetes.api import Kube
 from scheduler.backends.kubernetes.backend import KubernetesBackend
+from scheduler.backends.kubernetes.client.api import Kube
+from scheduler.backends.kubernetes.client.leader import LeaderElector
 from scheduler.backends.kubernetes.config import KubeConfig, api_client
-from scheduler.backends.kubernetes.leader import LeaderElector
 
 log = logging.getLogger(__name__)
 

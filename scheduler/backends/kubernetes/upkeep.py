@@ -13,15 +13,18 @@ import threading
 import time
 from typing import Any
 
-from scheduler.backends.kubernetes import events, inventory, names, podindex, shares, status
-from scheduler.backends.kubernetes.api import Kube
-from scheduler.backends.kubernetes.apierrors import ApiError
+from scheduler.backends.kubernetes import names
+from scheduler.backends.kubernetes.client import events
+from scheduler.backends.kubernetes.client.api import Kube
+from scheduler.backends.kubernetes.client.apierrors import ApiError
+from scheduler.backends.kubernetes.client.objects import delete_job_objects
+from scheduler.backends.kubernetes.client.reflector import Reflector
 from scheduler.backends.kubernetes.config import KubeConfig
-from scheduler.backends.kubernetes.foreign import ForeignBindings
-from scheduler.backends.kubernetes.objects import delete_job_objects
-from scheduler.backends.kubernetes.podbinder import PodBinder
-from scheduler.backends.kubernetes.reflector import Reflector
-from scheduler.backends.kubernetes.workerpods import WorkerPods
+from scheduler.backends.kubernetes.foreignpods.foreign import ForeignBindings
+from scheduler.backends.kubernetes.pods.podbinder import PodBinder
+from scheduler.backends.kubernetes.pods.workerpods import WorkerPods
+from scheduler.backends.kubernetes.reservations import shares
+from scheduler.backends.kubernetes.view import inventory, podindex, status
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

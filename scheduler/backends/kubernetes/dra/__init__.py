@@ -1,10 +1,12 @@
-"""Dynamic Resource Allocation (resource.k8s.io/v1) for the kubernetes backend, pure.
+"""Dynamic Resource Allocation (resource.k8s.io/v1) for the kubernetes backend.
 
-Objects come in as the API server returns them (plain dicts, camelCase); nothing here
-talks to the cluster. The layers, bottom up (quantities are `scheduler.spec.quantities`):
-devices and counters read from
-ResourceSlices; the CEL environment and DeviceClass selectors; what claims already hold;
-the per-node GPU view; the choice of devices for one worker.
+The device layer is pure: objects come in as the API server returns them (plain dicts,
+camelCase), and nothing of it talks to the cluster. Its layers, bottom up (quantities are
+`scheduler.spec.quantities`): devices and counters read from ResourceSlices; the CEL
+environment and DeviceClass selectors; what claims already hold; the per-node GPU view;
+the choice of devices for one worker. `claimobjects` builds a worker's ResourceClaim
+(pure too); `draclaims`, the one module here that talks to the cluster, offers each
+node's devices to the loop and allocates the claims of Shoal's workers.
 """
 
 from scheduler.backends.kubernetes.dra.choose import Choice, Pick, Unfit, choose, offered

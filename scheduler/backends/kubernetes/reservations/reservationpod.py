@@ -11,7 +11,7 @@ from scheduler.backends.kubernetes.config import KubeConfig
 
 Obj = dict[str, Any]
 GPU = "nvidia.com/gpu"
-RESERVER = ["python", "-m", "scheduler.backends.kubernetes.reserve"]
+RESERVER = ["python", "-m", "scheduler.backends.kubernetes.reservations.reserve"]
 # Autoscalers and consolidation must not move a GPU that shares run on.
 DO_NOT_DISRUPT = {
     "karpenter.sh/do-not-disrupt": "true",

@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from scheduler.backends.kubernetes.api import Kube
-from scheduler.backends.kubernetes.apierrors import ApiError
+from scheduler.backends.kubernetes.client.api import Kube
+from scheduler.backends.kubernetes.client.apierrors import ApiError
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

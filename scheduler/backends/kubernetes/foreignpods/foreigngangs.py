@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from scheduler.backends.kubernetes.api import Kube
-from scheduler.backends.kubernetes.apierrors import ApiError
-from scheduler.backends.kubernetes.status import ForeignPod
+from scheduler.backends.kubernetes.client.api import Kube
+from scheduler.backends.kubernetes.client.apierrors import ApiError
+from scheduler.backends.kubernetes.view.status import ForeignPod
 from scheduler.model import JobRequest, NodeRules, Requirement, WorkerPlacement
 from scheduler.placement import eligible
 

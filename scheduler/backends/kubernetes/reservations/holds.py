@@ -23,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from scheduler.backends.kubernetes import inventory, names
+from scheduler.backends.kubernetes import names
+from scheduler.backends.kubernetes.view import inventory
 from scheduler.model import JobRequest, RunningJob, WorkerPlacement
 
 Obj = dict[str, Any]

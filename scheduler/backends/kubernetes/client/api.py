@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import kubernetes
 import urllib3
 
-from scheduler.backends.kubernetes.apierrors import (
+from scheduler.backends.kubernetes.client.apierrors import (
     TRANSIENT,
     ApiError,
     DisruptionBlocked,
@@ -30,7 +30,7 @@ from scheduler.backends.kubernetes.apierrors import (
     disruption_cause,
     retry_after_s,
 )
-from scheduler.backends.kubernetes.apierrors import api_error as _error
+from scheduler.backends.kubernetes.client.apierrors import api_error as _error
 from scheduler.backends.kubernetes.config import KubeConfig
 
 log = logging.getLogger(__name__)

@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from scheduler.backends import base
-from scheduler.backends.kubernetes import manifests, names
-from scheduler.backends.kubernetes.objects import ensure
-from scheduler.backends.kubernetes.workerpods import WorkerPods
+from scheduler.backends.kubernetes import names
+from scheduler.backends.kubernetes.client.objects import ensure
+from scheduler.backends.kubernetes.pods import manifests
+from scheduler.backends.kubernetes.pods.workerpods import WorkerPods
 
 Obj = dict[str, Any]
 

@@ -1,4 +1,5 @@
-"""The process inside a GPU reservation pod: `python -m scheduler.backends.kubernetes.reserve`.
+"""The process inside a GPU reservation pod:
+`python -m scheduler.backends.kubernetes.reservations.reserve`.
 
 The device plugin gave this pod one whole GPU (or one MIG slice). This process reads that
 device's UUID from the driver, publishes it on its own pod as the `shoal.dev/gpu-uuid`

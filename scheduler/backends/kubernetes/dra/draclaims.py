@@ -31,12 +31,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.backends import base
-from scheduler.backends.kubernetes import claimobjects, dra, names, nodepool
-from scheduler.backends.kubernetes.api import Kube
-from scheduler.backends.kubernetes.apierrors import ApiError
+from scheduler.backends.kubernetes import dra, names, nodepool
+from scheduler.backends.kubernetes.client.api import Kube
+from scheduler.backends.kubernetes.client.apierrors import ApiError
+from scheduler.backends.kubernetes.client.objects import ensure
+from scheduler.backends.kubernetes.client.reflector import Reflector, key_of
 from scheduler.backends.kubernetes.config import KubeConfig
-from scheduler.backends.kubernetes.objects import ensure
-from scheduler.backends.kubernetes.reflector import Reflector, key_of
+from scheduler.backends.kubernetes.dra import claimobjects
 from scheduler.model import Enforcement
 
 log = logging.getLogger(__name__)

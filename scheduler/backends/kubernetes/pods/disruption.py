@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.backends.kubernetes import names
-from scheduler.backends.kubernetes.reflector import Reflector, key_of
+from scheduler.backends.kubernetes.client.reflector import Reflector, key_of
 
 Obj = dict[str, Any]
 FIRST_RETRY_S, MAX_RETRY_S = 2.0, 20.0

@@ -27,10 +27,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from scheduler.backends.kubernetes import inventory, names
-from scheduler.backends.kubernetes.api import Kube
-from scheduler.backends.kubernetes.apierrors import ApiError
+from scheduler.backends.kubernetes import names
+from scheduler.backends.kubernetes.client.api import Kube
+from scheduler.backends.kubernetes.client.apierrors import ApiError
 from scheduler.backends.kubernetes.config import KubeConfig
+from scheduler.backends.kubernetes.view import inventory
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
-from scheduler.backends.kubernetes import names, podfit
+from scheduler.backends.kubernetes import names
+from scheduler.backends.kubernetes.view import podfit
 from scheduler.model import Enforcement, Node, Taint
 
 Obj = dict[str, Any]

@@ -21,21 +21,23 @@ from dataclasses import replace
 from typing import Any
 
 from scheduler.backends import base
-from scheduler.backends.kubernetes import (
-    events,
-    names,
-    objectmeta,
-    podindex,
-    podrules,
-    shares,
-)
-from scheduler.backends.kubernetes.api import STRATEGIC_PATCH, Kube
+from scheduler.backends.kubernetes import names
+from scheduler.backends.kubernetes.client import events
+from scheduler.backends.kubernetes.client.api import STRATEGIC_PATCH, Kube
 from scheduler.backends.kubernetes.config import KubeConfig
-from scheduler.backends.kubernetes.draforeign import ForeignClaims
-from scheduler.backends.kubernetes.foreigngangs import PREFIX, ForeignGang, Gangs, group_of
-from scheduler.backends.kubernetes.nodefit import Fits, NodeFit
-from scheduler.backends.kubernetes.podbinder import PodBinder
-from scheduler.backends.kubernetes.status import ForeignPod
+from scheduler.backends.kubernetes.foreignpods.draforeign import ForeignClaims
+from scheduler.backends.kubernetes.foreignpods.foreigngangs import (
+    PREFIX,
+    ForeignGang,
+    Gangs,
+    group_of,
+)
+from scheduler.backends.kubernetes.foreignpods.nodefit import Fits, NodeFit
+from scheduler.backends.kubernetes.pods import objectmeta
+from scheduler.backends.kubernetes.pods.podbinder import PodBinder
+from scheduler.backends.kubernetes.reservations import shares
+from scheduler.backends.kubernetes.view import podindex, podrules
+from scheduler.backends.kubernetes.view.status import ForeignPod
 from scheduler.model import JobRequest, NodeRules, Requirement, RunningJob, WorkerPlacement
 from scheduler.placement import eligible
 

@@ -19,32 +19,24 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from scheduler.backends import base
-from scheduler.backends.kubernetes import (
-    disruption,
-    events,
-    fractioncharge,
-    gangs,
-    inventory,
-    manifests,
-    names,
-    objectmeta,
-    podindex,
-    shares,
-    workerpod,
-)
-from scheduler.backends.kubernetes.api import Kube
-from scheduler.backends.kubernetes.apierrors import ApiError, DisruptionBlocked
-from scheduler.backends.kubernetes.config import KubeConfig
-from scheduler.backends.kubernetes.draclaims import NodeOffer
-from scheduler.backends.kubernetes.nominees import Nominees
-from scheduler.backends.kubernetes.objects import (
+from scheduler.backends.kubernetes import names
+from scheduler.backends.kubernetes.client import events
+from scheduler.backends.kubernetes.client.api import Kube
+from scheduler.backends.kubernetes.client.apierrors import ApiError, DisruptionBlocked
+from scheduler.backends.kubernetes.client.objects import (
     delete_job_objects,
     ensure,
     graceful,
     patch_quietly,
 )
-from scheduler.backends.kubernetes.podbinder import PodBinder
-from scheduler.backends.kubernetes.reflector import Reflector
+from scheduler.backends.kubernetes.client.reflector import Reflector
+from scheduler.backends.kubernetes.config import KubeConfig
+from scheduler.backends.kubernetes.dra.draclaims import NodeOffer
+from scheduler.backends.kubernetes.pods import disruption, gangs, manifests, objectmeta, workerpod
+from scheduler.backends.kubernetes.pods.nominees import Nominees
+from scheduler.backends.kubernetes.pods.podbinder import PodBinder
+from scheduler.backends.kubernetes.reservations import fractioncharge, shares
+from scheduler.backends.kubernetes.view import inventory, podindex
 from scheduler.model import WorkerPlacement
 from scheduler.spec import Framework
 

@@ -18,18 +18,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from scheduler.backends.kubernetes import (
-    events,
-    holds,
-    inventory,
-    names,
-    reservationpod,
-    reserve,
-    status,
-)
-from scheduler.backends.kubernetes.api import Kube
-from scheduler.backends.kubernetes.apierrors import ApiError, Unavailable
+from scheduler.backends.kubernetes import names
+from scheduler.backends.kubernetes.client import events
+from scheduler.backends.kubernetes.client.api import Kube
+from scheduler.backends.kubernetes.client.apierrors import ApiError, Unavailable
 from scheduler.backends.kubernetes.config import KubeConfig
+from scheduler.backends.kubernetes.reservations import holds, reservationpod, reserve
+from scheduler.backends.kubernetes.view import inventory, status
 from scheduler.model import RunningJob
 
 log = logging.getLogger(__name__)
@@ -46,12 +41,6 @@ def _since_s(stamp: object) -> float:
         return 0.0
     t = dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
     return (dt.datetime.now(dt.UTC) - t).total_seconds()
-
-
-def is_reservation(pod: Obj) -> bool:
-    return names.is_managed(pod) and (
-        names.labels_of(pod).get(names.COMPONENT) == names.RESERVATION_COMPONENT
-    )
 
 
 def no_gpu_message(pod: Obj) -> str | None:
@@ -142,7 +131,7 @@ class Reservations:
         found = self.kube.get("pods", name, self.config.reservation_namespace)
         if found is None:  # deleted in between: make it again
             return self.ensure(node, gpu)
-        if not is_reservation(found):
+        if not names.is_reservation(found):
             raise ApiError(409, "Conflict", f"pod {name} exists and is not Shoal's")
         if found["metadata"].get("deletionTimestamp"):
             # The last one is still going away (its GPU still held): launch later.
@@ -160,7 +149,7 @@ class Reservations:
         out = {}
         timeout = self.config.reservation_uuid_timeout_s
         for pod in pods:
-            if not is_reservation(pod) or pod["metadata"].get("deletionTimestamp"):
+            if not names.is_reservation(pod) or pod["metadata"].get("deletionTimestamp"):
                 continue
             name, st = pod["metadata"]["name"], pod.get("status") or {}
             no_gpu = no_gpu_message(pod)
@@ -225,7 +214,7 @@ class Reservations:
         `ns`: where it is, if not the configured namespace (one made before a change)."""
         ns = ns or self.config.reservation_namespace
         res = self.kube.get("pods", name, ns)
-        if res is None or not is_reservation(res) or _age_s(res) < min_age_s:
+        if res is None or not names.is_reservation(res) or _age_s(res) < min_age_s:
             return False
         users, _ = self.kube.list("pods", None, labels=f"{names.RESERVATION}={name}")
         if any((u.get("status") or {}).get("phase") not in inventory.TERMINAL for u in users):
@@ -243,7 +232,7 @@ class Reservations:
         for pod in pods:
             name = pod["metadata"]["name"]
             if (
-                is_reservation(pod)
+                names.is_reservation(pod)
                 and name not in used
                 and not pod["metadata"].get("deletionTimestamp")
             ):

@@ -10,9 +10,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from scheduler.backends import base, workerenv
-from scheduler.backends.kubernetes import fractioncharge, names, nodepool
+from scheduler.backends.kubernetes import names, nodepool
 from scheduler.backends.kubernetes.config import KubeConfig
-from scheduler.backends.kubernetes.objectmeta import is_fractional, job_labels, object_meta
+from scheduler.backends.kubernetes.pods.objectmeta import is_fractional, job_labels, object_meta
+from scheduler.backends.kubernetes.reservations import fractioncharge
 from scheduler.model import WorkerPlacement
 from scheduler.spec import Framework, JobSpec
 from scheduler.spec import volumes as vols

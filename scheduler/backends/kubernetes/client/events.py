@@ -13,8 +13,8 @@ import hashlib
 import logging
 from typing import Any
 
-from scheduler.backends.kubernetes.api import Kube
-from scheduler.backends.kubernetes.apierrors import ApiError
+from scheduler.backends.kubernetes.client.api import Kube
+from scheduler.backends.kubernetes.client.apierrors import ApiError
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from scheduler.backends.kubernetes.api import Kube
-from scheduler.backends.kubernetes.apierrors import ApiError
+from scheduler.backends.kubernetes.client.api import Kube
+from scheduler.backends.kubernetes.client.apierrors import ApiError
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.backends.base import WorkerStatus
-from scheduler.backends.kubernetes import inventory, names, podfit, shares, status
+from scheduler.backends.kubernetes import names
+from scheduler.backends.kubernetes.view import inventory, podfit, status
 from scheduler.model import RunningJob
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ def _entry(pod: Obj, scheduler_name: str) -> _Entry:
             usage=next(iter(used.items()), None),
             adopted=adopted[0] if adopted else None,
             worker=(pod, status.worker_status(pod)) if status.is_worker(pod) else None,
-            reservation=pod if shares.is_reservation(pod) else None,
+            reservation=pod if names.is_reservation(pod) else None,
             foreign_job=foreign.job_id
             if foreign is not None
             else (job if status.is_worker(pod) and not names.is_managed(pod) else None),

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.backends.kubernetes import events, names, shares, status
-from scheduler.backends.kubernetes.api import Kube
+from scheduler.backends.kubernetes import names
+from scheduler.backends.kubernetes.client import events
+from scheduler.backends.kubernetes.client.api import Kube
 from scheduler.backends.kubernetes.config import KubeConfig
-from scheduler.backends.kubernetes.draclaims import DraClaims
+from scheduler.backends.kubernetes.dra.draclaims import DraClaims
+from scheduler.backends.kubernetes.reservations import shares
+from scheduler.backends.kubernetes.view import status
 
 Obj = dict[str, Any]
 

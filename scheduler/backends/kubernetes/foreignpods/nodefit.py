@@ -19,10 +19,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from scheduler.backends.kubernetes import podfit
-from scheduler.backends.kubernetes.podindex import PodIndex
-from scheduler.backends.kubernetes.reflector import Reflector
-from scheduler.backends.kubernetes.status import ForeignPod
+from scheduler.backends.kubernetes.client.reflector import Reflector
+from scheduler.backends.kubernetes.view import podfit
+from scheduler.backends.kubernetes.view.podindex import PodIndex
+from scheduler.backends.kubernetes.view.status import ForeignPod
 from scheduler.model import NodeRules
 
 Obj = dict[str, Any]

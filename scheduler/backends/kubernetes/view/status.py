@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scheduler.backends.base import WorkerState, WorkerStatus
-from scheduler.backends.kubernetes import inventory, names, podfit, podrules
+from scheduler.backends.kubernetes import names
+from scheduler.backends.kubernetes.view import inventory, podfit, podrules
 from scheduler.model import JobRequest, NodeRules, RunningJob, WorkerPlacement
 from scheduler.placement import eligible
 from scheduler.spec.quantities import parse_memory_mib

@@ -13,7 +13,7 @@ from typing import Any
 
 from scheduler.backends import base
 from scheduler.backends.kubernetes import names
-from scheduler.backends.kubernetes.objectmeta import job_labels, object_meta
+from scheduler.backends.kubernetes.pods.objectmeta import job_labels, object_meta
 
 Obj = dict[str, Any]
 GROUP = "scheduling.k8s.io/v1beta1"

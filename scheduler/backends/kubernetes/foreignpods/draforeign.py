@@ -29,11 +29,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.backends.kubernetes import claimobjects, dra, nodepool
-from scheduler.backends.kubernetes.api import STRATEGIC_PATCH, Kube
-from scheduler.backends.kubernetes.apierrors import ApiError
-from scheduler.backends.kubernetes.draclaims import DraClaims, DraUnfit
-from scheduler.backends.kubernetes.status import ForeignPod
+from scheduler.backends.kubernetes import dra, nodepool
+from scheduler.backends.kubernetes.client.api import STRATEGIC_PATCH, Kube
+from scheduler.backends.kubernetes.client.apierrors import ApiError
+from scheduler.backends.kubernetes.dra import claimobjects
+from scheduler.backends.kubernetes.dra.draclaims import DraClaims, DraUnfit
+from scheduler.backends.kubernetes.view.status import ForeignPod
 from scheduler.model import Node, NodeRules, Requirement, WorkerPlacement
 from scheduler.placement import eligible
 
