@@ -9,6 +9,7 @@ binary SI (Ki … Ei), decimal SI (n … E) or exponent (e3, E-3) suffix.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -36,6 +37,11 @@ def parse_quantity(value: str | int | float) -> Fraction:
         if not math.isfinite(value):
             raise ValueError(f"{value!r} is not a quantity")
         return Fraction(repr(value))
+    return _parse_text(value)
+
+
+@functools.lru_cache(maxsize=4096)  # a cluster's pods ask the same few quantities
+def _parse_text(value: str) -> Fraction:
     m = _QUANTITY.match(value.strip())
     if not m:
         raise ValueError(f"{value[:40]!r} is not a quantity such as 80Gi, 1.5G or 500m")
