@@ -124,6 +124,16 @@ def is_managed(obj: Obj) -> bool:
     return labels_of(obj).get(MANAGED_BY) == SHOAL
 
 
+def node_pod_labels(component: str, node: str) -> dict[str, str]:
+    """The labels of a pod Shoal keeps on one node for itself (a reservation, a nominee)."""
+    return {
+        NAME: "shoal",
+        COMPONENT: component,
+        MANAGED_BY: SHOAL,
+        NODE_LABEL: label_value(node),
+    }
+
+
 def is_reservation(pod: Obj) -> bool:
     """A GPU reservation pod Shoal made (`reservations.reservationpod`)."""
     return is_managed(pod) and labels_of(pod).get(COMPONENT) == RESERVATION_COMPONENT

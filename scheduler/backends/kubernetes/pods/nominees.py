@@ -75,12 +75,7 @@ def nominee_pod(victim: Obj, scheduler_name: str, config: KubeConfig) -> Obj | N
         "metadata": {
             "name": name,
             "namespace": config.reservation_namespace,
-            "labels": {
-                names.NAME: "shoal",
-                names.COMPONENT: names.NOMINEE_COMPONENT,
-                names.MANAGED_BY: names.SHOAL,
-                names.NODE_LABEL: names.label_value(node),
-            },
+            "labels": names.node_pod_labels(names.NOMINEE_COMPONENT, node),
             "annotations": {
                 names.NODE: node,
                 VICTIM_UID: uid,

@@ -49,10 +49,7 @@ def reservation_pod(node: str, gpu: int, config: KubeConfig) -> Obj:
             "name": name,
             "namespace": config.reservation_namespace,
             "labels": {
-                names.NAME: "shoal",
-                names.COMPONENT: names.RESERVATION_COMPONENT,
-                names.MANAGED_BY: names.SHOAL,
-                names.NODE_LABEL: names.label_value(node),
+                **names.node_pod_labels(names.RESERVATION_COMPONENT, node),
                 names.GPU_INDEX: str(gpu),
             },
             "annotations": {names.NODE: node, names.GPUS: str(gpu), **DO_NOT_DISRUPT},
