@@ -124,29 +124,22 @@ def _capacity(spec: JobSpec, nodes: Sequence[Node]) -> list[Problem]:
         return [Problem(("cpu",), f"needs {spec.cpu_milli}m CPU per worker; no node has that")]
     if max(n.memory_mib for n in gpu_nodes) < spec.memory_mib:
         return [Problem(("memory",), f"needs {spec.memory_mib} MiB per worker; no node has that")]
-    # The core's own fit (`placement.fit.capacity`): MPS slices, enforcement and a gang's
-    # distinct GPUs counted as placement counts them.
+    # The core's own fit (`placement.fit.capacity`) on each node as an admin could make
+    # it: fractions enforced and no MPS slices (MPS may be started or reconfigured later),
+    # and the job's workers allowed to share a GPU. A gang short of distinct GPUs, or of
+    # enforcing nodes, waits with its reason instead (docs/core.md: the door does not
+    # refuse those).
     job = request.job_request(spec)
-    demand = fit.Demand.of(job)
-
-    def room(distinct: bool) -> int:
-        return sum(fit.capacity(demand, Sig.empty(n), job.workers, distinct=distinct)
-                   for n in gpu_nodes)  # fmt: skip
-
-    capacity = room(job.distinct_gpus)
+    demand = fit.Demand.of(job)._replace(enforced_only=False)
+    capacity = sum(
+        fit.capacity(demand, Sig.empty(n)._replace(slices=0), job.workers) for n in gpu_nodes
+    )
     if capacity < spec.min_workers:
-        own = job.distinct_gpus and room(False) >= spec.min_workers
         return [
             Problem(
                 ("workers",),
                 f"{spec.min_workers} workers can never run at once: the whole cluster "
-                f"({len(gpu_nodes)} eligible nodes, empty) holds at most {capacity} of them"
-                + (
-                    ", each on a GPU of its own (distinctGpus: NCCL ranks cannot share one; "
-                    "false lets them)"
-                    if own
-                    else ""
-                ),
+                f"({len(gpu_nodes)} eligible nodes, empty) holds at most {capacity} of them",
             )
         ]
     return []

@@ -1,8 +1,9 @@
-"""The front doors' "can never run" (`feasibility.check_job`) counts a node's room by the
-core's own fit (`placement.fit.capacity` on the node as if empty, issue 38 item 4): MPS
-slices, enforcement and a gang's distinct GPUs as placement counts them, so the door
-refuses exactly what the core could never place, and a node whose sharing is off only
-now (`no_sharing`) still counts."""
+"""The front doors' "can never run" (`feasibility.check_job`) counts a node's room with
+the core's own fit (`placement.fit.capacity` on the node as if empty, issue 38 item 4),
+so fractions and GPU memory are counted as placement counts them; what an admin or the
+job can change is not a refusal but a pending reason (docs/core.md): workers that need
+distinct GPUs, fractions that must be enforced, a node's MPS slices, sharing that is off
+only now."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from scheduler import feasibility
-from scheduler.model import Enforcement, Node, Queue
+from scheduler.model import Node, Queue
 from scheduler.spec import JobSpec
 
 A100 = "A100"
@@ -33,21 +34,17 @@ CASES = [
     ("two-halves-per-gpu", [node("a", 1)], {"workers": 2, "gpu": 0.5, **GLOO}, None),
     ("three-halves-on-one-gpu", [node("a", 1)], {"workers": 3, "gpu": 0.5, **GLOO},
      "holds at most 2"),
-    # NCCL ranks (pytorch's default) cannot share a GPU: the core never places them so.
-    ("nccl-ranks-on-one-gpu", [node("a", 1)], {"workers": 2, "gpu": 0.5},
-     "holds at most 1 of them, each on a GPU of its own (distinctGpus"),
-    # A node of 2 MPS slices per GPU takes fractions of at most 1/2, one slice each.
-    ("slices-take-a-half", [node("m", 2, slices=2)], {"workers": 4, "gpu": 0.5, **GLOO}, None),
-    ("slices-refuse-more-than-a-slice", [node("m", 2, slices=2)], {"gpu": 0.75}, "holds at most 0"),
-    ("slices-refuse-whole-gpus", [node("m", 2, slices=2)], {"gpu": 1}, "holds at most 0"),
-    # `enforcement: required` goes only where fractions are enforced.
-    ("advisory-refuses-enforced", [node("a")], {"gpu": 0.5, "enforcement": "required"},
-     "holds at most 0"),
-    ("mps-takes-enforced", [node("e", enforcement=Enforcement.MPS)],
-     {"gpu": 0.5, "enforcement": "required"}, None),
-    # Sharing off now is not "never".
-    ("no-sharing-now-still-counts", [node("a", 1, no_sharing="reservation saw no GPU")],
-     {"gpu": 0.5}, None),
+    ("gpu-memory-per-gpu", [node("a", 1)], {"workers": 2, "gpu": None, "gpuMemory": "50000Mi"},
+     "holds at most 1"),
+    ("gpu-memory-two-per-gpu", [node("a", 1)], {"workers": 2, "gpu": None, "gpuMemory": "40000Mi",
+     **GLOO}, None),
+    # Admitted, to wait with the reason (docs/core.md): NCCL ranks that would share the
+    # one GPU (DistinctGpus), a fraction larger than an MPS slice, an enforced fraction
+    # where none is enforced yet, sharing off only now.
+    ("nccl-ranks-on-one-gpu", [node("a", 1)], {"workers": 2, "gpu": 0.5}, None),
+    ("slices-larger-fraction", [node("m", 2, slices=2)], {"gpu": 0.75}, None),
+    ("advisory-enforced", [node("a")], {"gpu": 0.5, "enforcement": "required"}, None),
+    ("no-sharing-now", [node("a", 1, no_sharing="reservation saw no GPU")], {"gpu": 0.5}, None),
     ("whole-gpus-add-up-across-nodes", [node("a"), node("b")], {"workers": 2, "gpu": 2}, None),
     ("whole-gpus-past-the-cluster", [node("a"), node("b")], {"workers": 3, "gpu": 2},
      "holds at most 2"),
