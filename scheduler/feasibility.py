@@ -34,12 +34,12 @@ def _fmt(x: float) -> str:
     return f"{x:g}"
 
 
-def _total_gpus(request: JobRequest, nodes: Sequence[Node]) -> float:
+def _total_gpus(job: JobRequest, nodes: Sequence[Node]) -> float:
     """GPUs the job counts against its queue's limit: the core's own count
     (`accounting.PendingGpus`: a `gpuMemory` worker is the share of the largest GPU of an
     allowed model that holds it), so the door refuses only what the core would never
     place. With no GPU node known it counts nothing: no evidence, no refusal."""
-    return accounting.PendingGpus(nodes).total(request)
+    return accounting.PendingGpus(nodes).total(job)
 
 
 def check_job(
@@ -70,7 +70,8 @@ def check_job(
         problems.append(
             Problem(("queue",), f"queue {spec.queue!r} does not exist (known: {known})")
         )
-    total = _total_gpus(request.job_request(spec), nodes)
+    job = request.job_request(spec)
+    total = _total_gpus(job, nodes)
     if queue is not None and queue.limit.total is not None and total > queue.limit.total + EPS:
         problems.append(
             Problem(
@@ -91,11 +92,11 @@ def check_job(
     if unknown and len(unknown) == len(spec.gpu_type):
         return problems
     eligible = [n for n in nodes if not spec.gpu_type or n.gpu_model in spec.gpu_type]
-    problems.extend(_capacity(spec, eligible))
+    problems.extend(_capacity(spec, job, eligible))
     return problems
 
 
-def _capacity(spec: JobSpec, nodes: Sequence[Node]) -> list[Problem]:
+def _capacity(spec: JobSpec, job: JobRequest, nodes: Sequence[Node]) -> list[Problem]:
     wants_gpu = spec.gpu is not None or spec.gpu_memory_mib is not None
     gpu_nodes = [n for n in nodes if n.gpu_count > 0] if wants_gpu else list(nodes)
     if not gpu_nodes:
@@ -129,7 +130,6 @@ def _capacity(spec: JobSpec, nodes: Sequence[Node]) -> list[Problem]:
     # and the job's workers allowed to share a GPU. A gang short of distinct GPUs, or of
     # enforcing nodes, waits with its reason instead (docs/core.md: the door does not
     # refuse those).
-    job = request.job_request(spec)
     demand = fit.Demand.of(job)._replace(enforced_only=False)
     capacity = sum(
         fit.capacity(demand, Sig.empty(n)._replace(slices=0), job.workers) for n in gpu_nodes

@@ -13,12 +13,15 @@ def job_request(
     spec: JobSpec,
     *,
     job_id: str = "",
+    name: str | None = None,
+    queue: str | None = None,
     priority: int = 0,
     submitted_at: float = 0.0,
 ) -> model.JobRequest:
+    """`name` and `queue`: a stored job's own (else the spec's)."""
     return model.JobRequest(
         id=job_id,
-        queue=spec.queue,
+        queue=spec.queue if queue is None else queue,
         workers=spec.min_workers,
         gpu=spec.gpu or 0.0,
         gpu_memory_mib=spec.gpu_memory_mib,
@@ -30,7 +33,7 @@ def job_request(
         submitted_at=submitted_at,
         max_runtime_s=None if spec.max_runtime is None else float(spec.max_runtime),
         grace_period_s=float(spec.termination_grace_period_seconds),
-        name=spec.name,
+        name=spec.name if name is None else name,
         distinct_gpus=spec.gpus_distinct,
         enforced_only=spec.enforcement is Enforcement.REQUIRED,
         nodes=node_rules(spec),

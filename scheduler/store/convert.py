@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,13 +42,14 @@ def job_spec(row: schema.JobRow) -> JobSpec:
 def job_request(row: schema.JobRow, spec: JobSpec | None = None) -> model.JobRequest:
     """The core's request of a stored job: its spec's (`core.request`), with the row's
     id, name (a REST job may have had one made up), queue, priority and time."""
-    made = request.job_request(
+    return request.job_request(
         spec or job_spec(row),
         job_id=row.id,
+        name=row.name,
+        queue=row.queue,
         priority=row.priority,
         submitted_at=row.created_at.timestamp(),
     )
-    return dataclasses.replace(made, name=row.name, queue=row.queue)
 
 
 def placements(data: Sequence[Any]) -> tuple[model.WorkerPlacement, ...]:

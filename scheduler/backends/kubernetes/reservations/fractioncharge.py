@@ -18,14 +18,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
-from scheduler.spec.quantities import parse_quantity
+from scheduler.backends.kubernetes.client.api import Kube
+from scheduler.backends.kubernetes.view import inventory, podfit
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 RESOURCE = "shoal.dev/gpu-milli"
-GPU = "nvidia.com/gpu"
 
 
 def milli(fraction: float) -> int:
@@ -36,21 +36,14 @@ def milli(fraction: float) -> int:
 def advertised(node: Obj) -> int:
     """What the node should advertise: 1000 per GPU it has."""
     capacity = (node.get("status") or {}).get("capacity") or {}
-    try:
-        return int(parse_quantity(capacity.get(GPU, 0))) * 1000
-    except ValueError:
-        return 0
-
-
-class Patches(Protocol):  # `api.Kube`, which the pure pod builder may not import
-    def patch(self, resource: str, name: str, body: Obj) -> Obj: ...
+    return int(podfit.quantity(capacity.get(inventory.GPU, 0))) * 1000
 
 
 class Advertiser:
     """Patches a node's status with `RESOURCE` when it lacks it (or it is stale), once
     per node and amount: the node cache may lag the patch."""
 
-    def __init__(self, kube: Patches, nodes: Callable[[str], Obj | None]) -> None:
+    def __init__(self, kube: Kube, nodes: Callable[[str], Obj | None]) -> None:
         self.kube, self.nodes = kube, nodes
         self._done: dict[str, str] = {}  # node -> the amount patched
         self._lock = threading.Lock()
