@@ -22,19 +22,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any
 
 from scheduler import model
 from scheduler.backends import base
 from scheduler.clock import as_datetime
 from scheduler.loop import faults, launching, resize, transition
 from scheduler.loop.context import Cycle
-from scheduler.loop.enact import enact, stop_quietly
+from scheduler.loop.enact import enact, stop_quietly, taken
 from scheduler.loop.workerenv import env_for
 from scheduler.spec import Phase
 from scheduler.store import cycle as store
-from scheduler.store import errors
-from scheduler.store.port import EventWrite, PlacementWrite
+from scheduler.store.batches import EventWrite
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +45,8 @@ class Applied:
     pending: int = 0
     launch_failed: list[str] = field(default_factory=list)
     violations: list[model.Violation] = field(default_factory=list)
-    # What this step wrote (job id, version written at, columns), for the loop's cache:
-    # the placements, and the pending reasons (columns no `LiveJob` field holds).
-    wrote: list[tuple[str, int, Mapping[str, Any]]] = field(default_factory=list)
+    # The jobs as this step left them in the store, for the loop's cache.
+    wrote: list[store.LiveJob] = field(default_factory=list)
 
 
 def report_violations(
@@ -82,11 +79,7 @@ def apply(
     abilities = cycle.backend.capabilities()
     out = Applied(violations=list(result.violations))
     report_violations(result.violations, cycle.memory.violations)
-    for p in result.preempts:
-        try:
-            _preempt(cycle, p, live, out)
-        except Exception as exc:
-            cycle.on_error(p.job_id, "preemption", exc)
+    _preempt_all(cycle, result.preempts, live, out)
     out.resized = resize.apply_all(cycle, result.resizes, live, out.wrote)
     ours = []
     for place in result.places:
@@ -95,57 +88,51 @@ def apply(
         else:
             ours.append(place)
     _place_all(cycle, ours, live, out)
-    changed: list[tuple[str, int, model.PendingReason]] = []
+    changed: list[tuple[store.LiveJob, model.PendingReason]] = []
     for keep in result.pending:
         try:
             _keep(cycle, keep, live, abilities.pending_notes, foreign_ids, out, changed)
         except Exception as exc:
             cycle.on_error(keep.job_id, "recording the pending reason", exc)
-    out.wrote.extend((job_id, version, {}) for job_id, version in _write_reasons(cycle, changed))
+    _write_reasons(cycle, changed, out)
     return out
 
 
 def _write_reasons(
-    cycle: Cycle, changed: list[tuple[str, int, model.PendingReason]]
-) -> list[tuple[str, int]]:
-    """The reasons that changed, in one write; if that fails, job by job, so one job's
-    trouble is that job's. Returns (job id, version read) of each written."""
-    db = cycle.db
-    try:
-        done = db.set_pending_reasons(reasons=changed)
-    except Exception:
-        db.rollback()
-        done = []
-        for job_id, _, reason in changed:
-            try:
-                db.set_pending_reason(job_id=job_id, reason=reason)
-            except errors.MOVED_ON:
-                continue
-            except Exception as exc:
-                cycle.on_error(job_id, "recording the pending reason", exc)
-                continue
-            done.append(job_id)
-    read = {job_id: (version, reason) for job_id, version, reason in changed}
-    for job_id in done:
-        cycle.memory.reasons[job_id] = read[job_id][1]
-    return [(job_id, read[job_id][0]) for job_id in done]
-
-
-def _preempt(
-    cycle: Cycle, p: model.Preempt, live: Mapping[str, store.LiveJob], out: Applied
+    cycle: Cycle, changed: list[tuple[store.LiveJob, model.PendingReason]], out: Applied
 ) -> None:
-    lj = live.get(p.job_id)
-    if lj is None or lj.phase not in (Phase.SCHEDULED, Phase.RUNNING):
-        stop_quietly(cycle.backend, p.job_id, p.grace_period_s, reason=base.StopReason.PREEMPTED)
-        return
-    message = p.reason + (f" (for {p.for_job})" if p.for_job else "")
-    try:
-        t = transition.preempt(p.grace_period_s, message)
-        enact(cycle.db, cycle.backend, lj.id, lj.version, t, now=cycle.now)
-    except errors.MOVED_ON as exc:
-        log.info("preempt of %s skipped: %s", lj.id, exc)
-        return
-    out.preempted.append(lj.id)
+    """The reasons that changed, in one write; the memory keeps what was written."""
+    todo = [(lj, transition.waits(reason)) for lj, reason in changed]
+    for (lj, reason), result in zip(changed, enact(cycle.db, cycle.backend, todo, now=cycle.now),
+                                    strict=True):  # fmt: skip
+        if (job := taken(result, lj.id, "recording the pending reason", cycle.on_error)) is None:
+            continue
+        cycle.memory.reasons[lj.id] = reason
+        out.wrote.append(job)
+
+
+def _preempt_all(
+    cycle: Cycle,
+    preempts: Sequence[model.Preempt],
+    live: Mapping[str, store.LiveJob],
+    out: Applied,
+) -> None:
+    """Each preemption recorded (Preempted, then Pending again), then its workers stopped;
+    a victim no longer holding GPUs in the store is only stopped."""
+    todo = []
+    for p in preempts:
+        lj = live.get(p.job_id)
+        if lj is None or lj.phase not in (Phase.SCHEDULED, Phase.RUNNING):
+            stop_quietly(cycle.backend, p.job_id, p.grace_period_s,
+                         reason=base.StopReason.PREEMPTED)  # fmt: skip
+            continue
+        message = p.reason + (f" (for {p.for_job})" if p.for_job else "")
+        todo.append((lj, transition.preempt(p.grace_period_s, message)))
+    for (lj, _), result in zip(todo, enact(cycle.db, cycle.backend, todo, now=cycle.now),
+                               strict=True):  # fmt: skip
+        if (job := taken(result, lj.id, "preemption", cycle.on_error)) is not None:
+            out.preempted.append(lj.id)
+            out.wrote.append(job)
 
 
 def _bind(cycle: Cycle, foreign: base.ForeignWorkloads, place: model.Place, out: Applied) -> None:
@@ -163,70 +150,40 @@ def _place_all(
     cycle: Cycle, places: Sequence[model.Place], live: Mapping[str, store.LiveJob], out: Applied
 ) -> None:
     """Record every placement as a new attempt (one transaction), then launch each, then
-    write their `Launched` events together. Should the batch fail, each job is placed
-    on its own, its error its own."""
+    write their `Launched` events together."""
     todo = [(p, lj) for p in places if (lj := live.get(p.job_id)) and lj.phase is Phase.PENDING]
     if not todo:
         return
-    writes = [PlacementWrite(lj.id, lj.version, p.placements, lj.attempt + 1) for p, lj in todo]
-    try:
-        written = cycle.db.record_placements(writes=writes, now=as_datetime(cycle.now))
-    except Exception as exc:
-        cycle.db.rollback()
-        log.warning("recording %d placements at once failed (%s); one by one", len(todo), exc)
-        for place, _ in todo:
-            try:
-                _place(cycle, place, live, out)
-            except Exception as one:
-                cycle.on_error(place.job_id, "placement", one)
-        return
-    faults.point("place:recorded")
+    moves = [(lj, transition.place(p.placements, lj.attempt + 1)) for p, lj in todo]
+    results = enact(cycle.db, cycle.backend, moves, now=cycle.now)
     launched: list[EventWrite] = []
-    for place, lj in todo:
-        if lj.id not in written:
-            log.info("placement of %s skipped: the job moved on meanwhile", lj.id)
+    for (place, lj), result in zip(todo, results, strict=True):
+        if (job := taken(result, lj.id, "placement", cycle.on_error)) is None:
             continue
-        out.wrote.append((lj.id, lj.version, written[lj.id]))
+        out.wrote.append(job)
         try:
-            _launch(cycle, lj, place, lj.version + 1, out, launched)
+            _launch(cycle, job, place, out, launched)
         except Exception as exc:
             cycle.on_error(lj.id, "placement", exc)
     cycle.db.append_events(events=launched, now=as_datetime(cycle.now))
-
-
-def _place(
-    cycle: Cycle, place: model.Place, live: Mapping[str, store.LiveJob], out: Applied
-) -> None:
-    """Record one placement as a new attempt (a transition), then launch it."""
-    lj = live.get(place.job_id)
-    if lj is None or lj.phase is not Phase.PENDING:
-        return
-    recorded = transition.place(place.placements, lj.attempt + 1)
-    try:
-        version = enact(cycle.db, cycle.backend, lj.id, lj.version, recorded, now=cycle.now)
-    except errors.MOVED_ON as exc:
-        log.info("placement of %s skipped: %s", lj.id, exc)
-        return
-    _launch(cycle, lj, place, version, out, None)
 
 
 def _launch(
     cycle: Cycle,
     lj: store.LiveJob,
     place: model.Place,
-    version: int,
     out: Applied,
-    launched: list[EventWrite] | None,
+    launched: list[EventWrite],
 ) -> None:
-    """Launch the attempt just recorded (its `Launched` event into `launched`, if given)."""
+    """Launch the attempt `lj` holds, just recorded (its `Launched` event into `launched`)."""
     cycle.memory.reasons.pop(lj.id, None)  # the placement cleared the stored reason
     env = env_for(cycle.worker_env, lj.id)
-    request = base.LaunchRequest(lj.id, lj.spec, lj.attempt + 1, place.placements, env, lj.origin)
+    request = base.LaunchRequest(lj.id, lj.spec, lj.attempt, place.placements, env, lj.origin)
     ok = launching.launch(
         cycle.db,
         cycle.backend,
+        lj,
         request,
-        version=version,
         now=cycle.now,
         backoff=cycle.memory.launches,
         launched=launched,
@@ -242,7 +199,7 @@ def _keep(
     notes: base.PendingNotes | None,
     foreign_ids: Set[str],
     out: Applied,
-    changed: list[tuple[str, int, model.PendingReason]],
+    changed: list[tuple[store.LiveJob, model.PendingReason]],
 ) -> None:
     written = cycle.memory.reasons
     lj = live.get(keep.job_id)
@@ -259,4 +216,4 @@ def _keep(
         return
     out.pending += 1
     if written.get(lj.id) != keep.reason:
-        changed.append((lj.id, lj.version, keep.reason))
+        changed.append((lj, keep.reason))

@@ -26,7 +26,6 @@ import dataclasses
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from scheduler import model
 from scheduler.backends.base import WorkerStatus
@@ -160,21 +159,23 @@ class SchedulerCache:
         self.held = fresh
         return out
 
-    def wrote(self, writes: Iterable[tuple[str, int, Mapping[str, Any]]]) -> None:
-        """This loop wrote these columns of these jobs at these versions (committed): the
-        cached job becomes the row as it now reads, one version on, instead of being read
-        back. A row that moved otherwise meanwhile is at another version, and is read
-        again. A settled job stays settled through a write no `LiveJob` field reads (a
-        pending reason)."""
-        jobs = self.live.jobs
-        for job_id, version, values in writes:
-            lj = jobs.get(job_id)
-            if lj is None or lj.version != version:
+    def wrote(self, jobs: Iterable[store.LiveJob]) -> None:
+        """This loop wrote these jobs (committed), each as its row now reads: the cached
+        job becomes it instead of being read back. One given back at the version it was
+        cached at (a write the store could not place at a version) is read again, as the
+        version moved. A settled job stays settled through a write no `LiveJob` field
+        reads (a pending reason)."""
+        cached = self.live.jobs
+        for lj in jobs:
+            old = cached.get(lj.id)
+            if old is None or lj.version <= old.version:
                 continue
-            jobs[job_id] = store.written(lj, values)
-            s = self.settled.get(job_id)
-            if not values and s is not None and s.version == version:
-                self.settled[job_id] = dataclasses.replace(s, version=version + 1)
+            cached[lj.id] = lj
+            s = self.settled.get(lj.id)
+            if s is None or s.version != old.version:
+                continue
+            if dataclasses.replace(old, version=lj.version) == lj:
+                self.settled[lj.id] = dataclasses.replace(s, version=lj.version)
 
     def live_now(self, live: Sequence[store.LiveJob]) -> list[store.LiveJob]:
         """`live` (the jobs read this cycle) as the cache now holds them, those written

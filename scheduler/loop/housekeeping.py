@@ -4,7 +4,6 @@ workers that run out of this replica's sight, or of a stop a disruption budget h
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Mapping
 
@@ -12,7 +11,8 @@ from scheduler.backends import base
 from scheduler.clock import as_datetime
 from scheduler.loop import phases
 from scheduler.store import cycle as store
-from scheduler.store import errors, port
+from scheduler.store import port
+from scheduler.store.batches import EventWrite
 from scheduler.store.db import Database
 from scheduler.store.port import LiveStore
 
@@ -99,7 +99,4 @@ def report_blocked(
 
 def _event(db: LiveStore, job_id: str, kind: str, reason: str, message: str, now: float) -> None:
     """Append an event to the job's record; a job deleted meanwhile has none to take it."""
-    with contextlib.suppress(errors.NotFound):
-        db.append_event(
-            job_id=job_id, kind=kind, reason=reason, message=message, now=as_datetime(now)
-        )
+    db.append_events(events=[EventWrite(job_id, kind, reason, message)], now=as_datetime(now))

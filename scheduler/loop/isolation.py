@@ -13,6 +13,7 @@ from scheduler import model
 from scheduler.clock import as_datetime
 from scheduler.loop.context import Memory
 from scheduler.store import errors
+from scheduler.store.batches import EventWrite
 from scheduler.store.port import LiveStore
 
 log = logging.getLogger(__name__)
@@ -39,18 +40,14 @@ def record(
     message = f"{step} failed for this job: {text}; retrying in {delay:.0f}s"
     try:
         db.rollback()  # whatever the failed step left half-done
-        db.append_event(
-            job_id=job_id,
-            kind="JobError",
-            reason=step,
-            message=message,
-            now=as_datetime(now),
+        db.append_events(
+            events=[EventWrite(job_id, "JobError", step, message)], now=as_datetime(now)
         )
         reason = model.PendingReason(
             model.ReasonCode.JOB_ERROR, message, {"step": step, "retryInSeconds": round(delay)}
         )
         memory.reasons.pop(job_id, None)
-        db.set_pending_reason(job_id=job_id, reason=reason)
+        db.note_waiting(job_id=job_id, reason=reason)
     except (errors.InvalidTransition, errors.NotFound):
         pass  # not Pending (its reason is the event) or deleted meanwhile
     except Exception:

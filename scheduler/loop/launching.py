@@ -19,7 +19,6 @@ per-job backoff, and the cycle goes on with the other jobs.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -30,7 +29,9 @@ from scheduler.loop import transition
 from scheduler.loop.backoff import Backoff
 from scheduler.loop.enact import enact, stop_quietly
 from scheduler.store import errors, schema
-from scheduler.store.port import EventWrite, LiveStore
+from scheduler.store.batches import EventWrite
+from scheduler.store.live import LiveJob
+from scheduler.store.port import LiveStore
 
 log = logging.getLogger(__name__)
 LAUNCHED = "Launched"
@@ -44,16 +45,17 @@ def _is_transient(exc: Exception) -> bool:
 def launch(
     db: LiveStore,
     backend: base.ClusterBackend,
+    job: LiveJob,
     request: base.LaunchRequest,
     *,
-    version: int,
     now: float,
     backoff: Backoff,
     launched: list[EventWrite] | None = None,
 ) -> bool:
     """Launch one attempt; on failure make it the job's reason (see the module doc).
-    True when the backend took the launch. With `launched`, its `Launched` event goes
-    there, for the caller to write with others'."""
+    True when the backend took the launch. `job`: as the store holds it now (the attempt
+    recorded). With `launched`, its `Launched` event goes there, for the caller to write
+    with others'."""
     job_id, at = request.job_id, as_datetime(now)
     local = backend.capabilities().local_workers
     if local is not None:
@@ -76,11 +78,13 @@ def launch(
         refused = transition.launch_refused(
             f"{what}; retrying in {delay:.0f}s", request.attempt, delay, grace
         )
-        try:  # what the attempt made so far is stopped (the transition's stop)
-            enact(db, backend, job_id, version, refused, now=now)
-        except errors.MOVED_ON as race:
-            log.info("job %s changed meanwhile (%s)", job_id, race)
+        # What the attempt made so far is stopped (the transition's stop).
+        [result] = enact(db, backend, [(job, refused)], now=now)
+        if isinstance(result, errors.MOVED_ON):
+            log.info("job %s changed meanwhile (%s)", job_id, result)
             stop_quietly(backend, job_id, grace)
+        elif isinstance(result, Exception):
+            raise result from exc
         return False
     backoff.clear(job_id)
     data: dict[str, object] = {"attempt": request.attempt}
@@ -109,15 +113,8 @@ def _event(
     at: datetime,
     data: dict[str, object] | None = None,
 ) -> None:
-    with contextlib.suppress(errors.NotFound):  # deleted meanwhile
-        db.append_event(
-            job_id=job_id,
-            kind=kind,
-            reason=reason,
-            message=message,
-            data=data or {},
-            now=at,
-        )
+    """One event of the job (none for a job deleted meanwhile)."""
+    db.append_events(events=[EventWrite(job_id, kind, reason, message, data)], now=at)
 
 
 def launched_by(events: Sequence[schema.JobEventRow], attempt: int) -> str | None:

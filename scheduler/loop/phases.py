@@ -3,10 +3,11 @@ workers do.
 
 `job` gathers what the pure `scheduler.loop.lifecycle.decide` needs (the workers of the
 job's current attempt, its `Launched` event and counted failures, its backoffs), asks it
-for the transition, and has `scheduler.loop.enact` carry it out: store first, backend
-second. A crash in between leaves workers whose job no longer holds them, and `orphans`
-stops those on the next cycle. The one transition with no phase change, finishing a
-launch that never completed, goes through `launching.launch` (idempotent).
+for the transition; `flush` then has `scheduler.loop.enact` carry out every job's
+together: store first, backend second. A crash in between leaves workers whose job no
+longer holds them, and `orphans` stops those on the next cycle. The one transition with
+no phase change, finishing a launch that never completed, goes through
+`launching.launch` (idempotent).
 """
 
 from __future__ import annotations
@@ -14,25 +15,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any
 
 from scheduler.backends import base
-from scheduler.clock import as_datetime
-from scheduler.loop import faults, launching, lifecycle, resize, transition
+from scheduler.loop import faults, launching, lifecycle, resize
 from scheduler.loop.context import Cycle
-from scheduler.loop.enact import enact, stop_quietly
+from scheduler.loop.enact import enact, stop_quietly, taken
 from scheduler.loop.lifecycle import MISSING_GRACE_S
-from scheduler.loop.transition import Outcome
+from scheduler.loop.transition import Outcome, Transition
 from scheduler.loop.workerenv import env_for
 from scheduler.spec import Phase
 from scheduler.store import cycle as store
 from scheduler.store import errors
-from scheduler.store.port import LiveStore, PhaseWrite
+from scheduler.store.port import LiveStore
 
 log = logging.getLogger(__name__)
 
 AttemptKey = tuple[str, int]
-Wrote = tuple[str, int, Mapping[str, Any]]  # (job id, version written at, columns written)
 __all__ = ["MISSING_GRACE_S", "AttemptKey", "Reconciled", "by_attempt", "job", "orphans"]
 
 
@@ -51,8 +49,8 @@ class Reconciled:
     # (job id -> that backend's instance): left alone, never relaunched.
     elsewhere: dict[str, str] = field(default_factory=dict)
     touched: int = 0  # store writes of any kind (the loop re-reads jobs when > 0)
-    # Moves that only follow the workers, written together by `flush`.
-    deferred: list[tuple[PhaseWrite, Outcome]] = field(default_factory=list)
+    # The transitions decided, carried out together by `flush`.
+    deferred: list[tuple[store.LiveJob, Transition]] = field(default_factory=list)
 
     def record(self, outcome: Outcome, job_id: str) -> None:
         lists = {
@@ -121,11 +119,9 @@ def job(
     *,
     missing_grace_s: float = MISSING_GRACE_S,
 ) -> None:
-    """Reconcile one live job (`lifecycle.decide`, then `enact`); a version conflict
-    just leaves it for the next cycle. The memory's `retries` space a failed job's next
-    attempts out exponentially (the loop leaves the job out of the pending set until
-    its delay is over)."""
-    memory, now = cycle.memory, cycle.now
+    """Reconcile one live job: `lifecycle.decide`, its transition kept for `flush`; a
+    version conflict just leaves it for the next cycle."""
+    now = cycle.now
     try:
         known = facts(cycle, lj, workers)
         if known.launched_elsewhere is not None and not workers:
@@ -141,69 +137,30 @@ def job(
         if t.outcome is Outcome.LAUNCH:
             _finish_launch(cycle, lj, done)
             return
-        if transition.follows_workers(t):
-            w = t.writes[0]
-            done.deferred.append(
-                (PhaseWrite(lj.id, lj.version, w.phase, w.reason, w.message), t.outcome)
-            )
-            return
-        if t.outcome is Outcome.REQUEUED:
-            done.touched += 1
-        enact(
-            cycle.db,
-            cycle.backend,
-            lj.id,
-            lj.version,
-            t,
-            now=now,
-            backoff=memory.launches,
-            retries=memory.retries,
-        )
-        done.record(t.outcome, lj.id)
+        done.deferred.append((lj, t))
     except errors.MOVED_ON as exc:
         done.touched += 1
         log.info("job %s changed meanwhile (%s); next cycle", lj.id, exc)
 
 
-def flush(cycle: Cycle, done: Reconciled) -> list[Wrote]:
-    """Write the deferred moves (Running, Succeeded, Requeued) in one transaction; a job
-    that moved on meanwhile is decided again next cycle. Should the batch fail, each is
-    written on its own, its error its own. Returns what the batch wrote: the loop's
-    cache takes that over instead of reading it back."""
+def flush(cycle: Cycle, done: Reconciled) -> list[store.LiveJob]:
+    """Carry out the transitions `job` decided, together (`enact`: one transaction per
+    step); a job that moved on meanwhile is decided again next cycle. The memory's
+    `retries` space a failed job's next attempts out exponentially (the loop leaves the
+    job out of the pending set until its delay is over). Returns the jobs as written:
+    the loop's cache takes them over instead of reading them back."""
     deferred, done.deferred = done.deferred, []
-    if not deferred:
-        return []
-    db = cycle.db
-    try:
-        written = db.set_phases(writes=[w for w, _ in deferred], now=as_datetime(cycle.now))
-    except Exception as exc:
-        db.rollback()
-        log.warning("writing %d phases at once failed (%s); one by one", len(deferred), exc)
-        for w, outcome in deferred:
-            if _one(cycle, w, outcome):
-                done.record(outcome, w.job_id)
-            done.touched += 1  # written one by one: read back
-        return []
-    out: list[Wrote] = []
-    for w, outcome in deferred:
-        if w.job_id in written:
-            done.record(outcome, w.job_id)
-            out.append((w.job_id, w.expected_version, written[w.job_id]))
-        else:
-            done.touched += 1
+    memory = cycle.memory
+    results = enact(cycle.db, cycle.backend, deferred, now=cycle.now,
+                    backoff=memory.launches, retries=memory.retries)  # fmt: skip
+    out = []
+    for (lj, t), result in zip(deferred, results, strict=True):
+        if (job := taken(result, lj.id, "reconcile", cycle.on_error)) is None:
+            done.touched += 1  # read it again
+            continue
+        done.record(t.outcome, lj.id)
+        out.append(job)
     return out
-
-
-def _one(cycle: Cycle, w: PhaseWrite, outcome: Outcome) -> bool:
-    move = transition.Transition(outcome, (transition.Write(w.phase, w.reason, w.message),))
-    try:
-        enact(cycle.db, cycle.backend, w.job_id, w.expected_version, move, now=cycle.now)
-    except errors.MOVED_ON:
-        return False
-    except Exception as exc:
-        cycle.on_error(w.job_id, "reconcile", exc)
-        return False
-    return True
 
 
 def _adopt(cycle: Cycle, lj: store.LiveJob, by: str) -> bool:
@@ -227,8 +184,8 @@ def _finish_launch(cycle: Cycle, lj: store.LiveJob, done: Reconciled) -> None:
     launched = launching.launch(
         cycle.db,
         cycle.backend,
+        lj,
         request,
-        version=lj.version,
         now=cycle.now,
         backoff=cycle.memory.launches,
     )

@@ -20,12 +20,11 @@ from collections.abc import Mapping, Sequence
 
 from scheduler import model
 from scheduler.backends import base
-from scheduler.clock import as_datetime
-from scheduler.loop import faults
+from scheduler.loop import transition
 from scheduler.loop.context import Cycle
+from scheduler.loop.enact import enact, taken
 from scheduler.loop.workerenv import env_for
 from scheduler.spec import Phase
-from scheduler.store import convert, errors
 from scheduler.store import cycle as store
 
 log = logging.getLogger(__name__)
@@ -37,46 +36,38 @@ def apply_all(
     cycle: Cycle,
     resizes: Sequence[model.Resize],
     live: Mapping[str, store.LiveJob],
-    wrote: list[tuple[str, int, Mapping[str, object]]],
+    wrote: list[store.LiveJob],
 ) -> list[str]:
-    """Carry out each resize; returns the ids of the jobs resized. What was written goes
-    to `wrote` (for the loop's cache); one job's trouble goes to `cycle.on_error`."""
+    """Record each resize (one transaction), then have the backend start or stop the
+    workers; returns the ids of the jobs resized. The jobs as written go to `wrote` (for
+    the loop's cache); one job's trouble goes to `cycle.on_error`."""
     resizable = cycle.backend.capabilities().resizable
-    done = []
+    if resizable is None:
+        return []
+    todo = []
     for r in resizes:
         lj = live.get(r.job_id)
-        if resizable is None or lj is None or lj.phase is not Phase.RUNNING:
+        if lj is not None and lj.phase is Phase.RUNNING:
+            why = r.reason + (f" (for {r.for_job})" if r.for_job else "")
+            todo.append((r, lj, transition.resized(r.placements, why)))
+    results = enact(cycle.db, cycle.backend, [(lj, t) for _, lj, t in todo], now=cycle.now)
+    done = []
+    for (r, lj, _), result in zip(todo, results, strict=True):
+        if (job := taken(result, lj.id, "resize", cycle.on_error)) is None:
             continue
+        wrote.append(job)
         try:
-            if _one(cycle, resizable, r, lj, wrote):
-                done.append(lj.id)
+            _follow(cycle, resizable, r, lj)
         except Exception as exc:
             cycle.on_error(r.job_id, "resize", exc)
+            continue
+        done.append(lj.id)
     return done
 
 
-def _one(
-    cycle: Cycle,
-    resizable: base.Resizable,
-    r: model.Resize,
-    lj: store.LiveJob,
-    wrote: list[tuple[str, int, Mapping[str, object]]],
-) -> bool:
-    at = as_datetime(cycle.now)
-    try:
-        cycle.db.record_resize(
-            job_id=lj.id,
-            expected_version=lj.version,
-            placements=r.placements,
-            reason=r.reason + (f" (for {r.for_job})" if r.for_job else ""),
-            now=at,
-        )
-    except errors.MOVED_ON as exc:
-        log.info("resize of %s skipped: %s", lj.id, exc)
-        return False
-    wrote.append((lj.id, lj.version, {"placements": convert.placements_json(r.placements),
-                                      "resized_at": at}))  # fmt: skip
-    faults.point("resize:recorded")
+def _follow(cycle: Cycle, resizable: base.Resizable, r: model.Resize, lj: store.LiveJob) -> None:
+    """The backend follows a recorded resize of `lj` (as read before it): the removed
+    workers stopped, or the new ones started."""
     kept = {p.worker for p in r.placements}
     removed = sorted(p.worker for p in lj.placements if p.worker not in kept)
     if removed:
@@ -84,7 +75,6 @@ def _one(
     else:
         resizable.grow(_request(cycle, lj, r.placements))
     log.info("job %s: %s", lj.id, r.reason)
-    return True
 
 
 def _request(

@@ -27,6 +27,8 @@ class Outcome(StrEnum):
     PREEMPTED = "preempted"
     PLACED = "placed"  # the core placed it: the attempt recorded, the launch follows
     LAUNCH_REFUSED = "launch_refused"  # the cluster refused the launch: Pending again
+    RESIZED = "resized"  # an elastic job's new size recorded; the backend follows
+    WAITING = "waiting"  # still Pending: why it waits, written
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,12 +68,21 @@ class Placement:
 
 
 @dataclass(frozen=True, slots=True)
+class Resize:
+    """An elastic job's new placements to record (same attempt), and the crash point after."""
+
+    placements: tuple[WorkerPlacement, ...]
+    reason: str
+    fault: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Transition:
-    """What to do about one job: `event`, then `place` (a new attempt) or `writes` in
-    order (each against the version the previous one returned), then `pending` (the
-    reason it waits), then `stop`. `hold_launch`: start the job's launch backoff (a
-    broken node must not be a hot loop); `hold_retry`: start its retry backoff (the
-    delay `Facts.retry_delay_s` promised)."""
+    """What to do about one job: `event`, then `place` (a new attempt), `resize` or
+    `writes` in order (each against the version the previous one returned), then
+    `pending` (the reason it waits), then `stop`. `hold_launch`: start the job's launch
+    backoff (a broken node must not be a hot loop); `hold_retry`: start its retry backoff
+    (the delay `Facts.retry_delay_s` promised)."""
 
     outcome: Outcome
     writes: tuple[Write, ...] = ()
@@ -81,15 +92,7 @@ class Transition:
     hold_retry: bool = False
     place: Placement | None = None
     pending: PendingReason | None = None
-
-
-def follows_workers(t: Transition) -> bool:
-    """Whether `t` is one phase write and nothing else (Running, Succeeded, Requeued):
-    no event, placement, stop, backoff or crash point, so the loop may write many such
-    moves in one transaction."""
-    if t.event or t.place or t.stop or t.pending or t.hold_launch or t.hold_retry:
-        return False
-    return len(t.writes) == 1 and t.writes[0].fault is None and not t.writes[0].count_restart
+    resize: Resize | None = None
 
 
 def preempt(grace_s: float, message: str) -> Transition:
@@ -117,6 +120,17 @@ def place(placements: tuple[WorkerPlacement, ...], attempt: int) -> Transition:
     """A placement the core decided: recorded as attempt `attempt` (Scheduled) before
     anything is launched, so a crash after it leaves a launch the next cycle finishes."""
     return Transition(Outcome.PLACED, place=Placement(placements, attempt, "place:recorded"))
+
+
+def resized(placements: tuple[WorkerPlacement, ...], reason: str) -> Transition:
+    """An elastic job's new size the core decided, recorded before the backend starts
+    or stops a worker (a crash after it leaves what `resize.settle` finishes)."""
+    return Transition(Outcome.RESIZED, resize=Resize(placements, reason, "resize:recorded"))
+
+
+def waits(reason: PendingReason) -> Transition:
+    """A Pending job stays Pending: why it waits, written."""
+    return Transition(Outcome.WAITING, pending=reason)
 
 
 def launch_refused(message: str, attempt: int, delay_s: float, grace_s: float) -> Transition:

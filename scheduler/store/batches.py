@@ -1,22 +1,25 @@
-"""Many jobs' writes in one transaction: the phases that follow workers, the placements
-the core decided, and the events of completed launches.
+"""The loop's writes to jobs, many in one transaction: `write` takes each job as the loop
+read it (a `LiveJob`) and what happens to it (a `Move` along the life cycle, a
+`NewAttempt` placed, an elastic `Resize`, the reason it `Waits`), and gives back each job
+as its row now reads, or why it was not written.
 
 A cycle that sees a hundred jobs change (workers started or ended, a hundred placed)
-spent a read, a write and a commit per job; these functions read the rows they need in
-one query, write each with its version check, and commit once. A job whose row moved on
-meanwhile (another version, a phase the move is not allowed from, cancelled) is left
-out and not in the ids returned: the next cycle decides it again. The columns written
-are those of the one-job functions (`transitions.phase_values`, `placement_values`).
+spent a read, a write and a commit per job; `write` reads the rows it needs in one
+query, writes each with its version check, and commits once. A job whose row moved on
+meanwhile (another version, a phase the change is not allowed from, cancelled, deleted)
+gets its `errors.MOVED_ON` error instead: the next cycle decides it again. The columns
+written are those of the one-job functions (`transitions.phase_values`,
+`placement_values`, `resizes.resize_values`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 from sqlalchemy import Connection, Row, Table, Update, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -26,98 +29,196 @@ from scheduler import model
 from scheduler.spec import Phase
 from scheduler.store import errors, schema
 from scheduler.store.events import append_event
+from scheduler.store.live import LiveJob, written
+from scheduler.store.resizes import RESIZED, resize_values
 from scheduler.store.rows import id_chunks
 from scheduler.store.transitions import (
     TRANSITIONS,
     phase_values,
     placement_values,
     scheduled_event,
+    set_pending_reason,
 )
 
 
 @dataclass(frozen=True, slots=True)
-class PhaseWrite:
-    """Move `job_id`, read at `expected_version`, to `phase` (no restart counted)."""
+class Move:
+    """To `phase` along the life cycle (`TRANSITIONS`); `count_restart`: one more restart."""
 
-    job_id: str
-    expected_version: int
     phase: Phase
     reason: str = ""
     message: str = ""
+    count_restart: bool = False
 
 
 @dataclass(frozen=True, slots=True)
-class PlacementWrite:
-    """Record `placements` as attempt `attempt` of Pending `job_id` at `expected_version`."""
+class NewAttempt:
+    """A Pending job placed: `placements` recorded as attempt `attempt` (Scheduled)."""
 
-    job_id: str
-    expected_version: int
     placements: tuple[model.WorkerPlacement, ...]
     attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class Resize:
+    """A Running elastic job's placements become `placements` (same attempt)."""
+
+    placements: tuple[model.WorkerPlacement, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Waits:
+    """Why a Pending job waits. A note rather than a change of its life: written whatever
+    the job's version while it is Pending, and not at all when it is the one stored."""
+
+    reason: model.PendingReason
+
+
+Change = Move | NewAttempt | Resize | Waits
 
 
 @dataclass(frozen=True, slots=True)
 class EventWrite:
     job_id: str
     kind: str
-    reason: str
-    message: str
-    data: dict[str, Any]
+    reason: str = ""
+    message: str = ""
+    data: dict[str, Any] | None = None
 
 
-Written = dict[str, dict[str, Any]]  # job id -> the columns written at its expected version
+@dataclass(frozen=True, slots=True)
+class JobWrite:
+    """`change` to `job` at the version it was read, with `event` (recorded first) in the
+    same transaction."""
+
+    job: LiveJob
+    change: Change
+    event: EventWrite | None = None
 
 
-def set_phases(*, session: Session, writes: Sequence[PhaseWrite], now: datetime) -> Written:
-    """Each write's phase move, with its event, in one transaction; what was written."""
-
-    def move(w: PhaseWrite, row: Row[Any]) -> _Change | None:
-        if w.phase not in TRANSITIONS[Phase(row.phase)]:
-            return None
-        values = phase_values(row.conditions, w.phase, w.reason, w.message, now)
-        return values, _event(w.job_id, w.phase.value, w.reason, w.message, {}, now)
-
-    return _write(session, writes, move)
+Result = LiveJob | Exception  # the job as its row now reads, or why it was not written
 
 
-def record_placements(
-    *, session: Session, writes: Sequence[PlacementWrite], now: datetime
-) -> Written:
-    """Each Pending job's placement (Scheduled), with its event, in one transaction,
-    before anything is launched; what was written."""
-
-    def place(w: PlacementWrite, row: Row[Any]) -> _Change | None:
-        if row.phase != Phase.PENDING.value or row.cancel_requested:
-            return None
-        values = placement_values(row.conditions, w.placements, w.attempt, now)
-        said = scheduled_event(values)
-        return values, _event(w.job_id, "Scheduled", "", said["message"], said["data"], now)
-
-    return _write(session, writes, place)
-
-
-_Change = tuple[dict[str, Any], dict[str, Any]]  # (the columns to write, the event row)
-W = TypeVar("W", PhaseWrite, PlacementWrite)
-
-
-def _write(
-    session: Session, writes: Sequence[W], change: Callable[[W, Row[Any]], _Change | None]
-) -> Written:
-    """Each write's change (None: not allowed from the row's phase) at its expected
-    version, then the events of those written, in one transaction."""
-    rows = _rows(session, [w.job_id for w in writes])
-    done: Written = {}
-    events = []
+def write(*, session: Session, writes: Sequence[JobWrite], now: datetime) -> list[Result]:
+    """Each write (see the module doc), its result in its place. The version-checked
+    changes and their events go in one transaction; the reasons follow."""
+    rows = _rows(session, [w.job.id for w in writes if not isinstance(w.change, Waits)])
     conn = session.connection()
+    out: list[Result | None] = []
+    events: list[dict[str, Any]] = []
     for w in writes:
-        row = rows.get(w.job_id)
-        made = None if row is None else change(w, row)
-        if made is not None and _cas(conn, w.job_id, w.expected_version, made[0]):
-            done[w.job_id] = made[0]
-            events.append(made[1])
+        if isinstance(w.change, Waits):
+            out.append(None)  # below
+            continue
+        row = rows.get(w.job.id)
+        made = _change(w, row, now)
+        if isinstance(made, Exception):
+            out.append(made)
+            continue
+        values, said = made
+        if not _cas(conn, w.job.id, w.job.version, values):
+            out.append(errors.VersionConflict(w.job.id, w.job.version, None))
+            continue
+        if w.event is not None:
+            events.append(_event(w.event, now))
+        events.append(said)
+        out.append(written(w.job, values))
     _insert_events(conn, events)
     session.commit()
-    return done
+    waits = [(i, w) for i, w in enumerate(writes) if isinstance(w.change, Waits)]
+    for (i, _), result in zip(waits, _reasons(session, [w for _, w in waits], now), strict=True):
+        out[i] = result
+    return cast(list[Result], out)
+
+
+def _change(
+    w: JobWrite, row: Row[Any] | None, now: datetime
+) -> tuple[dict[str, Any], dict[str, Any]] | Exception:
+    """The columns `w` writes and its event row, or why the row does not allow it."""
+    job_id, c = w.job.id, w.change
+    if row is None:
+        return errors.NotFound(f"job {job_id} does not exist", loc=("id",))
+    phase = Phase(row.phase)
+    if isinstance(c, Move):
+        if c.phase not in TRANSITIONS[phase]:
+            return errors.InvalidTransition(f"job {job_id} cannot go from {phase} to {c.phase}")
+        values = phase_values(row.conditions, c.phase, c.reason, c.message, now)
+        if c.count_restart:
+            values["restarts"] = row.restarts + 1
+        said = EventWrite(job_id, c.phase.value, c.reason, c.message)
+    elif isinstance(c, NewAttempt):
+        if phase is not Phase.PENDING or row.cancel_requested:
+            return errors.InvalidTransition(f"job {job_id} is {phase}, not Pending")
+        values = placement_values(row.conditions, c.placements, c.attempt, now)
+        said = EventWrite(job_id, "Scheduled", "", **scheduled_event(values))
+    else:
+        assert isinstance(c, Resize)
+        if phase is not Phase.RUNNING or row.cancel_requested:
+            return errors.InvalidTransition(f"job {job_id} is {phase}, not Running: no resize")
+        values, message, data = resize_values(row, c.placements, c.reason, now)
+        said = EventWrite(job_id, RESIZED, "", message, data)
+    return values, _event(said, now)
+
+
+def _reasons(session: Session, writes: Sequence[JobWrite], now: datetime) -> list[Result]:
+    """Many Pending jobs' reasons in one transaction with no read first: a cycle changes
+    the reasons of many waiting jobs at once (the free room named in them moved). One
+    whose row did not match (moved on, no longer Pending, or the reason stored already)
+    goes through `set_pending_reason` afterwards, which decides it on its own: written
+    whatever the version, a repeat no write. Such a job is given back as it was read
+    (its version does not say the row's: the loop reads it again)."""
+    if not writes:
+        return []
+    out: list[Result] = []
+    conn = session.connection()
+    for w in writes:
+        r = _reason(w)
+        params = {
+            "b_id": w.job.id,
+            "b_version": w.job.version,
+            "b_code": r.code.value,
+            "b_message": r.message,
+            "b_details": {str(k): v for k, v in r.details.items()},
+        }
+        hit = conn.execute(_REASON, params).rowcount == 1
+        out.append(written(w.job, {}) if hit else w.job)
+    session.commit()
+    for i, w in enumerate(writes):
+        if out[i] is w.job:
+            try:
+                set_pending_reason(session=session, job_id=w.job.id, reason=_reason(w))
+            except errors.MOVED_ON as exc:
+                out[i] = exc
+    return out
+
+
+def _reason(w: JobWrite) -> model.PendingReason:
+    assert isinstance(w.change, Waits)
+    return w.change.reason
+
+
+def _reason_update() -> Update:
+    t = cast(Table, schema.JobRow.__table__)
+    return (
+        update(t)
+        .where(
+            t.c.id == bindparam("b_id"),
+            t.c.version == bindparam("b_version"),
+            t.c.phase == Phase.PENDING.value,
+            t.c.pending_code.is_distinct_from(bindparam("b_code"))
+            | t.c.pending_message.is_distinct_from(bindparam("b_message")),
+        )
+        .values(
+            pending_code=bindparam("b_code"),
+            pending_message=bindparam("b_message"),
+            pending_details=bindparam("b_details"),
+            version=t.c.version + 1,
+        )
+    )
+
+
+_REASON = _reason_update()
 
 
 def append_events(*, session: Session, events: Sequence[EventWrite], now: datetime) -> None:
@@ -125,9 +226,8 @@ def append_events(*, session: Session, events: Sequence[EventWrite], now: dateti
     they are written one by one, as `append_event` would)."""
     if not events:
         return
-    rows = [_event(e.job_id, e.kind, e.reason, e.message, e.data, now) for e in events]
     try:
-        _insert_events(session.connection(), rows)
+        _insert_events(session.connection(), [_event(e, now) for e in events])
         session.commit()
         return
     except IntegrityError:
@@ -140,7 +240,7 @@ def append_events(*, session: Session, events: Sequence[EventWrite], now: dateti
 
 def _rows(session: Session, ids: Sequence[str]) -> dict[str, Row[Any]]:
     j = schema.JobRow
-    cols = (j.id, j.version, j.phase, j.cancel_requested, j.conditions)
+    cols = (j.id, j.phase, j.cancel_requested, j.conditions, j.restarts, j.attempt, j.placements)
     out: dict[str, Row[Any]] = {}
     for chunk in id_chunks(ids):
         out.update((r.id, r) for r in session.execute(select(*cols).where(j.id.in_(chunk))))
@@ -165,11 +265,9 @@ def _update(columns: tuple[str, ...]) -> Update:
     )
 
 
-def _event(
-    job_id: str, kind: str, reason: str, message: str, data: dict[str, Any], at: datetime
-) -> dict[str, Any]:
-    return {"job_id": job_id, "at": at, "kind": kind, "reason": reason, "message": message,
-            "data": data}  # fmt: skip
+def _event(e: EventWrite, at: datetime) -> dict[str, Any]:
+    return {"job_id": e.job_id, "at": at, "kind": e.kind, "reason": e.reason,
+            "message": e.message, "data": e.data or {}}  # fmt: skip
 
 
 def _insert_events(conn: Connection, rows: list[dict[str, Any]]) -> None:

@@ -21,12 +21,11 @@ from scheduler.store.cluster import (
 )
 from scheduler.store.events import append_event
 from scheduler.store.lease import acquire_lease, database_now, lease_holder, release_lease
-from scheduler.store.live import LIVE, LiveCache, LiveJob, Unreadable, live_jobs, written
+from scheduler.store.live import LIVE, LiveCache, LiveJob, Unreadable, live_jobs
 from scheduler.store.transitions import (
     TRANSITIONS,
     record_placement,
     set_pending_reason,
-    set_pending_reasons,
     set_phase,
 )
 
@@ -49,7 +48,5 @@ __all__ = [
     "save_capacity",
     "save_inventory",
     "set_pending_reason",
-    "set_pending_reasons",
     "set_phase",
-    "written",
 ]

@@ -95,7 +95,7 @@ class Unreadable:
 class LiveCache:
     """What one reader (a loop) last read of the live jobs, so that its next read builds
     only the rows that changed. Every write of a job row bumps its `version`
-    (`rows.cas_update`, `transitions.set_pending_reasons`), so a live job whose version
+    (`rows.cas_update`, `batches.write`), so a live job whose version
     has not moved is the job read before. One cache per reader of one database: the
     simulator's job ids repeat across its throw-away databases."""
 

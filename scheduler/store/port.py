@@ -9,13 +9,13 @@ of passed to each call; `scheduler/loop` reaches the store only through it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+import logging
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from scheduler import model
-from scheduler.spec import Phase
 from scheduler.store import (
     batches,
     cluster,
@@ -23,30 +23,22 @@ from scheduler.store import (
     events,
     lease,
     live,
-    resizes,
     retention,
     rows,
     schema,
 )
 from scheduler.store import transitions as moves
-from scheduler.store.batches import EventWrite, PhaseWrite, PlacementWrite, Written
+from scheduler.store.batches import EventWrite, JobWrite, Result
 from scheduler.store.db import Database, Session
 from scheduler.store.live import LiveCache, LiveJob, Unreadable
 
-__all__ = [
-    "EventWrite",
-    "LiveStore",
-    "PhaseWrite",
-    "PlacementWrite",
-    "SqlLiveStore",
-    "Written",
-    "opened",
-]
+log = logging.getLogger(__name__)
 
 
 class LiveStore(Protocol):
-    """What one cycle of the scheduler loop reads and writes. Writes that name an
-    `expected_version` raise `errors.VersionConflict` when the job moved on meanwhile."""
+    """What one cycle of the scheduler loop reads and writes. A job's change is written
+    against the version it was read at; one that moved on meanwhile gets its
+    `errors.MOVED_ON` error back instead of the job as it now reads."""
 
     # Reads.
     def live_jobs(
@@ -66,57 +58,14 @@ class LiveStore(Protocol):
     ) -> None: ...
     def record_draining(self, *, stopping: Sequence[model.RunningJob], now: datetime) -> None: ...
 
-    # A job's life cycle.
-    def record_placement(
-        self,
-        *,
-        job_id: str,
-        expected_version: int,
-        placements: Sequence[model.WorkerPlacement],
-        attempt: int,
-        now: datetime | None = None,
-    ) -> int: ...
-    def set_phase(
-        self,
-        *,
-        job_id: str,
-        expected_version: int,
-        phase: Phase,
-        reason: str = "",
-        message: str = "",
-        count_restart: bool = False,
-        now: datetime | None = None,
-    ) -> int: ...
-    def record_resize(
-        self,
-        *,
-        job_id: str,
-        expected_version: int,
-        placements: Sequence[model.WorkerPlacement],
-        reason: str,
-        now: datetime | None = None,
-    ) -> int: ...
-    def set_pending_reason(
-        self, *, job_id: str, reason: model.PendingReason, expected_version: int | None = None
-    ) -> int: ...
-    def set_pending_reasons(
-        self, *, reasons: Sequence[tuple[str, int, model.PendingReason]]
-    ) -> list[str]: ...
-    def append_event(
-        self,
-        *,
-        job_id: str,
-        kind: str,
-        reason: str = "",
-        message: str = "",
-        data: Mapping[str, Any] | None = None,
-        now: datetime | None = None,
-    ) -> None: ...
-
-    # Many jobs' writes in one transaction (`store.batches`): the ids (versions) written.
-    def set_phases(self, *, writes: Sequence[PhaseWrite], now: datetime) -> Written: ...
-    def record_placements(self, *, writes: Sequence[PlacementWrite], now: datetime) -> Written: ...
+    # The jobs' changes (`store.batches`): many in one transaction where they can be,
+    # one by one should that fail (one job's trouble then stays its own).
+    def write(self, *, writes: Sequence[JobWrite], now: datetime) -> list[Result]: ...
     def append_events(self, *, events: Sequence[EventWrite], now: datetime) -> None: ...
+    def note_waiting(self, *, job_id: str, reason: model.PendingReason) -> None:
+        """Why a job waits, whatever its version (a job the loop holds no copy of);
+        `errors.InvalidTransition` when it is not Pending."""
+        ...
 
     # The single-scheduler lease.
     def acquire_lease(self, *, holder: str, ttl_s: float) -> bool: ...
@@ -166,104 +115,28 @@ class SqlLiveStore:
     def record_draining(self, *, stopping: Sequence[model.RunningJob], now: datetime) -> None:
         draining.record(session=self.session, stopping=stopping, now=now)
 
-    def record_placement(
-        self,
-        *,
-        job_id: str,
-        expected_version: int,
-        placements: Sequence[model.WorkerPlacement],
-        attempt: int,
-        now: datetime | None = None,
-    ) -> int:
-        return moves.record_placement(
-            session=self.session,
-            job_id=job_id,
-            expected_version=expected_version,
-            placements=placements,
-            attempt=attempt,
-            now=now,
-        )
-
-    def set_phase(
-        self,
-        *,
-        job_id: str,
-        expected_version: int,
-        phase: Phase,
-        reason: str = "",
-        message: str = "",
-        count_restart: bool = False,
-        now: datetime | None = None,
-    ) -> int:
-        return moves.set_phase(
-            session=self.session,
-            job_id=job_id,
-            expected_version=expected_version,
-            phase=phase,
-            reason=reason,
-            message=message,
-            count_restart=count_restart,
-            now=now,
-        )
-
-    def record_resize(
-        self,
-        *,
-        job_id: str,
-        expected_version: int,
-        placements: Sequence[model.WorkerPlacement],
-        reason: str,
-        now: datetime | None = None,
-    ) -> int:
-        return resizes.record_resize(
-            session=self.session,
-            job_id=job_id,
-            expected_version=expected_version,
-            placements=placements,
-            reason=reason,
-            now=now,
-        )
-
-    def set_pending_reason(
-        self, *, job_id: str, reason: model.PendingReason, expected_version: int | None = None
-    ) -> int:
-        return moves.set_pending_reason(
-            session=self.session, job_id=job_id, reason=reason, expected_version=expected_version
-        )
-
-    def set_pending_reasons(
-        self, *, reasons: Sequence[tuple[str, int, model.PendingReason]]
-    ) -> list[str]:
-        return moves.set_pending_reasons(session=self.session, reasons=reasons)
-
-    def append_event(
-        self,
-        *,
-        job_id: str,
-        kind: str,
-        reason: str = "",
-        message: str = "",
-        data: Mapping[str, Any] | None = None,
-        now: datetime | None = None,
-    ) -> None:
-        events.append_event(
-            session=self.session,
-            job_id=job_id,
-            kind=kind,
-            reason=reason,
-            message=message,
-            data=data,
-            now=now,
-        )
-
-    def set_phases(self, *, writes: Sequence[PhaseWrite], now: datetime) -> Written:
-        return batches.set_phases(session=self.session, writes=writes, now=now)
-
-    def record_placements(self, *, writes: Sequence[PlacementWrite], now: datetime) -> Written:
-        return batches.record_placements(session=self.session, writes=writes, now=now)
+    def write(self, *, writes: Sequence[JobWrite], now: datetime) -> list[Result]:
+        try:
+            return batches.write(session=self.session, writes=writes, now=now)
+        except Exception as exc:
+            self.session.rollback()
+            if len(writes) == 1:
+                return [exc]
+            log.warning("writing %d jobs at once failed (%s); one by one", len(writes), exc)
+        out: list[Result] = []
+        for w in writes:
+            try:
+                out += batches.write(session=self.session, writes=[w], now=now)
+            except Exception as exc:
+                self.session.rollback()
+                out.append(exc)
+        return out
 
     def append_events(self, *, events: Sequence[EventWrite], now: datetime) -> None:
         batches.append_events(session=self.session, events=events, now=now)
+
+    def note_waiting(self, *, job_id: str, reason: model.PendingReason) -> None:
+        moves.set_pending_reason(session=self.session, job_id=job_id, reason=reason)
 
     def acquire_lease(self, *, holder: str, ttl_s: float) -> bool:
         return lease.acquire_lease(session=self.session, holder=holder, ttl_s=ttl_s)

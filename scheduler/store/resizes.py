@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -35,10 +36,22 @@ def record_resize(
     if row.phase != Phase.RUNNING.value or row.cancel_requested:
         raise errors.InvalidTransition(f"job {job_id} is {row.phase}, not Running: no resize")
     at = now or schema.utcnow()
+    values, message, data = resize_values(row, placements, reason, at)
+    version = cas_update(session, job_id=job_id, expected_version=expected_version, values=values)
+    add_event(session, job_id=job_id, kind=RESIZED, at=at, message=message, data=data)
+    session.commit()
+    return version
+
+
+def resize_values(
+    row: Any, placements: Sequence[model.WorkerPlacement], reason: str, at: datetime
+) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    """The columns a resize of `row` (its `placements` and `attempt`) writes, and its
+    `Resized` event's message and data: the size before and after, the workers added or
+    removed."""
+    values = {"placements": convert.placements_json(placements), "resized_at": at}
     before = sorted(int(p["worker"]) for p in row.placements)
     after = sorted(p.worker for p in placements)
-    values = {"placements": convert.placements_json(placements), "resized_at": at}
-    version = cas_update(session, job_id=job_id, expected_version=expected_version, values=values)
     data = {
         "attempt": row.attempt,
         "from": len(before),
@@ -47,10 +60,7 @@ def record_resize(
         "removed": sorted(set(before) - set(after)),
         "placements": values["placements"],
     }
-    said = f"{len(before)} -> {len(after)} workers: {reason}"
-    add_event(session, job_id=job_id, kind=RESIZED, at=at, message=said, data=data)
-    session.commit()
-    return version
+    return values, f"{len(before)} -> {len(after)} workers: {reason}", data
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, bindparam, update
 from sqlalchemy.orm import Session
 
 from scheduler import model
@@ -189,55 +188,3 @@ def set_pending_reason(
     )
     session.commit()
     return version
-
-
-def set_pending_reasons(
-    *, session: Session, reasons: Sequence[tuple[str, int, model.PendingReason]]
-) -> list[str]:
-    """Many Pending jobs' reasons, (job id, expected version, reason) each, in one
-    transaction with no read first: a cycle changes the reasons of many waiting jobs at
-    once (the free room named in them moved), and a read, write and commit per job was
-    most of its store time. Returns the ids written. A job whose row did not match (moved
-    on, no longer Pending, or the same code and message stored already) goes through
-    `set_pending_reason` afterwards, which decides it on its own (a repeat is no write)."""
-    if not reasons:
-        return []
-    t = cast(Table, schema.JobRow.__table__)
-    stmt = (
-        update(t)
-        .where(
-            t.c.id == bindparam("b_id"),
-            t.c.version == bindparam("b_version"),
-            t.c.phase == Phase.PENDING.value,
-            t.c.pending_code.is_distinct_from(bindparam("b_code"))
-            | t.c.pending_message.is_distinct_from(bindparam("b_message")),
-        )
-        .values(
-            pending_code=bindparam("b_code"),
-            pending_message=bindparam("b_message"),
-            pending_details=bindparam("b_details"),
-            version=t.c.version + 1,
-        )
-    )
-    written, missed = [], []
-    conn = session.connection()
-    for job_id, version, r in reasons:
-        params = {
-            "b_id": job_id,
-            "b_version": version,
-            "b_code": r.code.value,
-            "b_message": r.message,
-            "b_details": {str(k): v for k, v in r.details.items()},
-        }
-        if conn.execute(stmt, params).rowcount == 1:
-            written.append(job_id)
-        else:
-            missed.append((job_id, r))
-    session.commit()
-    for job_id, reason in missed:
-        try:
-            set_pending_reason(session=session, job_id=job_id, reason=reason)
-        except errors.MOVED_ON:
-            continue
-        written.append(job_id)
-    return written

@@ -90,13 +90,20 @@ class Shell:
         return proc
 
     def gone(self, *objects: str) -> None:
-        """Wait until each `kind/name` is gone."""
+        """Wait until each `kind/name` is gone; past the deadline, say what still holds it."""
         for obj in objects:
-            eventually(
-                lambda obj=obj: "NotFound" in self.run(f"kubectl get {obj}", ok=False).stderr,
-                timeout=180,
-                what=f"{obj} gone",
-            )
+            try:
+                eventually(
+                    lambda obj=obj: "NotFound" in self.run(f"kubectl get {obj}", ok=False).stderr,
+                    timeout=180,
+                    what=f"{obj} gone",
+                )
+            except AssertionError as exc:
+                left = self.run(f"kubectl get {obj} -o yaml", ok=False).stdout
+                log = (self.cp.dir / "kube-apiserver.log").read_text(errors="replace")
+                said = [line for line in log.splitlines() if obj.split("/")[-1] in line]
+                said_here = "\n".join(said[-20:])
+                raise AssertionError(f"{exc}\n{left}\napiserver:\n{said_here}") from exc
 
 
 def _unavailable(why: str) -> None:
@@ -182,12 +189,18 @@ def _plain_manifests(sh: Shell) -> None:
     for ns in (JOBS_NS, RESERVATIONS_NS):
         sh.run(f"kubectl get namespace {ns}")
     # Undone for the Helm path (no kubelet: the PVC protection finalizer stays, lift it).
-    sh.run("kubectl delete -f deploy/shoal.yaml --wait=false")
+    # The CRDs last, once the namespaces are gone: CI saw the API server's CRD finalizer
+    # stall for minutes when they went together.
+    rest = [d for d in yaml.safe_load_all((ROOT / "deploy" / "shoal.yaml").read_text())
+            if d and d["kind"] != "CustomResourceDefinition"]  # fmt: skip
+    (tmp := Path(sh.env["TMPDIR"]) / "shoal-no-crds.yaml").write_text(yaml.safe_dump_all(rest))
+    sh.run(f"kubectl delete -f {tmp} --wait=false")
     sh.run("kubectl -n shoal-system patch pvc shoal-data --type merge "
            "-p '{\"metadata\":{\"finalizers\":null}}'", ok=False)  # fmt: skip
     sh.run("kubectl delete namespace shoal-system --wait=false")
-    sh.gone(*(f"namespace/{ns}" for ns in (RELEASE_NS, JOBS_NS, RESERVATIONS_NS)),
-            "crd/trainingjobs.shoal.dev", "crd/queues.shoal.dev")  # fmt: skip
+    sh.gone(*(f"namespace/{ns}" for ns in (RELEASE_NS, JOBS_NS, RESERVATIONS_NS)))
+    sh.run("kubectl delete crd trainingjobs.shoal.dev queues.shoal.dev --wait=false")
+    sh.gone("crd/trainingjobs.shoal.dev", "crd/queues.shoal.dev")
 
 
 def _readme_install(sh: Shell) -> None:

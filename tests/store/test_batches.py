@@ -1,6 +1,6 @@
-"""Many jobs' writes in one transaction (`store.batches`, the loop's reconcile and apply
-steps): each job ends as the one-job function leaves it, a job that moved on is left
-out, on both databases."""
+"""Many jobs' writes in one transaction (`store.batches.write`, the loop's `enact`): each
+job ends as the one-job function leaves it and is given back as its row now reads; a
+job that moved on gets its error, on both databases."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from storebuild import job, queue
 from scheduler import store
 from scheduler.model import WorkerPlacement
 from scheduler.spec import Phase
-from scheduler.store import batches, events, schema, transitions
-from scheduler.store.db import Database
+from scheduler.store import batches, errors, events, schema, transitions
+from scheduler.store.db import Database, Session
+from scheduler.store.live import LiveJob
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 T1 = datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
@@ -46,44 +47,73 @@ def _seen(db: Database, job_id: str) -> tuple[object, ...]:
                 r.started_at, r.finished_at, said)  # fmt: skip
 
 
+def _live(s: Session, ids: list[str]) -> list[LiveJob]:
+    by_id = {lj.id: lj for lj in store.live_jobs(session=s)}
+    return [by_id[j] for j in ids]
+
+
+def _all_written(results: list[batches.Result]) -> list[LiveJob]:
+    assert all(isinstance(r, LiveJob) for r in results), results
+    return [r for r in results if isinstance(r, LiveJob)]
+
+
 def test_placements_and_phases_as_one_job_writes_leave_them(db: Database) -> None:
     one, many = _jobs(db, 3, "one"), _jobs(db, 3, "many")
+    phases = [Phase.RUNNING, Phase.SUCCEEDED, Phase.RUNNING]
     with db.session() as s:
         for j in one:
             transitions.record_placement(session=s, job_id=j, expected_version=1,
                                          placements=ON_A, attempt=1, now=T1)  # fmt: skip
-        for j, phase in zip(one, [Phase.RUNNING, Phase.SUCCEEDED, Phase.RUNNING], strict=True):
+        for j, phase in zip(one, phases, strict=True):
             transitions.set_phase(session=s, job_id=j, expected_version=2, phase=phase,
                                   reason="R", message="m", now=T1)  # fmt: skip
-        placed = batches.record_placements(
-            session=s, writes=[batches.PlacementWrite(j, 1, ON_A, 1) for j in many], now=T1
-        )
-        assert list(placed) == many and placed[many[0]]["attempt"] == 1
-        moves = [
-            batches.PhaseWrite(j, 2, phase, "R", "m")
-            for j, phase in zip(many, [Phase.RUNNING, Phase.SUCCEEDED, Phase.RUNNING], strict=True)
+        placed = _all_written(batches.write(
+            session=s,
+            writes=[batches.JobWrite(lj, batches.NewAttempt(ON_A, 1)) for lj in _live(s, many)],
+            now=T1,
+        ))  # fmt: skip
+        assert [(lj.id, lj.version, lj.phase, lj.attempt, lj.placements) for lj in placed] == [
+            (j, 2, Phase.SCHEDULED, 1, ON_A) for j in many
         ]
-        assert list(batches.set_phases(session=s, writes=moves, now=T1)) == many
+        moves = [
+            batches.JobWrite(lj, batches.Move(phase, "R", "m"))
+            for lj, phase in zip(placed, phases, strict=True)
+        ]
+        moved = _all_written(batches.write(session=s, writes=moves, now=T1))
+        assert [(lj.id, lj.version, lj.phase) for lj in moved] == [
+            (j, 3, phase) for j, phase in zip(many, phases, strict=True)
+        ]
     for a, b in zip(one, many, strict=True):
         assert _seen(db, a) == _seen(db, b)
+    with db.session() as s:  # the jobs given back are the rows as they now read
+        running = [lj for lj in moved if lj.phase is Phase.RUNNING]
+        assert running == _live(s, [lj.id for lj in running])
 
 
 def test_a_job_that_moved_on_is_left_out_and_the_others_written(db: Database) -> None:
     moved, cancelled, fine, gone = _jobs(db, 4)
     with db.session() as s:
+        read = _live(s, [moved, cancelled, fine, gone])
         store.cancel_job(session=s, job_id=cancelled, by="al")  # Pending: Cancelled at once
         s.execute(schema.JobRow.__table__.update().where(schema.JobRow.id == moved)
                   .values(version=5))  # fmt: skip
+        s.execute(schema.JobRow.__table__.delete().where(schema.JobRow.id == gone))
         s.commit()
-        writes = [batches.PlacementWrite(j, 1, ON_A, 1) for j in (moved, cancelled, fine, gone)]
-        writes[-1] = batches.PlacementWrite("no-such-job", 1, ON_A, 1)
-        assert list(batches.record_placements(session=s, writes=writes, now=T1)) == [fine]
+        writes = [batches.JobWrite(lj, batches.NewAttempt(ON_A, 1)) for lj in read]
+        results = batches.write(session=s, writes=writes, now=T1)
+        assert [type(r) for r in results] == [
+            errors.VersionConflict, errors.InvalidTransition, LiveJob, errors.NotFound
+        ]  # fmt: skip
+        placed = results[2]
+        assert isinstance(placed, LiveJob)
         # Scheduled -> Scheduled is no move; at the wrong version, nothing either.
         bad = [
-            batches.PhaseWrite(fine, 2, Phase.SCHEDULED),
-            batches.PhaseWrite(fine, 1, Phase.RUNNING),
+            batches.JobWrite(placed, batches.Move(Phase.SCHEDULED)),
+            batches.JobWrite(read[2], batches.Move(Phase.RUNNING)),
         ]
-        assert batches.set_phases(session=s, writes=bad, now=T1) == {}
+        assert [type(r) for r in batches.write(session=s, writes=bad, now=T1)] == [
+            errors.InvalidTransition, errors.VersionConflict
+        ]  # fmt: skip
     with db.session() as s:
         assert store.get_job(session=s, job_id=moved).phase == Phase.PENDING.value
         assert store.get_job(session=s, job_id=fine).phase == Phase.SCHEDULED.value

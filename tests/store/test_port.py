@@ -10,7 +10,10 @@ from storebuild import job, node, placement, queue
 from scheduler import store
 from scheduler.model import PendingReason, ReasonCode
 from scheduler.spec import Phase
+from scheduler.store import errors
+from scheduler.store.batches import EventWrite, JobWrite, Move, NewAttempt, Waits
 from scheduler.store.db import Database
+from scheduler.store.live import LiveJob
 from scheduler.store.port import LiveStore, SqlLiveStore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -27,17 +30,17 @@ def test_a_job_goes_through_the_port(database: Database) -> None:
         [live] = port.live_jobs()
         assert (live.id, live.phase, live.version) == (jid, Phase.PENDING, 1)
         waiting = PendingReason(ReasonCode.NO_NODE, "no room", {})
-        assert port.set_pending_reasons(reasons=[(jid, live.version, waiting)]) == [jid]
-        [live] = port.live_jobs()
-        v = port.record_placement(
-            job_id=jid, expected_version=live.version, placements=[placement()], attempt=1
-        )
-        v = port.set_phase(
-            job_id=jid, expected_version=v, phase=Phase.RUNNING, now=T0 + timedelta(seconds=1)
-        )
-        [live] = port.live_jobs()
-        assert (live.phase, live.version, live.attempt) == (Phase.RUNNING, v, 1)
-        port.append_event(job_id=jid, kind="Launched", message="by test")
+        [live] = port.write(writes=[JobWrite(live, Waits(waiting))], now=T0)
+        assert isinstance(live, LiveJob) and live == port.live_jobs()[0]
+        [placed] = port.write(writes=[JobWrite(live, NewAttempt((placement(),), 1))], now=T0)
+        assert isinstance(placed, LiveJob)
+        later = T0 + timedelta(seconds=1)
+        [running] = port.write(writes=[JobWrite(placed, Move(Phase.RUNNING))], now=later)
+        assert running == port.live_jobs()[0]
+        assert (running.phase, running.version, running.attempt) == (Phase.RUNNING, 4, 1)
+        [again] = port.write(writes=[JobWrite(placed, Move(Phase.SUCCEEDED))], now=later)
+        assert isinstance(again, errors.VersionConflict)  # the version it was read at moved
+        port.append_events(events=[EventWrite(jid, "Launched", message="by test")], now=later)
         kinds = [e.kind for e in port.list_events(job_id=jid)]
         assert kinds == ["Submitted", "Scheduled", "Running", "Launched"]
         assert port.get_job(job_id=jid).phase == Phase.RUNNING.value
