@@ -30,7 +30,8 @@ from scheduler import feasibility
 from scheduler.model import Node, Queue
 from scheduler.spec import JobSpec
 from scheduler.spec.allowed import Allowances
-from scheduler.store import cycle, queues
+from scheduler.store import queues
+from scheduler.store.cluster import load_capacity, load_queues
 from scheduler.store.db import Session
 
 DEFAULT_TTL_S = 1.0
@@ -63,8 +64,8 @@ class FeasibilitySnapshot:
     def _load(self, session: Session) -> _Data:
         generation = self._generation
         data = (
-            cycle.load_queues(session=session),
-            cycle.load_capacity(session=session),
+            load_queues(session=session),
+            load_capacity(session=session),
             queues.load_allowed(session=session),
         )
         with self._lock:

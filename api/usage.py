@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from scheduler.core import accounting
 from scheduler.model import Node
 from scheduler.spec import Phase
-from scheduler.store import cycle, draining
+from scheduler.store import draining
+from scheduler.store.cluster import load_inventory, load_queues
 from scheduler.store.db import Session
+from scheduler.store.live import LiveJob, live_jobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +36,7 @@ class Share:
 @dataclass
 class Usage:
     nodes: tuple[Node, ...]
-    live: list[cycle.LiveJob]
+    live: list[LiveJob]
     tree: accounting.QueueTree  # the queues, for the roll-up to parents
     shares: dict[tuple[str, int], list[Share]] = field(default_factory=dict)
 
@@ -92,9 +94,9 @@ def rounded(amounts: Mapping[str, float]) -> dict[str, float]:
 
 
 def compute(session: Session) -> Usage:
-    live = cycle.live_jobs(session=session, unreadable=[])  # an unreadable row: left out
-    tree = accounting.QueueTree.build(cycle.load_queues(session=session))
-    usage = Usage(cycle.load_inventory(session=session), live, tree)
+    live = live_jobs(session=session, unreadable=[])  # an unreadable row: left out
+    tree = accounting.QueueTree.build(load_queues(session=session))
+    usage = Usage(load_inventory(session=session), live, tree)
     for job in usage.live:
         if job.running() is None:
             continue

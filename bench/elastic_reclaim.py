@@ -34,7 +34,6 @@ import dataclasses
 import json
 import logging
 import random
-import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -43,12 +42,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from scheduler import model as m
-from scheduler import store
 from scheduler.clock import VirtualClock, as_datetime
 from scheduler.loop.config import CycleReport
 from scheduler.sim import replay, trace
 from scheduler.spec import JobSpec
 from scheduler.spec.queue import QueueSpec
+from scheduler.store.memory import MemoryStore
 
 EPS = m.EPS
 KINDS = ("dev", "multi", "drawn")
@@ -87,18 +86,16 @@ class _Run(replay._Run):
 
     def arrive(self, t: float) -> bool:
         arrived = False
-        with self.db.session() as s:
-            while self.i < len(self.jobs) and self.base_t + self.jobs[self.i].submit <= t:
-                job = self.jobs[self.i]
-                js = spec(job, job.name in self.elastic)
-                row, _ = store.submit_job(
-                    session=s, spec=js, submitter="sim", now=as_datetime(t), job_id=f"{self.i:016x}"
-                )
-                self.backend.durations[row.id] = job.duration
-                self.backend.sizes[row.id] = js.max_workers  # the duration's size: G
-                self.submitted[row.id] = (js.queue, t, js.name)
-                self.i += 1
-                arrived = True
+        while self.i < len(self.jobs) and self.base_t + self.jobs[self.i].submit <= t:
+            job = self.jobs[self.i]
+            js = spec(job, job.name in self.elastic)
+            job_id = f"{self.i:016x}"
+            self.doors.submit(js, job_id=job_id, now=as_datetime(t), by="sim")
+            self.backend.durations[job_id] = job.duration
+            self.backend.sizes[job_id] = js.max_workers  # the duration's size: G
+            self.submitted[job_id] = (js.queue, t, js.name)
+            self.i += 1
+            arrived = True
         return arrived
 
 
@@ -181,18 +178,16 @@ def run_one(
         key=lambda j: (j.submit, j.name),
     )
     wall, cpu = time.perf_counter(), time.process_time()
-    with tempfile.TemporaryDirectory() as tmp:
-        db = store.open_database(f"sqlite:///{Path(tmp) / 'sim.db'}")
-        config = m.Config(starvation_s=a.starvation)
-        run = cast(
-            _Run, _Run.start(db, arrivals, nodes, clock, queues, config, a.tick, a.every_tick)
-        )
-        run.backend.restart_s = a.restart
-        run.elastic = elastic
-        guaranteed = {q.name: float(q.guaranteed.total or 0.0) for q in queues}
-        watch = Watch(run, guaranteed, drawn, a.restart)
-        run.drive(a.max_cycles, None, watch)
-        db.close()
+    config = m.Config(starvation_s=a.starvation)
+    run = cast(
+        _Run,
+        _Run.start(MemoryStore(), arrivals, nodes, clock, queues, config, a.tick, a.every_tick),
+    )
+    run.backend.restart_s = a.restart
+    run.elastic = elastic
+    guaranteed = {q.name: float(q.guaranteed.total or 0.0) for q in queues}
+    watch = Watch(run, guaranteed, drawn, a.restart)
+    run.drive(a.max_cycles, None, watch)
     jct: dict[str, list[float]] = defaultdict(list)
     for jid, t in watch.done.items():
         jct[watch.kind(jid)].append(t - run.submitted[jid][1])

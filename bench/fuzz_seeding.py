@@ -24,7 +24,8 @@ from sqlalchemy.orm import Session
 
 from scheduler.model import WorkerPlacement
 from scheduler.spec import Phase
-from scheduler.store import cycle, jobs
+from scheduler.store import jobs
+from scheduler.store.transitions import record_placement, set_phase
 
 QUEUES = ("vision", "nlp")
 OFFSETS = ("0", "0,0", "3,1000000", str(2**63 - 1), "-1", "0,-5", "9" * 30, "1,,2")
@@ -34,14 +35,14 @@ ATTEMPTS = (0, 1, 2**31 - 1)
 def make_live(session: Session, job_id: str, node: str, gpu: int) -> None:
     """Pending -> Scheduled -> Running on `gpu` of `node` (as the loop would record it)."""
     row = jobs.get_job(session=session, job_id=job_id)
-    version = cycle.record_placement(
+    version = record_placement(
         session=session,
         job_id=job_id,
         expected_version=row.version,
         placements=[WorkerPlacement(0, node, (gpu,))],
         attempt=1,
     )
-    cycle.set_phase(session=session, job_id=job_id, expected_version=version, phase=Phase.RUNNING)
+    set_phase(session=session, job_id=job_id, expected_version=version, phase=Phase.RUNNING)
 
 
 class SeedLogs:

@@ -95,10 +95,10 @@ def _mark_foreign_pods() -> dict[str, dict[str, float]]:
 
 def _record_saves() -> list[dict[str, Any]]:
     """Each inventory write: when, how long, and a few of the nodes that changed."""
-    from scheduler.store import cycle as store
+    from scheduler.store import cluster
 
     saves: list[dict[str, Any]] = []
-    save = store.save_inventory
+    save = cluster.save_inventory
     last: dict[str, Any] = {}
 
     def on_save(**kw: Any) -> None:
@@ -111,5 +111,5 @@ def _record_saves() -> list[dict[str, Any]]:
         last.clear()
         last.update(now)
 
-    store.save_inventory = on_save
+    cluster.save_inventory = on_save
     return saves

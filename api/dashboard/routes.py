@@ -29,7 +29,8 @@ from api.dashboard import charts, csrf, history
 from api.errors import ApiError
 from api.services import Services, services_of
 from scheduler.spec import Phase
-from scheduler.store import cycle, jobs, queues
+from scheduler.store import jobs, queues
+from scheduler.store.cluster import load_inventory
 from scheduler.store.db import Database
 
 log = logging.getLogger(__name__)
@@ -239,7 +240,7 @@ def queues_page(request: Request) -> Response:
     config = _services(request).wiring.core_config
     with _database(request).session() as session:
         stats = queuestats.compute(queuestats.snapshot(session, config))
-        capacity = float(sum(n.gpu_count for n in cycle.load_inventory(session=session)))
+        capacity = float(sum(n.gpu_count for n in load_inventory(session=session)))
     shown = queuestats.visible(stats, principal.visible_queues)
     # To the cluster's size (or what a queue holds or is owed beyond it): a guarantee or
     # limit far above the cluster is drawn at the bar's end, not shrinking every bar.

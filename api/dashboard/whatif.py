@@ -30,7 +30,7 @@ from fastapi.responses import Response
 
 from api.dashboard import charts, csrf
 from api.dashboard.routes import _database, _page, _principal, _to_login
-from scheduler.store import cycle
+from scheduler.store.cluster import load_inventory
 
 MAX_TRACE_BYTES = 256 * 1024
 MAX_JOBS = 500
@@ -60,7 +60,7 @@ def form_fields(content_type: str, body: bytes) -> dict[str, tuple[str | None, b
 def nodes_yaml(request: Request) -> str | None:
     """This cluster's nodes as a `--cluster` file (None: no inventory, the default one)."""
     with _database(request).session() as session:
-        nodes = cycle.load_inventory(session=session)
+        nodes = load_inventory(session=session)
     if not nodes:
         return None
     entries = [

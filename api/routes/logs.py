@@ -25,7 +25,8 @@ from api.deps import AnyRoleDep, PrincipalDep, ServicesDep, SessionDep
 from api.errors import ErrorBody, fail
 from scheduler.spec import Phase
 from scheduler.spec.text import UserInput
-from scheduler.store import cycle, jobs
+from scheduler.store import jobs
+from scheduler.store.events import append_event
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 JobId = Path(min_length=1, max_length=32)
@@ -197,7 +198,7 @@ def report_progress(
         _forget_oldest(last)
         _forget_oldest(finals)
         step, loss = body.progress.get("step"), body.progress.get("loss")
-        cycle.append_event(
+        append_event(
             session=session,
             job_id=job_id,
             kind="Progress",

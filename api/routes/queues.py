@@ -9,7 +9,8 @@ from api.deps import AdminDep, PrincipalDep, SessionDep
 from api.errors import fail, feasibility_error
 from scheduler import feasibility
 from scheduler.spec.queue import QueueSpec
-from scheduler.store import cycle, errors, queues
+from scheduler.store import errors, queues
+from scheduler.store.cluster import load_capacity, load_queues
 
 router = APIRouter(prefix="/queues", tags=["queues"])
 QueueName = Path(min_length=1, max_length=63)
@@ -28,10 +29,10 @@ def list_queues(session: SessionDep, principal: PrincipalDep) -> models.QueuesPu
 
 @router.post("", response_model=models.QueuePublic, status_code=status.HTTP_201_CREATED)
 def create_queue(body: models.QueueCreate, session: SessionDep, _: AdminDep) -> models.QueuePublic:
-    known = {q.name: q for q in cycle.load_queues(session=session)}
+    known = {q.name: q for q in load_queues(session=session)}
     if body.name in known:
         raise fail(409, f"queue {body.name!r} already exists", loc=["body", "name"])
-    nodes = cycle.load_capacity(session=session)
+    nodes = load_capacity(session=session)
     problems = feasibility.check_queue(body, queues=known, nodes=nodes)
     if problems:
         raise feasibility_error(problems)
@@ -68,8 +69,8 @@ def update_queue(
         if field in merged and merged[field] is None:
             del merged[field]
     spec = QueueSpec.model_validate(merged)
-    known = {q.name: q for q in cycle.load_queues(session=session)}
-    nodes = cycle.load_capacity(session=session)
+    known = {q.name: q for q in load_queues(session=session)}
+    nodes = load_capacity(session=session)
     problems = feasibility.check_queue(spec, queues=known, nodes=nodes)
     if problems:
         raise feasibility_error(problems)

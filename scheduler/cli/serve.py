@@ -286,7 +286,7 @@ def _run(
     out the forecasts of a state that merely moved; 0: off), until uvicorn stops."""
     thread.start()
     eta_s = float(os.environ.get("SHOAL_ETA_INTERVAL_SECONDS") or 30)
-    if eta_s > 0:
+    if eta_s > 0 and isinstance(loop.database, Database):
         estimator = Estimator(loop.database, EstimatorConfig(interval_s=eta_s))
         loop.observers.append(estimator.observe)
         threading.Thread(

@@ -24,8 +24,8 @@ from scheduler.backends.local import host, ownuser, users
 from scheduler.cli import settings as serve_settings
 from scheduler.loop.service import Loop
 from scheduler.spec.allowed import Allowances
-from scheduler.store import cycle as store_cycle
 from scheduler.store.db import Database
+from scheduler.store.lease import lease_holder
 
 log = logging.getLogger("shoal.serve")
 
@@ -188,7 +188,7 @@ def refuse_second_local_replica(database: Database, holder: str) -> None:
     one host and state directory, which another replica can neither see nor stop, so after
     a failover it would launch them again. Refused while another scheduler leads."""
     with database.session() as session:
-        other = store_cycle.lease_holder(session=session)
+        other = lease_holder(session=session)
     if other is not None and other != holder:
         raise SystemExit(
             f"another scheduler ({other}) leads this database. The local backend supports one "

@@ -13,7 +13,8 @@ from typing import Any
 from scheduler import feasibility
 from scheduler.controller import reconcile
 from scheduler.spec.allowed import Allowances
-from scheduler.store import crstatus, cycle, errors, jobs, queues
+from scheduler.store import crstatus, errors, jobs, queues
+from scheduler.store.cluster import load_capacity, load_queues
 from scheduler.store.db import Session
 
 
@@ -31,8 +32,8 @@ def _feasibility(
     """What the REST API's feasibility checks would say against `action` ("spec.gpuType.0: ..."),
     or None when it admits."""
     if isinstance(action, reconcile.Submit):
-        known = {q.name: q for q in cycle.load_queues(session=session)}
-        nodes = cycle.load_capacity(session=session)
+        known = {q.name: q for q in load_queues(session=session)}
+        nodes = load_capacity(session=session)
         problems = feasibility.check_job(
             action.spec,
             queues=known,
@@ -41,8 +42,8 @@ def _feasibility(
             chart_limits=chart_limits,
         )
     elif isinstance(action, reconcile.UpsertQueue):
-        known = {q.name: q for q in cycle.load_queues(session=session)}
-        nodes = cycle.load_capacity(session=session)
+        known = {q.name: q for q in load_queues(session=session)}
+        nodes = load_capacity(session=session)
         problems = feasibility.check_queue(action.spec, queues=known, nodes=nodes)
     else:
         return None

@@ -31,8 +31,8 @@ from scheduler.loop.context import Cycle
 from scheduler.loop.enact import enact, stop_quietly, taken
 from scheduler.loop.workerenv import env_for
 from scheduler.spec import Phase
-from scheduler.store import cycle as store
-from scheduler.store.batches import EventWrite
+from scheduler.store.changes import EventWrite
+from scheduler.store.live import LiveJob
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class Applied:
     launch_failed: list[str] = field(default_factory=list)
     violations: list[model.Violation] = field(default_factory=list)
     # The jobs as this step left them in the store, for the loop's cache.
-    wrote: list[store.LiveJob] = field(default_factory=list)
+    wrote: list[LiveJob] = field(default_factory=list)
 
 
 def report_violations(
@@ -69,7 +69,7 @@ def report_violations(
 def apply(
     cycle: Cycle,
     result: model.CycleResult,
-    live: Mapping[str, store.LiveJob],
+    live: Mapping[str, LiveJob],
     foreign_ids: Set[str] = frozenset(),
 ) -> Applied:
     """Carry out `result` (see the module doc). The memory's `reasons` say what was last
@@ -88,7 +88,7 @@ def apply(
         else:
             ours.append(place)
     _place_all(cycle, ours, live, out)
-    changed: list[tuple[store.LiveJob, model.PendingReason]] = []
+    changed: list[tuple[LiveJob, model.PendingReason]] = []
     for keep in result.pending:
         try:
             _keep(cycle, keep, live, abilities.pending_notes, foreign_ids, out, changed)
@@ -99,7 +99,7 @@ def apply(
 
 
 def _write_reasons(
-    cycle: Cycle, changed: list[tuple[store.LiveJob, model.PendingReason]], out: Applied
+    cycle: Cycle, changed: list[tuple[LiveJob, model.PendingReason]], out: Applied
 ) -> None:
     """The reasons that changed, in one write; the memory keeps what was written."""
     todo = [(lj, transition.waits(reason)) for lj, reason in changed]
@@ -114,7 +114,7 @@ def _write_reasons(
 def _preempt_all(
     cycle: Cycle,
     preempts: Sequence[model.Preempt],
-    live: Mapping[str, store.LiveJob],
+    live: Mapping[str, LiveJob],
     out: Applied,
 ) -> None:
     """Each preemption recorded (Preempted, then Pending again), then its workers stopped;
@@ -147,7 +147,7 @@ def _bind(cycle: Cycle, foreign: base.ForeignWorkloads, place: model.Place, out:
 
 
 def _place_all(
-    cycle: Cycle, places: Sequence[model.Place], live: Mapping[str, store.LiveJob], out: Applied
+    cycle: Cycle, places: Sequence[model.Place], live: Mapping[str, LiveJob], out: Applied
 ) -> None:
     """Record every placement as a new attempt (one transaction), then launch each, then
     write their `Launched` events together."""
@@ -170,7 +170,7 @@ def _place_all(
 
 def _launch(
     cycle: Cycle,
-    lj: store.LiveJob,
+    lj: LiveJob,
     place: model.Place,
     out: Applied,
     launched: list[EventWrite],
@@ -195,11 +195,11 @@ def _launch(
 def _keep(
     cycle: Cycle,
     keep: model.KeepPending,
-    live: Mapping[str, store.LiveJob],
+    live: Mapping[str, LiveJob],
     notes: base.PendingNotes | None,
     foreign_ids: Set[str],
     out: Applied,
-    changed: list[tuple[store.LiveJob, model.PendingReason]],
+    changed: list[tuple[LiveJob, model.PendingReason]],
 ) -> None:
     written = cycle.memory.reasons
     lj = live.get(keep.job_id)

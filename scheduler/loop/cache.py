@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from scheduler import model
 from scheduler.backends.base import WorkerStatus
 from scheduler.loop import lifecycle
-from scheduler.store import cycle as store
+from scheduler.store.live import LIVE, LiveCache, LiveJob, Unreadable
 from scheduler.store.port import LiveStore
 
 log = logging.getLogger(__name__)
@@ -61,10 +61,10 @@ class SchedulerCache:
 
     def __init__(self, full_every: int) -> None:
         self.full_every = full_every
-        self.live = store.LiveCache()
+        self.live = LiveCache()
         self.settled: dict[str, _Settled] = {}
-        self.attempts: dict[AttemptKey, tuple[Sequence[WorkerStatus], store.LiveJob | None]] = {}
-        self.held: dict[str, tuple[store.LiveJob, model.RunningJob | None]] = {}
+        self.attempts: dict[AttemptKey, tuple[Sequence[WorkerStatus], LiveJob | None]] = {}
+        self.held: dict[str, tuple[LiveJob, model.RunningJob | None]] = {}
         self.full = True  # this cycle is a full pass (the first one is)
         self.drift: list[str] = []  # what this cycle's full pass found the cache had wrong
         self.looked_at = 0  # live jobs reconciled this cycle
@@ -76,7 +76,7 @@ class SchedulerCache:
         self._cycles += 1
         self.drift, self.looked_at = [], 0
 
-    def read(self, db: LiveStore, unreadable: list[store.Unreadable]) -> list[store.LiveJob]:
+    def read(self, db: LiveStore, unreadable: list[Unreadable]) -> list[LiveJob]:
         """The live jobs: the rows whose version moved read again, or all in a full pass."""
         if not self.full:
             return db.live_jobs(unreadable=unreadable, cache=self.live)
@@ -88,7 +88,7 @@ class SchedulerCache:
                 self._drifted(f"job {lj.id}: row changed at version {lj.version}")
         return live
 
-    def quiet(self, lj: store.LiveJob, workers: Sequence[WorkerStatus], now: float) -> bool:
+    def quiet(self, lj: LiveJob, workers: Sequence[WorkerStatus], now: float) -> bool:
         """Whether reconciling `lj` would do nothing: settled, and neither its row nor its
         workers moved, and its quiet time has not come."""
         s = self.settled.get(lj.id)
@@ -96,7 +96,7 @@ class SchedulerCache:
 
     def reconciled(
         self,
-        lj: store.LiveJob,
+        lj: LiveJob,
         workers: Sequence[WorkerStatus],
         now: float,
         *,
@@ -117,7 +117,7 @@ class SchedulerCache:
     def unsettled_attempts(
         self,
         attempts: Mapping[AttemptKey, list[WorkerStatus]],
-        by_id: Mapping[str, store.LiveJob],
+        by_id: Mapping[str, LiveJob],
     ) -> dict[AttemptKey, list[WorkerStatus]]:
         """The attempts `phases.orphans` must look at: all in a full pass, else those
         not found held before, or whose workers or job moved since."""
@@ -130,7 +130,7 @@ class SchedulerCache:
         self,
         looked: Mapping[AttemptKey, list[WorkerStatus]],
         attempts: Mapping[AttemptKey, list[WorkerStatus]],
-        by_id: Mapping[str, store.LiveJob],
+        by_id: Mapping[str, LiveJob],
         draining: Sequence[AttemptKey],
     ) -> None:
         """Remember the attempts looked at that are not draining (held by their job, or
@@ -146,10 +146,10 @@ class SchedulerCache:
             seen = {k: v for k, v in seen.items() if k in attempts}
         self.attempts = seen
 
-    def running(self, live: Sequence[store.LiveJob]) -> list[model.RunningJob]:
+    def running(self, live: Sequence[LiveJob]) -> list[model.RunningJob]:
         """The core's entry of each job that holds GPUs, made once per row version."""
         held, out = self.held, []
-        fresh: dict[str, tuple[store.LiveJob, model.RunningJob | None]] = {}
+        fresh: dict[str, tuple[LiveJob, model.RunningJob | None]] = {}
         for lj in live:
             hit = held.get(lj.id)
             entry = hit if hit is not None and hit[0] is lj else (lj, lj.running())
@@ -159,7 +159,7 @@ class SchedulerCache:
         self.held = fresh
         return out
 
-    def wrote(self, jobs: Iterable[store.LiveJob]) -> None:
+    def wrote(self, jobs: Iterable[LiveJob]) -> None:
         """This loop wrote these jobs (committed), each as its row now reads: the cached
         job becomes it instead of being read back. One given back at the version it was
         cached at (a write the store could not place at a version) is read again, as the
@@ -177,17 +177,17 @@ class SchedulerCache:
             if dataclasses.replace(old, version=lj.version) == lj:
                 self.settled[lj.id] = dataclasses.replace(s, version=lj.version)
 
-    def live_now(self, live: Sequence[store.LiveJob]) -> list[store.LiveJob]:
+    def live_now(self, live: Sequence[LiveJob]) -> list[LiveJob]:
         """`live` (the jobs read this cycle) as the cache now holds them, those written
         out of the live phases left out."""
         jobs = self.live.jobs
         out = [jobs.get(lj.id, lj) for lj in live]
-        return [lj for lj in out if lj.phase in store.LIVE]
+        return [lj for lj in out if lj.phase in LIVE]
 
     def summary(self) -> CachePass:
         return CachePass(self.full, self.looked_at, tuple(self.drift))
 
-    def forget(self, live: Mapping[str, store.LiveJob]) -> None:
+    def forget(self, live: Mapping[str, LiveJob]) -> None:
         """Drop what the cache keeps of jobs no longer live."""
         if len(self.settled) > len(live):
             self.settled = {k: v for k, v in self.settled.items() if k in live}

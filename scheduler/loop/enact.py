@@ -24,7 +24,7 @@ from scheduler.loop import faults
 from scheduler.loop.backoff import Backoff
 from scheduler.loop.transition import Transition
 from scheduler.store import errors
-from scheduler.store.batches import (
+from scheduler.store.changes import (
     Change,
     EventWrite,
     JobWrite,

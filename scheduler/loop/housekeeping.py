@@ -10,10 +10,9 @@ from collections.abc import Mapping
 from scheduler.backends import base
 from scheduler.clock import as_datetime
 from scheduler.loop import phases
-from scheduler.store import cycle as store
 from scheduler.store import port
-from scheduler.store.batches import EventWrite
-from scheduler.store.db import Database
+from scheduler.store.changes import EventWrite
+from scheduler.store.live import LiveJob
 from scheduler.store.port import LiveStore
 
 log = logging.getLogger(__name__)
@@ -21,7 +20,7 @@ log = logging.getLogger(__name__)
 EVERY = 30  # the TTL and the file sweep run every 30th cycle: a cheap indexed query at most
 
 
-def purge(database: Database, ttl_s: float | None, cycle: int, now: float) -> None:
+def purge(database: port.Storage, ttl_s: float | None, cycle: int, now: float) -> None:
     """Apply the retention TTL (finished jobs older than `ttl_s` go, with their events)."""
     if ttl_s is None or cycle % EVERY:
         return
@@ -31,7 +30,7 @@ def purge(database: Database, ttl_s: float | None, cycle: int, now: float) -> No
         log.info("deleted %d finished job(s) past the retention of %.0fs", len(gone), ttl_s)
 
 
-def drop_deleted_files(database: Database, files: base.JobFiles | None, cycle: int) -> None:
+def drop_deleted_files(database: port.Storage, files: base.JobFiles | None, cycle: int) -> None:
     """Remove the files a backend keeps per job (the local backend's logs) of jobs the
     store no longer has: `DELETE /jobs/{id}` and the TTL reach only the store."""
     if files is None or cycle % EVERY:
@@ -45,7 +44,7 @@ def drop_deleted_files(database: Database, files: base.JobFiles | None, cycle: i
 def forget_finished(
     records: base.FinishedRecords | None,
     attempts: Mapping[phases.AttemptKey, list[base.WorkerStatus]],
-    live: Mapping[str, store.LiveJob],
+    live: Mapping[str, LiveJob],
 ) -> None:
     """Let a backend that keeps records (local) drop those of finished jobs whose
     workers are all gone, so its bookkeeping does not grow with history."""

@@ -13,7 +13,7 @@ from scheduler import model
 from scheduler.clock import as_datetime
 from scheduler.loop.context import Memory
 from scheduler.store import errors
-from scheduler.store.batches import EventWrite
+from scheduler.store.changes import EventWrite
 from scheduler.store.port import LiveStore
 
 log = logging.getLogger(__name__)

@@ -28,8 +28,8 @@ from scheduler.clock import as_datetime
 from scheduler.loop import transition
 from scheduler.loop.backoff import Backoff
 from scheduler.loop.enact import enact, stop_quietly
-from scheduler.store import errors, schema
-from scheduler.store.batches import EventWrite
+from scheduler.store import errors
+from scheduler.store.changes import EventWrite, JobEvent
 from scheduler.store.live import LiveJob
 from scheduler.store.port import LiveStore
 
@@ -117,20 +117,20 @@ def _event(
     db.append_events(events=[EventWrite(job_id, kind, reason, message, data)], now=at)
 
 
-def launched_by(events: Sequence[schema.JobEventRow], attempt: int) -> str | None:
+def launched_by(events: Sequence[JobEvent], attempt: int) -> str | None:
     """The backend instance that launched (job, attempt), or began to, when its
     `Launched` or `Launching` event says."""
     by = _launch_data(events, attempt).get("backend")
     return by if isinstance(by, str) else None
 
 
-def launched_state(events: Sequence[schema.JobEventRow], attempt: int) -> str | None:
+def launched_state(events: Sequence[JobEvent], attempt: int) -> str | None:
     """The state directory of the local backend that launched (job, attempt)."""
     state = _launch_data(events, attempt).get("state")
     return state if isinstance(state, str) else None
 
 
-def _launch_data(events: Sequence[schema.JobEventRow], attempt: int) -> dict[str, object]:
+def _launch_data(events: Sequence[JobEvent], attempt: int) -> dict[str, object]:
     for e in reversed(events):
         if e.kind in (LAUNCHED, LAUNCHING) and (e.data or {}).get("attempt") == attempt:
             return dict(e.data or {})
@@ -142,7 +142,7 @@ def launched_at(
     job_id: str,
     attempt: int,
     *,
-    events: Sequence[schema.JobEventRow] | None = None,
+    events: Sequence[JobEvent] | None = None,
 ) -> float | None:
     """When the launch of (job, attempt) completed, or None if it never did. `events`:
     the job's events when already read."""

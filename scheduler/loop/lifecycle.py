@@ -45,7 +45,7 @@ MISSING_GRACE_S = 30.0
 
 
 class Job(Protocol):
-    """What `decide` reads of a live job (`scheduler.store.cycle.LiveJob` is one)."""
+    """What `decide` reads of a live job (`scheduler.store.live.LiveJob` is one)."""
 
     @property
     def id(self) -> str: ...

@@ -24,8 +24,8 @@ from scheduler.loop.lifecycle import MISSING_GRACE_S
 from scheduler.loop.transition import Outcome, Transition
 from scheduler.loop.workerenv import env_for
 from scheduler.spec import Phase
-from scheduler.store import cycle as store
 from scheduler.store import errors
+from scheduler.store.live import LiveJob
 from scheduler.store.port import LiveStore
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class Reconciled:
     elsewhere: dict[str, str] = field(default_factory=dict)
     touched: int = 0  # store writes of any kind (the loop re-reads jobs when > 0)
     # The transitions decided, carried out together by `flush`.
-    deferred: list[tuple[store.LiveJob, Transition]] = field(default_factory=list)
+    deferred: list[tuple[LiveJob, Transition]] = field(default_factory=list)
 
     def record(self, outcome: Outcome, job_id: str) -> None:
         lists = {
@@ -86,7 +86,7 @@ def by_attempt(
     return out
 
 
-def facts(cycle: Cycle, lj: store.LiveJob, workers: Sequence[base.WorkerStatus]) -> lifecycle.Facts:
+def facts(cycle: Cycle, lj: LiveJob, workers: Sequence[base.WorkerStatus]) -> lifecycle.Facts:
     """What `lifecycle.decide` needs beyond the job and its workers. Events are read
     only for a job with a missing or failed worker (one read for both facts)."""
     launched_at, failures, elsewhere = None, 0, None
@@ -113,7 +113,7 @@ def facts(cycle: Cycle, lj: store.LiveJob, workers: Sequence[base.WorkerStatus])
 
 def job(
     cycle: Cycle,
-    lj: store.LiveJob,
+    lj: LiveJob,
     workers: Sequence[base.WorkerStatus],
     done: Reconciled,
     *,
@@ -143,7 +143,7 @@ def job(
         log.info("job %s changed meanwhile (%s); next cycle", lj.id, exc)
 
 
-def flush(cycle: Cycle, done: Reconciled) -> list[store.LiveJob]:
+def flush(cycle: Cycle, done: Reconciled) -> list[LiveJob]:
     """Carry out the transitions `job` decided, together (`enact`: one transaction per
     step); a job that moved on meanwhile is decided again next cycle. The memory's
     `retries` space a failed job's next attempts out exponentially (the loop leaves the
@@ -163,7 +163,7 @@ def flush(cycle: Cycle, done: Reconciled) -> list[store.LiveJob]:
     return out
 
 
-def _adopt(cycle: Cycle, lj: store.LiveJob, by: str) -> bool:
+def _adopt(cycle: Cycle, lj: LiveJob, by: str) -> bool:
     """Take over the attempt a replica that is gone launched on this host (its state
     directory is in the launch's event); False where it cannot be read from here."""
     local = cycle.backend.capabilities().local_workers
@@ -176,7 +176,7 @@ def _adopt(cycle: Cycle, lj: store.LiveJob, by: str) -> bool:
     return True
 
 
-def _finish_launch(cycle: Cycle, lj: store.LiveJob, done: Reconciled) -> None:
+def _finish_launch(cycle: Cycle, lj: LiveJob, done: Reconciled) -> None:
     """The launch never completed (a crash, a transient API error): finish it; names are
     deterministic, so what exists is found, not made twice."""
     env = env_for(cycle.worker_env, lj.id)
@@ -198,7 +198,7 @@ def _finish_launch(cycle: Cycle, lj: store.LiveJob, done: Reconciled) -> None:
 
 def orphans(
     backend: base.ClusterBackend,
-    live: Mapping[str, store.LiveJob],
+    live: Mapping[str, LiveJob],
     attempts: Mapping[AttemptKey, Sequence[base.WorkerStatus]],
     done: Reconciled,
     db: LiveStore | None = None,
@@ -238,7 +238,7 @@ def orphans(
 
 
 def _stop_terms(
-    db: LiveStore | None, job_id: str, lj: store.LiveJob | None
+    db: LiveStore | None, job_id: str, lj: LiveJob | None
 ) -> tuple[float, base.StopReason]:
     """The grace period and reason of an orphan's stop, from its job when known."""
     if lj is not None:
@@ -246,13 +246,11 @@ def _stop_terms(
     if db is None:
         return 0.0, base.StopReason.STOPPED
     try:
-        row = db.get_job(job_id=job_id)
-        grace = float(int(row.spec.get("terminationGracePeriodSeconds", 30)))
+        end = db.ended(job_id=job_id)
     except (errors.NotFound, TypeError, ValueError):
         return 0.0, base.StopReason.STOPPED
-    last = row.conditions[-1].get("reason", "") if row.conditions else ""
-    if row.phase == Phase.CANCELLED:
-        return grace, base.StopReason.CANCELLED
-    if last == "MaxRuntimeExceeded":
-        return grace, base.StopReason.MAX_RUNTIME
-    return grace, base.StopReason.STOPPED
+    if end.phase is Phase.CANCELLED:
+        return end.grace_s, base.StopReason.CANCELLED
+    if end.reason == "MaxRuntimeExceeded":
+        return end.grace_s, base.StopReason.MAX_RUNTIME
+    return end.grace_s, base.StopReason.STOPPED

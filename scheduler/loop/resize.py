@@ -25,7 +25,7 @@ from scheduler.loop.context import Cycle
 from scheduler.loop.enact import enact, taken
 from scheduler.loop.workerenv import env_for
 from scheduler.spec import Phase
-from scheduler.store import cycle as store
+from scheduler.store.live import LiveJob
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +35,8 @@ AttemptKey = tuple[str, int]
 def apply_all(
     cycle: Cycle,
     resizes: Sequence[model.Resize],
-    live: Mapping[str, store.LiveJob],
-    wrote: list[store.LiveJob],
+    live: Mapping[str, LiveJob],
+    wrote: list[LiveJob],
 ) -> list[str]:
     """Record each resize (one transaction), then have the backend start or stop the
     workers; returns the ids of the jobs resized. The jobs as written go to `wrote` (for
@@ -65,7 +65,7 @@ def apply_all(
     return done
 
 
-def _follow(cycle: Cycle, resizable: base.Resizable, r: model.Resize, lj: store.LiveJob) -> None:
+def _follow(cycle: Cycle, resizable: base.Resizable, r: model.Resize, lj: LiveJob) -> None:
     """The backend follows a recorded resize of `lj` (as read before it): the removed
     workers stopped, or the new ones started."""
     kept = {p.worker for p in r.placements}
@@ -78,13 +78,13 @@ def _follow(cycle: Cycle, resizable: base.Resizable, r: model.Resize, lj: store.
 
 
 def _request(
-    cycle: Cycle, lj: store.LiveJob, placements: Sequence[model.WorkerPlacement]
+    cycle: Cycle, lj: LiveJob, placements: Sequence[model.WorkerPlacement]
 ) -> base.LaunchRequest:
     env = env_for(cycle.worker_env, lj.id)
     return base.LaunchRequest(lj.id, lj.spec, lj.attempt, tuple(placements), env, lj.origin)
 
 
-def settle(cycle: Cycle, lj: store.LiveJob, workers: Sequence[base.WorkerStatus]) -> None:
+def settle(cycle: Cycle, lj: LiveJob, workers: Sequence[base.WorkerStatus]) -> None:
     """Finish what a resize left undone: start the workers of its placements that are
     missing after a grow, stop those past its size that still run after a shrink."""
     resizable = cycle.backend.capabilities().resizable
@@ -103,7 +103,7 @@ def settle(cycle: Cycle, lj: store.LiveJob, workers: Sequence[base.WorkerStatus]
 
 
 def leftovers(
-    live: Sequence[store.LiveJob],
+    live: Sequence[LiveJob],
     attempts: Mapping[AttemptKey, Sequence[base.WorkerStatus]],
     now: float,
 ) -> list[model.RunningJob]:

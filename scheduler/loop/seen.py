@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from scheduler import model
 from scheduler.backends import base
 from scheduler.loop import phases
-from scheduler.store import cycle as store
+from scheduler.store.live import LiveJob, Unreadable
 
 
 @dataclass
@@ -21,16 +21,16 @@ class Seen:
     foreign_running: tuple[model.RunningJob, ...]
     foreign_pending: tuple[model.JobRequest, ...]
     attempts: dict[phases.AttemptKey, list[base.WorkerStatus]]
-    live: list[store.LiveJob]
-    unreadable: list[store.Unreadable]
+    live: list[LiveJob]
+    unreadable: list[Unreadable]
     done: phases.Reconciled = field(default_factory=phases.Reconciled)
     draining: list[phases.AttemptKey] = field(default_factory=list)
-    by_id: dict[str, store.LiveJob] = field(init=False)
+    by_id: dict[str, LiveJob] = field(init=False)
 
     def __post_init__(self) -> None:
         self.reread(self.live, self.unreadable)
 
-    def reread(self, live: list[store.LiveJob], unreadable: list[store.Unreadable]) -> None:
+    def reread(self, live: list[LiveJob], unreadable: list[Unreadable]) -> None:
         self.live, self.unreadable = live, unreadable
         self.by_id = {lj.id: lj for lj in live}
 

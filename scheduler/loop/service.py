@@ -56,9 +56,8 @@ from scheduler.loop.context import Cycle, Memory
 from scheduler.loop.fence import Fenced
 from scheduler.loop.seen import Seen, Steps
 from scheduler.spec import Phase
-from scheduler.store import cycle as store
 from scheduler.store import port
-from scheduler.store.db import Database
+from scheduler.store.live import Unreadable
 from scheduler.store.port import LiveStore
 
 __all__ = ["CycleReport", "Loop", "LoopConfig", "ScheduleFn"]
@@ -71,7 +70,7 @@ ScheduleFn = isolation.ScheduleFn
 class Loop:
     def __init__(
         self,
-        database: Database,
+        database: port.Storage,
         backend: base.ClusterBackend,
         *,
         clock: Clock | None = None,
@@ -216,7 +215,7 @@ class Loop:
         adopted = {r.job.id for r in f_running}
         # Adopted foreign pods are not the store's jobs: never orphans.
         attempts = phases.by_attempt([w for w in self.backend.workers() if w.job_id not in adopted])
-        unreadable: list[store.Unreadable] = []
+        unreadable: list[Unreadable] = []
         live = self.cache.read(db, unreadable)
         return Seen(nodes, foreign, f_running, f_pending, attempts, live, unreadable)
 
@@ -228,7 +227,7 @@ class Loop:
         one_by_one = done.changed()  # rows written one job at a time: read them back
         cache.wrote(phases.flush(here, done))
         if one_by_one or done.touched:
-            missed: list[store.Unreadable] = []
+            missed: list[Unreadable] = []
             seen.reread(db.live_jobs(unreadable=missed, cache=cache.live), missed)
         elif done.changed():  # only the batch wrote: the cache holds what it wrote
             seen.reread(cache.live_now(seen.live), seen.unreadable)

@@ -21,14 +21,14 @@ from scheduler import model
 from scheduler.backends import base
 from scheduler.placement import eligible
 from scheduler.spec import Phase
-from scheduler.store import cycle as store
+from scheduler.store.live import LiveJob
 from scheduler.store.port import LiveStore
 
 
 def draining_attempts(
     draining: Sequence[tuple[str, int]],
     attempts: Mapping[tuple[str, int], Sequence[base.WorkerStatus]],
-    live: Mapping[str, store.LiveJob],
+    live: Mapping[str, LiveJob],
     now: float,
 ) -> list[model.RunningJob]:
     """The attempts whose workers still drain (job id, attempt) as stopping entries
@@ -51,7 +51,7 @@ def build(
     *,
     nodes: Sequence[model.Node],
     queues: Sequence[model.Queue],
-    live: Sequence[store.LiveJob],
+    live: Sequence[LiveJob],
     now: float,
     config: model.Config,
     held: Sequence[model.RunningJob] | None = None,

@@ -1,5 +1,7 @@
-"""`shoal simulate`: replay a job trace in virtual time through the real loop, core and
-store (a throw-away SQLite file), with the sim backend instead of a cluster.
+"""`shoal simulate`: replay a job trace in virtual time through the real loop and core,
+on the in-memory store (`store.memory`) and the sim backend instead of a database and a
+cluster. `database_url` replays on a database instead (the store's rules are one, so the
+decisions are the same: tests/loop/test_sim_memory.py).
 
 The clock jumps from event to event: the next arrival, the next worker end, and while
 jobs wait, a tick (so minimum runtimes and reservations can expire). After a cycle whose
@@ -20,11 +22,11 @@ guarantee holds less than that guarantee while another queue holds more than its
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from datetime import datetime
+from typing import Protocol
 
 from scheduler import model, store
 from scheduler.backends.sim.backend import SimBackend
@@ -35,6 +37,9 @@ from scheduler.sim.report import SimReport, count_violations, count_waits, recor
 from scheduler.sim.trace import TraceJob
 from scheduler.spec import JobSpec, Phase
 from scheduler.spec.queue import QueueSpec
+from scheduler.store.live import LiveCache, LiveJob
+from scheduler.store.memory import MemoryStore
+from scheduler.store.port import Storage
 
 __all__ = ["SimReport", "default_queues", "simulate"]  # SimReport lives in sim.report
 
@@ -95,11 +100,13 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
     every_tick: bool = False,
     observe: Callable[[CycleReport], None] | None = None,
+    database_url: str | None = None,
 ) -> SimReport:
     """Replay `jobs`; `progress(done, total)` is called after every cycle with the number of
     jobs that have left the system (finished or never to be placed) out of all of them.
     `every_tick` runs a cycle at every idle tick (the slow path, for comparison).
-    `observe` sees every cycle's report (its snapshot and decisions) as it happens."""
+    `observe` sees every cycle's report (its snapshot and decisions) as it happens.
+    `database_url`: replay on that database (empty) instead of in memory."""
     if not jobs:
         raise ValueError("the trace has no GPU jobs")
     clock = VirtualClock(start=1_700_000_000.0)
@@ -108,12 +115,44 @@ def simulate(
         (dataclasses.replace(j, submit=j.submit * arrival_scale) for j in jobs),
         key=lambda j: (j.submit, j.name),
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        db = store.open_database(f"sqlite:///{Path(tmp) / 'sim.db'}")
-        run = _Run.start(db, arrivals, nodes, clock, queues, config, tick_s, every_tick)
+    doors: Doors = MemoryStore() if database_url is None else _SqlDoors(database_url)
+    try:
+        run = _Run.start(doors, arrivals, nodes, clock, queues, config, tick_s, every_tick)
         run.drive(max_cycles, progress, observe)
-        db.close()
+    finally:
+        if isinstance(doors, _SqlDoors):
+            doors.storage.close()
     return run.rep
+
+
+class Doors(Protocol):
+    """What the replay does beside the loop: make queues, submit the jobs as they arrive,
+    read the live jobs back; and the storage the loop runs on."""
+
+    @property
+    def storage(self) -> Storage: ...
+    def add_queue(self, spec: QueueSpec) -> None: ...
+    def submit(self, spec: JobSpec, *, job_id: str, now: datetime, by: str) -> object: ...
+    def live_jobs(self, *, cache: LiveCache | None = None) -> list[LiveJob]: ...
+
+
+class _SqlDoors:
+    """The doors on a database: the store's functions, a session each."""
+
+    def __init__(self, url: str) -> None:
+        self.storage = store.open_database(url)
+
+    def add_queue(self, spec: QueueSpec) -> None:
+        with self.storage.session() as s:
+            store.create_queue(session=s, spec=spec)
+
+    def submit(self, spec: JobSpec, *, job_id: str, now: datetime, by: str) -> object:
+        with self.storage.session() as s:
+            return store.submit_job(session=s, spec=spec, submitter=by, now=now, job_id=job_id)
+
+    def live_jobs(self, *, cache: LiveCache | None = None) -> list[LiveJob]:
+        with self.storage.session() as s:
+            return store.live_jobs(session=s, cache=cache)
 
 
 @dataclass
@@ -124,7 +163,7 @@ class _Run:
     jobs: list[TraceJob]
     base_t: float  # virtual time of a submit offset of 0
     clock: VirtualClock
-    db: store.Database
+    doors: Doors
     backend: SimBackend
     loop: Loop
     models: set[str]  # GPU models in the cluster
@@ -140,12 +179,12 @@ class _Run:
     reasons: dict[str, model.PendingReason] = field(default_factory=dict)  # the last cycle's
     total_cpu: int = 0
     total_mem: int = 0
-    seen: store.LiveCache = field(default_factory=store.LiveCache)  # the live jobs last read
+    seen: LiveCache = field(default_factory=LiveCache)  # the live jobs last read
 
     @classmethod
     def start(
         cls,
-        db: store.Database,
+        doors: Doors,
         jobs: list[TraceJob],
         nodes: Sequence[model.Node],
         clock: VirtualClock,
@@ -154,25 +193,25 @@ class _Run:
         tick_s: float,
         every_tick: bool,
     ) -> _Run:
-        """The loop on `db` and a sim backend over `nodes`, with the queues created."""
+        """The loop on `doors`' storage and a sim backend over `nodes`, with the queues
+        created."""
         total_gpus = float(sum(n.gpu_count for n in nodes))
         base_t = clock.now() - jobs[0].submit
         backend = SimBackend(nodes, clock)
         loop = Loop(
-            db,
+            doors.storage,
             backend,
             clock=clock,
             config=LoopConfig(holder="sim", lease_ttl_s=1e9, core=config or model.Config()),
         )
         qspecs = list(queues) if queues is not None else default_queues(jobs, total_gpus)
         guaranteed = {q.name: q.guaranteed.total or 0.0 for q in qspecs}
-        with db.session() as s:
-            for qs in qspecs:
-                store.create_queue(session=s, spec=qs)
+        for qs in qspecs:
+            doors.add_queue(qs)
         rep = SimReport(len(jobs), 0, 0, 0, clock.now(), clock.now(), 0, guaranteed=guaranteed)
         models = {n.gpu_model for n in nodes}
         run = cls(
-            jobs, base_t, clock, db, backend, loop, models, total_gpus, tick_s, every_tick, rep
+            jobs, base_t, clock, doors, backend, loop, models, total_gpus, tick_s, every_tick, rep
         )
         run.total_cpu = sum(n.cpu_milli for n in nodes)
         run.total_mem = sum(n.memory_mib for n in nodes)
@@ -186,7 +225,7 @@ class _Run:
     ) -> None:
         """Cycle from event to event until every job has left or nothing is left to happen."""
         rep = self.rep
-        live: list[store.LiveJob] = []
+        live: list[LiveJob] = []
         t = self.clock.now()
         while rep.cycles < max_cycles:
             self.clock.advance_to(t)
@@ -199,8 +238,7 @@ class _Run:
                     observe(report)
             # A quiet cycle changed no job: what the store held before it, it holds now.
             if self.every_tick or arrived or not _quiet(report):
-                with self.db.session() as s:  # only the rows that moved are read whole
-                    live = store.live_jobs(session=s, cache=self.seen)
+                live = self.doors.live_jobs(cache=self.seen)  # only what moved is read whole
             held = self.sample(t)
             waiting = [lj for lj in live if lj.phase is Phase.PENDING]
             nxt = self.next_times(t, report, live, waiting)
@@ -224,24 +262,18 @@ class _Run:
     def arrive(self, t: float) -> bool:
         """Submit the jobs due by `t`; whether any were."""
         arrived = False
-        with self.db.session() as s:
-            while self.i < len(self.jobs) and self.base_t + self.jobs[self.i].submit <= t:
-                job = self.jobs[self.i]
-                spec, dropped = _spec(job, self.models)
-                self.rep.dropped_gpu_types += dropped
-                # Ids in arrival order: the core breaks ties by id, so a random id
-                # would make two replays of one trace differ.
-                row, _ = store.submit_job(
-                    session=s,
-                    spec=spec,
-                    submitter="sim",
-                    now=as_datetime(t),
-                    job_id=f"{self.i:016x}",
-                )
-                self.backend.durations[row.id] = job.duration
-                self.submitted[row.id] = (spec.queue, t, spec.name)
-                self.i += 1
-                arrived = True
+        while self.i < len(self.jobs) and self.base_t + self.jobs[self.i].submit <= t:
+            job = self.jobs[self.i]
+            spec, dropped = _spec(job, self.models)
+            self.rep.dropped_gpu_types += dropped
+            # Ids in arrival order: the core breaks ties by id, so a random id would
+            # make two replays of one trace differ.
+            job_id = f"{self.i:016x}"
+            self.doors.submit(spec, job_id=job_id, now=as_datetime(t), by="sim")
+            self.backend.durations[job_id] = job.duration
+            self.submitted[job_id] = (spec.queue, t, spec.name)
+            self.i += 1
+            arrived = True
         return arrived
 
     def sample(self, t: float) -> dict[str, float]:
@@ -266,8 +298,8 @@ class _Run:
         self,
         t: float,
         report: CycleReport | None,
-        live: Sequence[store.LiveJob],
-        waiting: Sequence[store.LiveJob],
+        live: Sequence[LiveJob],
+        waiting: Sequence[LiveJob],
     ) -> list[float]:
         """Candidate instants for the next cycle (empty: nothing left to happen)."""
         events = [self.base_t + self.jobs[self.i].submit] if self.i < len(self.jobs) else []

@@ -19,9 +19,10 @@ API / CRD controller (`queues`; `submission`, `jobs`, `events`, re-exported by `
     list_events(*, session, job_id, queues=None) -> list[JobEventRow]
     count_by_phase(*, session, queues=None) -> dict[str, int]
 
-Scheduler loop (`live`, `transitions`, `events`, `cluster`, `lease`, re-exported by
-`cycle`), every write checked against `expected_version`; the loop itself calls them
-through `port.LiveStore` (`port.opened(database)`: the port on one session):
+Scheduler loop (`live`, `transitions`, `events`, `cluster`, `lease`), every write
+checked against `expected_version`; the loop itself writes through `port.LiveStore`
+(`port.opened(database)`: the port on one session; `batches.write`: many jobs' changes
+at once):
     load_queues(*, session) -> tuple[core.Queue, ...]
     live_jobs(*, session, cache=None) -> list[LiveJob]  # .request, .running(), .version, .spec
     LiveCache()                                     # a reader's cache: re-read only changed rows
@@ -47,25 +48,15 @@ Errors (`errors`): NotFound, Conflict, VersionConflict(Conflict), InvalidTransit
 
 from __future__ import annotations
 
-from scheduler.store.cycle import (
-    LiveCache,
-    LiveJob,
-    acquire_lease,
-    append_event,
-    database_now,
-    lease_holder,
-    live_jobs,
+from scheduler.store.cluster import (
     load_capacity,
     load_inventory,
     load_queues,
-    record_placement,
-    release_lease,
     save_capacity,
     save_inventory,
-    set_pending_reason,
-    set_phase,
 )
 from scheduler.store.db import Database, make_engine, migrate, open_database
+from scheduler.store.events import append_event
 from scheduler.store.jobs import (
     JobPage,
     cancel_job,
@@ -75,6 +66,8 @@ from scheduler.store.jobs import (
     list_jobs,
     submit_job,
 )
+from scheduler.store.lease import acquire_lease, database_now, lease_holder, release_lease
+from scheduler.store.live import LiveCache, LiveJob, live_jobs
 from scheduler.store.queues import (
     create_queue,
     delete_queue,
@@ -82,6 +75,7 @@ from scheduler.store.queues import (
     list_queues,
     update_queue,
 )
+from scheduler.store.transitions import record_placement, set_pending_reason, set_phase
 
 __all__ = [
     "Database",

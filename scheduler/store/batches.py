@@ -1,7 +1,6 @@
 """The loop's writes to jobs, many in one transaction: `write` takes each job as the loop
-read it (a `LiveJob`) and what happens to it (a `Move` along the life cycle, a
-`NewAttempt` placed, an elastic `Resize`, the reason it `Waits`), and gives back each job
-as its row now reads, or why it was not written.
+read it (a `LiveJob`) and what happens to it (a `changes.Change`), and gives back each
+job as its row now reads (`changes.after`), or why it was not written.
 
 A cycle that sees a hundred jobs change (workers started or ended, a hundred placed)
 spent a read, a write and a commit per job; `write` reads the rows it needs in one
@@ -17,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
@@ -28,76 +26,26 @@ from sqlalchemy.orm import Session
 from scheduler import model
 from scheduler.spec import Phase
 from scheduler.store import errors, schema
+from scheduler.store.changes import (
+    EventWrite,
+    JobWrite,
+    Move,
+    NewAttempt,
+    Resize,
+    Result,
+    Waits,
+    after,
+    refusal,
+)
 from scheduler.store.events import append_event
-from scheduler.store.live import LiveJob, written
 from scheduler.store.resizes import RESIZED, resize_values
 from scheduler.store.rows import id_chunks
 from scheduler.store.transitions import (
-    TRANSITIONS,
     phase_values,
     placement_values,
     scheduled_event,
     set_pending_reason,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Move:
-    """To `phase` along the life cycle (`TRANSITIONS`); `count_restart`: one more restart."""
-
-    phase: Phase
-    reason: str = ""
-    message: str = ""
-    count_restart: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class NewAttempt:
-    """A Pending job placed: `placements` recorded as attempt `attempt` (Scheduled)."""
-
-    placements: tuple[model.WorkerPlacement, ...]
-    attempt: int
-
-
-@dataclass(frozen=True, slots=True)
-class Resize:
-    """A Running elastic job's placements become `placements` (same attempt)."""
-
-    placements: tuple[model.WorkerPlacement, ...]
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Waits:
-    """Why a Pending job waits. A note rather than a change of its life: written whatever
-    the job's version while it is Pending, and not at all when it is the one stored."""
-
-    reason: model.PendingReason
-
-
-Change = Move | NewAttempt | Resize | Waits
-
-
-@dataclass(frozen=True, slots=True)
-class EventWrite:
-    job_id: str
-    kind: str
-    reason: str = ""
-    message: str = ""
-    data: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class JobWrite:
-    """`change` to `job` at the version it was read, with `event` (recorded first) in the
-    same transaction."""
-
-    job: LiveJob
-    change: Change
-    event: EventWrite | None = None
-
-
-Result = LiveJob | Exception  # the job as its row now reads, or why it was not written
 
 
 def write(*, session: Session, writes: Sequence[JobWrite], now: datetime) -> list[Result]:
@@ -123,7 +71,7 @@ def write(*, session: Session, writes: Sequence[JobWrite], now: datetime) -> lis
         if w.event is not None:
             events.append(_event(w.event, now))
         events.append(said)
-        out.append(written(w.job, values))
+        out.append(after(w.job, w.change, now))
     _insert_events(conn, events)
     session.commit()
     waits = [(i, w) for i, w in enumerate(writes) if isinstance(w.change, Waits)]
@@ -139,23 +87,19 @@ def _change(
     job_id, c = w.job.id, w.change
     if row is None:
         return errors.NotFound(f"job {job_id} does not exist", loc=("id",))
-    phase = Phase(row.phase)
+    why = refusal(job_id, Phase(row.phase), row.cancel_requested, c)
+    if why is not None:
+        return why
     if isinstance(c, Move):
-        if c.phase not in TRANSITIONS[phase]:
-            return errors.InvalidTransition(f"job {job_id} cannot go from {phase} to {c.phase}")
         values = phase_values(row.conditions, c.phase, c.reason, c.message, now)
         if c.count_restart:
             values["restarts"] = row.restarts + 1
         said = EventWrite(job_id, c.phase.value, c.reason, c.message)
     elif isinstance(c, NewAttempt):
-        if phase is not Phase.PENDING or row.cancel_requested:
-            return errors.InvalidTransition(f"job {job_id} is {phase}, not Pending")
         values = placement_values(row.conditions, c.placements, c.attempt, now)
         said = EventWrite(job_id, "Scheduled", "", **scheduled_event(values))
     else:
         assert isinstance(c, Resize)
-        if phase is not Phase.RUNNING or row.cancel_requested:
-            return errors.InvalidTransition(f"job {job_id} is {phase}, not Running: no resize")
         values, message, data = resize_values(row, c.placements, c.reason, now)
         said = EventWrite(job_id, RESIZED, "", message, data)
     return values, _event(said, now)
@@ -182,7 +126,7 @@ def _reasons(session: Session, writes: Sequence[JobWrite], now: datetime) -> lis
             "b_details": {str(k): v for k, v in r.details.items()},
         }
         hit = conn.execute(_REASON, params).rowcount == 1
-        out.append(written(w.job, {}) if hit else w.job)
+        out.append(after(w.job, w.change, now) if hit else w.job)
     session.commit()
     for i, w in enumerate(writes):
         if out[i] is w.job:

@@ -7,9 +7,8 @@ what it built last time and only rows whose `version` moved are read and parsed 
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
@@ -57,29 +56,6 @@ class LiveJob:
             attempt=self.attempt,
             resized_at=self.resized_at.timestamp() if self.resized_at else None,
         )
-
-
-def written(lj: LiveJob, values: Mapping[str, Any]) -> LiveJob:
-    """`lj` as its row reads after a write of `values` (columns) at its version: the
-    columns a `LiveJob` holds taken over, the version one on. A writer that knows what it
-    wrote (the loop, `store.batches`) keeps its cached job without reading the row."""
-    fields: dict[str, Any] = {"version": lj.version + 1}
-    columns = (
-        "attempt",
-        "restarts",
-        "cancel_requested",
-        "scheduled_at",
-        "started_at",
-        "resized_at",
-    )
-    for column in columns:
-        if column in values:
-            fields[column] = values[column]
-    if "phase" in values:
-        fields["phase"] = Phase(values["phase"])
-    if "placements" in values:
-        fields["placements"] = convert.placements(values["placements"])
-    return dataclasses.replace(lj, **fields)
 
 
 @dataclass(frozen=True, slots=True)

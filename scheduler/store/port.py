@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Protocol
 
 from scheduler import model
+from scheduler.spec import Phase
 from scheduler.store import (
     batches,
     cluster,
@@ -25,12 +26,12 @@ from scheduler.store import (
     live,
     retention,
     rows,
-    schema,
 )
 from scheduler.store import transitions as moves
-from scheduler.store.batches import EventWrite, JobWrite, Result
+from scheduler.store.changes import Ended, EventWrite, JobEvent, JobWrite, Result
 from scheduler.store.db import Database, Session
 from scheduler.store.live import LiveCache, LiveJob, Unreadable
+from scheduler.store.memory import MemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,11 @@ class LiveStore(Protocol):
     ) -> list[LiveJob]: ...
     def load_queues(self) -> tuple[model.Queue, ...]: ...
     def load_inventory(self) -> tuple[model.Node, ...]: ...
-    def get_job(self, *, job_id: str) -> schema.JobRow: ...
-    def list_events(self, *, job_id: str) -> list[schema.JobEventRow]: ...
+    def ended(self, *, job_id: str) -> Ended:
+        """How a job no longer live ended (`errors.NotFound`: deleted)."""
+        ...
+
+    def list_events(self, *, job_id: str) -> list[JobEvent]: ...
 
     # The cluster as the backend reports it.
     def save_inventory(
@@ -100,11 +104,17 @@ class SqlLiveStore:
     def load_inventory(self) -> tuple[model.Node, ...]:
         return cluster.load_inventory(session=self.session)
 
-    def get_job(self, *, job_id: str) -> schema.JobRow:
-        return rows.get_job(session=self.session, job_id=job_id)
+    def ended(self, *, job_id: str) -> Ended:
+        row = rows.get_job(session=self.session, job_id=job_id)
+        grace = float(int(row.spec.get("terminationGracePeriodSeconds", 30)))
+        last = row.conditions[-1].get("reason", "") if row.conditions else ""
+        return Ended(Phase(row.phase), grace, last)
 
-    def list_events(self, *, job_id: str) -> list[schema.JobEventRow]:
-        return events.list_events(session=self.session, job_id=job_id)
+    def list_events(self, *, job_id: str) -> list[JobEvent]:
+        return [
+            JobEvent(e.kind, e.reason, e.message, e.data or {}, e.at)
+            for e in events.list_events(session=self.session, job_id=job_id)
+        ]
 
     def save_inventory(self, *, nodes: Sequence[model.Node], now: datetime | None = None) -> None:
         cluster.save_inventory(session=self.session, nodes=nodes, now=now)
@@ -154,12 +164,21 @@ class SqlLiveStore:
         self.session.rollback()
 
 
+# What a loop keeps its jobs in: a database, or memory (the simulator's).
+Storage = Database | MemoryStore
+
+
 @contextmanager
-def opened(database: Database) -> Iterator[LiveStore]:
-    """The port on one session of `database` (committed or rolled back as it ends)."""
-    with database.session() as session:
+def opened(storage: Storage) -> Iterator[LiveStore]:
+    """The port on one session of a database (committed or rolled back as it ends), or
+    the in-memory store itself."""
+    if isinstance(storage, MemoryStore):
+        yield storage
+        return
+    with storage.session() as session:
         yield SqlLiveStore(session)
 
 
-# Checked by `mypy scheduler` (which does not read the tests): SqlLiveStore is a LiveStore.
+# Checked by `mypy scheduler` (which does not read the tests): both are `LiveStore`s.
 _CONFORMS: Callable[[Session], LiveStore] = SqlLiveStore
+_IN_MEMORY: Callable[[], LiveStore] = MemoryStore

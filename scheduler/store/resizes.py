@@ -14,7 +14,8 @@ from sqlalchemy.orm import Session
 
 from scheduler import model
 from scheduler.spec import Phase
-from scheduler.store import convert, errors, schema
+from scheduler.store import convert, schema
+from scheduler.store.changes import Resize, refusal
 from scheduler.store.rows import add_event, cas_update, current_row
 
 RESIZED = "Resized"
@@ -33,8 +34,9 @@ def record_resize(
     backend adds or stops a worker: a crash after it leaves workers the loop then adds
     (a grow) or stops (a shrink) again, both idempotent."""
     row = current_row(session, job_id)
-    if row.phase != Phase.RUNNING.value or row.cancel_requested:
-        raise errors.InvalidTransition(f"job {job_id} is {row.phase}, not Running: no resize")
+    why = refusal(job_id, Phase(row.phase), row.cancel_requested, Resize(tuple(placements), reason))
+    if why is not None:
+        raise why
     at = now or schema.utcnow()
     values, message, data = resize_values(row, placements, reason, at)
     version = cas_update(session, job_id=job_id, expected_version=expected_version, values=values)

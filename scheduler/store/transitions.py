@@ -16,31 +16,17 @@ from sqlalchemy.orm import Session
 
 from scheduler import model
 from scheduler.spec import Phase
-from scheduler.store import convert, errors, schema
+from scheduler.store import convert, schema
+from scheduler.store.changes import Change, Move, NewAttempt, Waits, refusal
 from scheduler.store.live import HOLDS_GPUS
 from scheduler.store.rows import add_event, cas_update, current_row
 
-# Which phase may follow which; Pending -> Scheduled only through `record_placement`.
-TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
-    Phase.PENDING: frozenset({Phase.CANCELLED, Phase.FAILED}),
-    Phase.SCHEDULED: frozenset(
-        {
-            Phase.RUNNING,
-            Phase.PENDING,
-            Phase.PREEMPTED,
-            Phase.SUCCEEDED,
-            Phase.FAILED,
-            Phase.CANCELLED,
-        }
-    ),
-    Phase.RUNNING: frozenset(
-        {Phase.SUCCEEDED, Phase.FAILED, Phase.PREEMPTED, Phase.PENDING, Phase.CANCELLED}
-    ),
-    Phase.PREEMPTED: frozenset({Phase.PENDING, Phase.CANCELLED, Phase.FAILED}),
-    Phase.SUCCEEDED: frozenset(),
-    Phase.FAILED: frozenset(),
-    Phase.CANCELLED: frozenset(),
-}
+
+def _refuse(row: schema.JobRow, change: Change) -> None:
+    """Raise why the stored job cannot take `change` (`changes.refusal`), if it cannot."""
+    why = refusal(row.id, Phase(row.phase), row.cancel_requested, change)
+    if why is not None:
+        raise why
 
 
 def _condition(phase: Phase, reason: str, message: str, at: datetime) -> dict[str, Any]:
@@ -66,10 +52,7 @@ def record_placement(
     crash after it cannot place the job twice. `attempt` numbers this launch (the backend
     makes a repeat launch of one attempt a no-op)."""
     row = current_row(session, job_id)
-    if row.phase != Phase.PENDING.value:
-        raise errors.InvalidTransition(f"job {job_id} is {row.phase}, not Pending")
-    if row.cancel_requested:
-        raise errors.InvalidTransition(f"job {job_id} is being cancelled")
+    _refuse(row, NewAttempt(tuple(placements), attempt))
     at = now or schema.utcnow()
     values = placement_values(row.conditions, placements, attempt, at)
     version = cas_update(session, job_id=job_id, expected_version=expected_version, values=values)
@@ -144,9 +127,7 @@ def set_phase(
     releases its placements; Running stamps started_at, a finished phase finished_at;
     `count_restart` adds one to `restarts` (a failed attempt that will be retried)."""
     row = current_row(session, job_id)
-    current = Phase(row.phase)
-    if phase not in TRANSITIONS[current]:
-        raise errors.InvalidTransition(f"job {job_id} cannot go from {current} to {phase}")
+    _refuse(row, Move(phase))
     at = now or schema.utcnow()
     values = phase_values(row.conditions, phase, reason, message, at)
     if count_restart:
@@ -167,8 +148,7 @@ def set_pending_reason(
     """Why a Pending job waits. An unchanged reason writes nothing (no version bump), so
     a loop that repeats the reason every cycle does not race users' cancels."""
     row = current_row(session, job_id)
-    if row.phase != Phase.PENDING.value:
-        raise errors.InvalidTransition(f"job {job_id} is {row.phase}, not Pending")
+    _refuse(row, Waits(reason))
     details = {str(k): v for k, v in reason.details.items()}
     if (row.pending_code, row.pending_message, row.pending_details) == (
         reason.code.value,

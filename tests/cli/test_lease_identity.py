@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from scheduler.cli.wiring import lease_identity
-from scheduler.store import cycle
 from scheduler.store.db import open_database
+from scheduler.store.lease import acquire_lease
 
 
 def test_same_state_directory_same_identity_across_restarts(tmp_path: Path) -> None:
@@ -24,11 +24,11 @@ def test_restarted_replica_takes_its_unexpired_lease_back(tmp_path: Path) -> Non
     me = lease_identity(tmp_path, pod_name=None, owns_state=True)
     try:
         with db.session() as s:
-            assert cycle.acquire_lease(session=s, holder=me, ttl_s=600)
+            assert acquire_lease(session=s, holder=me, ttl_s=600)
         # SIGKILL, restart at once: the lease has not expired.
         with db.session() as s:
-            assert not cycle.acquire_lease(session=s, holder="serve-12345", ttl_s=600)
+            assert not acquire_lease(session=s, holder="serve-12345", ttl_s=600)
         with db.session() as s:
-            assert cycle.acquire_lease(session=s, holder=me, ttl_s=600)
+            assert acquire_lease(session=s, holder=me, ttl_s=600)
     finally:
         db.close()

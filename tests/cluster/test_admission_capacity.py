@@ -12,7 +12,7 @@ import pytest
 
 from api.feasibility_cache import FeasibilitySnapshot
 from scheduler.spec import JobSpec
-from scheduler.store import cycle
+from scheduler.store.cluster import load_capacity, load_inventory, load_queues
 
 from .conftest import ControlPlane, Shoal, eventually
 from .test_jobs import queue, trainingjob
@@ -77,8 +77,8 @@ def busy_and_cordoned(
 
     def seen() -> bool:
         with shoal.database.session() as s:
-            free = {n.name: n.gpu_count for n in cycle.load_inventory(session=s)}
-            queues = {q.name for q in cycle.load_queues(session=s)}
+            free = {n.name: n.gpu_count for n in load_inventory(session=s)}
+            queues = {q.name for q in load_queues(session=s)}
         return free == {"kw-c1": 7} and "vision" in queues
 
     eventually(seen, timeout=90)
@@ -101,7 +101,7 @@ def test_rest_refuses_only_what_no_node_could_ever_hold(
     ]
     assert "holds at most 2 of them" in too_many[0].msg
     with shoal.database.session() as s:
-        capacity = {n.name: n.gpu_count for n in cycle.load_capacity(session=s)}
+        capacity = {n.name: n.gpu_count for n in load_capacity(session=s)}
     assert capacity == {"kw-c1": 8, "kw-c2": 8}
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.store import cycle
+from scheduler.store.cluster import load_inventory
 
 from .conftest import RESERVATIONS_NS, ControlPlane, Shoal, eventually
 from .test_jobs import queue, running, trainingjob
@@ -83,6 +83,6 @@ def test_a_reservation_without_a_gpu_stops_sharing_not_whole_gpus(
     assert text.startswith("needs 0.5 of one GPU; GPU sharing is off on every node"), text
     assert "kw-r1: GPU sharing is off on kw-r1: GPU reservation" in text, text
     with shoal.database.session() as s:  # what explain and the dashboard read
-        assert [(n.name, n.no_sharing) for n in cycle.load_inventory(session=s)] == [("kw-r1", why)]
+        assert [(n.name, n.no_sharing) for n in load_inventory(session=s)] == [("kw-r1", why)]
     assert "GPU sharing is off on kw-r1" in why and SAID in why, why
     assert "whole GPUs are still offered" in why

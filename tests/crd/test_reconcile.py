@@ -13,6 +13,7 @@ from scheduler.controller import apply as applying
 from scheduler.controller import reconcile
 from scheduler.spec import Phase
 from scheduler.store import jobs, queues
+from scheduler.store.cluster import load_queues, save_inventory
 from scheduler.store.db import Database
 
 from .reconcilekit import condition, stored, tj
@@ -151,13 +152,12 @@ def test_a_trainingjob_gets_the_rest_apis_admission_check(database: Database) ->
     """An unknown gpuType, or more workers than the cluster could ever hold, is refused
     (Valid=False, phase Invalid, the field named) as POST /api/v1/jobs refuses it."""
     from scheduler.model import Node
-    from scheduler.store import cycle
 
     with database.session() as session:
         qcr = {"metadata": {"name": "vision"}, "spec": {"guaranteed": {"total": 4}}}
         applying.apply(session, reconcile.reconcile_queue(qcr, None))
         node = Node("n1", 64000, 512000, 8, "NVIDIA-H100-80GB-HBM3", 81559)
-        cycle.save_inventory(session=session, nodes=[node])
+        save_inventory(session=session, nodes=[node])
 
         status = applying.apply(
             session, reconcile.reconcile_trainingjob(tj("typo", gpuType=["H100"]), None)
@@ -182,7 +182,7 @@ def test_a_trainingjob_gets_the_rest_apis_admission_check(database: Database) ->
         status = applying.apply(session, reconcile.reconcile_queue(bad, None))
         assert status["conditions"][0]["status"] == "False"
         assert "spec.guaranteed" in status["reason"]
-        assert [q.name for q in cycle.load_queues(session=session)] == ["vision"]
+        assert [q.name for q in load_queues(session=session)] == ["vision"]
 
 
 def _status_validator(crd: dict[str, Any]) -> Any:

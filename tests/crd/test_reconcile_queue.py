@@ -9,7 +9,10 @@ from typing import Any
 from scheduler.controller import apply as applying
 from scheduler.controller import reconcile
 from scheduler.store import queues
+from scheduler.store.cluster import save_inventory
 from scheduler.store.db import Database
+from scheduler.store.live import live_jobs
+from scheduler.store.transitions import record_placement
 
 from .reconcilekit import tj
 
@@ -37,7 +40,6 @@ def test_queue_reconcile() -> None:
 
 def test_a_queue_status_shows_its_allocated_gpus_and_pending_jobs(database: Database) -> None:
     from scheduler.model import WorkerPlacement
-    from scheduler.store import cycle
 
     with database.session() as session:
         qcr = {"metadata": {"name": "vision"}, "spec": {"guaranteed": {"total": 4}}}
@@ -49,8 +51,8 @@ def test_a_queue_status_shows_its_allocated_gpus_and_pending_jobs(database: Data
         }
         for name in ("a", "b", "c"):
             applying.apply(session, reconcile.reconcile_trainingjob(tj(name), None))
-        [live, *_] = cycle.live_jobs(session=session)
-        cycle.record_placement(
+        [live, *_] = live_jobs(session=session)
+        record_placement(
             session=session,
             job_id=live.id,
             expected_version=live.version,
@@ -82,7 +84,6 @@ def test_a_queue_status_shows_the_cores_fair_share(database: Database) -> None:
 
     from api import queuestats
     from scheduler.controller import watcher as crds
-    from scheduler.store import cycle
 
     patches: list[tuple[str, dict[str, Any]]] = []
 
@@ -95,7 +96,7 @@ def test_a_queue_status_shows_the_cores_fair_share(database: Database) -> None:
     watcher = crds.CrWatcher(None, database.session, ("shoal-jobs",))
     watcher.api = StatusApi()
     with database.session() as session:
-        cycle.save_inventory(session=session, nodes=[node("n1", gpus=8)])
+        save_inventory(session=session, nodes=[node("n1", gpus=8)])
     vision = {"metadata": {"name": "vision"}, "spec": {"weight": 1}}
     nlp = {"metadata": {"name": "nlp"}, "spec": {"weight": 3}}
     watcher.queue(vision)

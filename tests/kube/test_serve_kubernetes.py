@@ -19,8 +19,9 @@ from scheduler.loop.service import Loop, LoopConfig
 from scheduler.model import WorkerPlacement
 from scheduler.spec import JobSpec, Phase
 from scheduler.spec.queue import QueueSpec
-from scheduler.store import cycle, jobs, queues
+from scheduler.store import jobs, queues
 from scheduler.store.db import Database, open_database
+from scheduler.store.lease import release_lease
 
 from .conftest import NS, eventually, node, pod
 from .fakeapi import FakeKube
@@ -288,7 +289,7 @@ def test_of_two_replicas_only_the_leader_schedules(
         # the way out, the store lease); the follower takes over and carries on.
         rt_a.close()
         with database.session() as session:
-            cycle.release_lease(session=session, holder=loop_a.config.holder)
+            release_lease(session=session, holder=loop_a.config.holder)
         eventually(rt_b.is_leader, timeout=5)
         eventually(lambda: rt_b.cr_watching)
         for p in pods:

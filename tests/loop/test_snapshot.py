@@ -10,7 +10,7 @@ import pytest
 from scheduler import model
 from scheduler.loop import snapshot
 from scheduler.spec import JobSpec, Phase
-from scheduler.store.cycle import LiveJob
+from scheduler.store.live import LiveJob
 
 CONFIG = model.Config(policy=model.Policy.BINPACK)
 QUEUES = (model.Queue("q"),)

@@ -12,7 +12,7 @@ from storebuild import job, queue
 from scheduler import store
 from scheduler.model import WorkerPlacement
 from scheduler.spec import Phase
-from scheduler.store import batches, errors, events, schema, transitions
+from scheduler.store import batches, changes, errors, events, schema, transitions
 from scheduler.store.db import Database, Session
 from scheduler.store.live import LiveJob
 
@@ -52,7 +52,7 @@ def _live(s: Session, ids: list[str]) -> list[LiveJob]:
     return [by_id[j] for j in ids]
 
 
-def _all_written(results: list[batches.Result]) -> list[LiveJob]:
+def _all_written(results: list[changes.Result]) -> list[LiveJob]:
     assert all(isinstance(r, LiveJob) for r in results), results
     return [r for r in results if isinstance(r, LiveJob)]
 
@@ -69,14 +69,14 @@ def test_placements_and_phases_as_one_job_writes_leave_them(db: Database) -> Non
                                   reason="R", message="m", now=T1)  # fmt: skip
         placed = _all_written(batches.write(
             session=s,
-            writes=[batches.JobWrite(lj, batches.NewAttempt(ON_A, 1)) for lj in _live(s, many)],
+            writes=[changes.JobWrite(lj, changes.NewAttempt(ON_A, 1)) for lj in _live(s, many)],
             now=T1,
         ))  # fmt: skip
         assert [(lj.id, lj.version, lj.phase, lj.attempt, lj.placements) for lj in placed] == [
             (j, 2, Phase.SCHEDULED, 1, ON_A) for j in many
         ]
         moves = [
-            batches.JobWrite(lj, batches.Move(phase, "R", "m"))
+            changes.JobWrite(lj, changes.Move(phase, "R", "m"))
             for lj, phase in zip(placed, phases, strict=True)
         ]
         moved = _all_written(batches.write(session=s, writes=moves, now=T1))
@@ -99,7 +99,7 @@ def test_a_job_that_moved_on_is_left_out_and_the_others_written(db: Database) ->
                   .values(version=5))  # fmt: skip
         s.execute(schema.JobRow.__table__.delete().where(schema.JobRow.id == gone))
         s.commit()
-        writes = [batches.JobWrite(lj, batches.NewAttempt(ON_A, 1)) for lj in read]
+        writes = [changes.JobWrite(lj, changes.NewAttempt(ON_A, 1)) for lj in read]
         results = batches.write(session=s, writes=writes, now=T1)
         assert [type(r) for r in results] == [
             errors.VersionConflict, errors.InvalidTransition, LiveJob, errors.NotFound
@@ -108,8 +108,8 @@ def test_a_job_that_moved_on_is_left_out_and_the_others_written(db: Database) ->
         assert isinstance(placed, LiveJob)
         # Scheduled -> Scheduled is no move; at the wrong version, nothing either.
         bad = [
-            batches.JobWrite(placed, batches.Move(Phase.SCHEDULED)),
-            batches.JobWrite(read[2], batches.Move(Phase.RUNNING)),
+            changes.JobWrite(placed, changes.Move(Phase.SCHEDULED)),
+            changes.JobWrite(read[2], changes.Move(Phase.RUNNING)),
         ]
         assert [type(r) for r in batches.write(session=s, writes=bad, now=T1)] == [
             errors.InvalidTransition, errors.VersionConflict
@@ -122,7 +122,7 @@ def test_a_job_that_moved_on_is_left_out_and_the_others_written(db: Database) ->
 
 def test_events_of_many_jobs_and_of_one_deleted_meanwhile(db: Database) -> None:
     a, b = _jobs(db, 2)
-    said = [batches.EventWrite(j, "Launched", "Launched", f"attempt 1 of {j}", {"attempt": 1})
+    said = [changes.EventWrite(j, "Launched", "Launched", f"attempt 1 of {j}", {"attempt": 1})
             for j in (a, b, "deleted-job")]  # fmt: skip
     with db.session() as s:
         batches.append_events(session=s, events=said, now=T1)

@@ -10,7 +10,7 @@ from storebuild import job, queue
 
 from scheduler import store
 from scheduler.model import PendingReason, ReasonCode, WorkerPlacement
-from scheduler.store import batches, errors
+from scheduler.store import batches, changes, errors
 from scheduler.store.db import Database
 from scheduler.store.live import LiveJob
 
@@ -38,12 +38,12 @@ def _reason(text: str, **details: object) -> PendingReason:
 
 def _waits(
     db: Database, reasons: dict[str, PendingReason], read: dict[str, LiveJob] | None = None
-) -> dict[str, batches.Result]:
+) -> dict[str, changes.Result]:
     """Each job's reason written through one `batches.write`, from the job as `read`
     (else as read now)."""
     with db.session() as s:
         read = read or {lj.id: lj for lj in store.live_jobs(session=s)}
-        writes = [batches.JobWrite(read[j], batches.Waits(r)) for j, r in reasons.items()]
+        writes = [changes.JobWrite(read[j], changes.Waits(r)) for j, r in reasons.items()]
         results = batches.write(session=s, writes=writes, now=T0)
     return dict(zip(reasons, results, strict=True))
 

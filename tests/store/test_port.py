@@ -11,7 +11,7 @@ from scheduler import store
 from scheduler.model import PendingReason, ReasonCode
 from scheduler.spec import Phase
 from scheduler.store import errors
-from scheduler.store.batches import EventWrite, JobWrite, Move, NewAttempt, Waits
+from scheduler.store.changes import EventWrite, JobWrite, Move, NewAttempt, Waits
 from scheduler.store.db import Database
 from scheduler.store.live import LiveJob
 from scheduler.store.port import LiveStore, SqlLiveStore

@@ -10,8 +10,8 @@ import time
 import pytest
 from support.wait import eventually
 
-from scheduler.store import cycle
 from scheduler.store.db import Database, open_database
+from scheduler.store.lease import acquire_lease
 from scheduler.store.wakeup import POLL_S, Listener, Notifier
 
 pytestmark = pytest.mark.integration  # listener and notifier threads
@@ -58,7 +58,7 @@ def test_a_write_to_the_store_wakes_nobody(database: Database) -> None:
         before = wakes.count
         for _ in range(3):  # the loop renews its lease every cycle
             with database.session() as session:
-                assert cycle.acquire_lease(session=session, holder="me", ttl_s=10)
+                assert acquire_lease(session=session, holder="me", ttl_s=10)
         time.sleep(5 * POLL_S)  # several of the SQLite listener's looks
         assert wakes.count == before
     finally:
