@@ -87,7 +87,7 @@ def main() -> None:
                 _one_job(client, loop, "counted")
             finally:
                 sys.setprofile(None)
-                threading.setprofile(None)  # type: ignore[arg-type]
+                threading.setprofile(None)
         finally:
             backend.kill_all()
             backend.close()

@@ -40,14 +40,20 @@ def _summary(rep: replay.SimReport) -> tuple[object, ...]:
     )
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def trace_jobs(description: str) -> tuple[list[trace.TraceJob], argparse.Namespace]:
+    """The trace's jobs as the command line asks (`trace`, `--limit`, `--max-duration`),
+    and the arguments (`--arrival-scale` too)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("trace", type=Path)
     ap.add_argument("--limit", type=int, default=300)
     ap.add_argument("--max-duration", type=float, default=7200.0)
     ap.add_argument("--arrival-scale", type=float, default=0.02)
     a = ap.parse_args()
-    jobs = trace.load(a.trace, limit=a.limit, max_duration_s=a.max_duration)
+    return trace.load(a.trace, limit=a.limit, max_duration_s=a.max_duration), a
+
+
+def main() -> None:
+    jobs, a = trace_jobs(__doc__.splitlines()[0])
     fast, fw, fc = _run(jobs, False, a.arrival_scale)
     print(
         f"fast: {fw:.1f} s wall, {fc:.1f} s CPU, {fast.cycles} cycles "

@@ -12,11 +12,11 @@ On the default 2 x 4 GPU cluster, the fast path (no `every_tick`).
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
 
+from bench.sim_speed import trace_jobs
 from scheduler.backends.local import cluster
 from scheduler.sim import replay, trace
 
@@ -30,13 +30,7 @@ def _run(
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("trace", type=Path)
-    ap.add_argument("--limit", type=int, default=300)
-    ap.add_argument("--max-duration", type=float, default=7200.0)
-    ap.add_argument("--arrival-scale", type=float, default=0.02)
-    a = ap.parse_args()
-    jobs = trace.load(a.trace, limit=a.limit, max_duration_s=a.max_duration)
+    jobs, a = trace_jobs(__doc__.splitlines()[0])
     with tempfile.TemporaryDirectory() as tmp:
         runs = [
             ("memory", *_run(jobs, a.arrival_scale, None)),

@@ -283,6 +283,10 @@ COVERED: dict[str, tuple[str, ...]] = {
     "nice -n 10 .venv/bin/python -m bench.elastic_reclaim"
     " ../shared/data/alibaba-gpu-2023/openb_pod_list_default.csv [--json]": (TRACE,),
     "nice -n 5 .venv/bin/python -m bench.sim_speed <same trace and flags>": (TRACE,),
+    "nice .venv/bin/python -m bench.sim_store"
+    " ../shared/data/alibaba-gpu-2023/openb_pod_list_default.csv --limit 300"
+    " --max-duration 7200 --arrival-scale 0.02": (TRACE,),
+    ".venv/bin/python -m bench.job_modules --list": (BENCH,),
     "/usr/bin/time nice -n 5 /work/main/.venv/bin/python -m scheduler.cli.main simulate"
     " ../shared/data/alibaba-gpu-2023/openb_pod_list_default.csv --limit 300"
     " --max-duration 7200 --arrival-scale 0.02": (SIMULATE,),

@@ -33,6 +33,7 @@ SMALL = {
     "kube_reads": ["--nodes", "20", "--pods", "50", "--repeat", "1"],
     "inventory_write": [],
     "reserve_rss": [],
+    "job_modules": ["--list"],
     "api_fuzz": ["--requests", "30", "--databases", "sqlite"],
     "api_load": [
         "--rates", "0", "--duration", "2", "--databases", "sqlite", "--json", "{tmp}/l.json",
@@ -46,6 +47,7 @@ SMALL_ON_TRACE = {
     "fgd_drops": ["gpushare80", "fgd-learned", "42"],
     "core_speed": ["--data", str(DATA), "--nodes", "10", "--jobs", "10", "--skip-cycle"],
     "sim_speed": [TRACE, "--limit", "20", "--max-duration", "600", "--arrival-scale", "0.02"],
+    "sim_store": [TRACE, "--limit", "20", "--max-duration", "600", "--arrival-scale", "0.02"],
     "eta_accuracy": [
         TRACE, "--limit", "30", "--max-duration", "600", "--arrival-scale", "0.02",
         "--every", "10", "--max-steps", "2",
