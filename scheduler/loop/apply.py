@@ -29,7 +29,6 @@ from scheduler.clock import as_datetime
 from scheduler.loop import faults, launching, resize, transition
 from scheduler.loop.context import Cycle
 from scheduler.loop.enact import enact, stop_quietly, taken
-from scheduler.loop.workerenv import env_for
 from scheduler.spec import Phase
 from scheduler.store.changes import EventWrite
 from scheduler.store.live import LiveJob
@@ -177,17 +176,7 @@ def _launch(
 ) -> None:
     """Launch the attempt `lj` holds, just recorded (its `Launched` event into `launched`)."""
     cycle.memory.reasons.pop(lj.id, None)  # the placement cleared the stored reason
-    env = env_for(cycle.worker_env, lj.id)
-    request = base.LaunchRequest(lj.id, lj.spec, lj.attempt, place.placements, env, lj.origin)
-    ok = launching.launch(
-        cycle.db,
-        cycle.backend,
-        lj,
-        request,
-        now=cycle.now,
-        backoff=cycle.memory.launches,
-        launched=launched,
-    )
+    ok = launching.launch(cycle, lj, place.placements, launched=launched)
     faults.point("place:launched")
     (out.placed if ok else out.launch_failed).append(lj.id)
 

@@ -26,8 +26,10 @@ from datetime import UTC, datetime
 from scheduler.backends import base
 from scheduler.clock import as_datetime
 from scheduler.loop import transition
-from scheduler.loop.backoff import Backoff
+from scheduler.loop.context import Cycle
 from scheduler.loop.enact import enact, stop_quietly
+from scheduler.loop.workerenv import env_for
+from scheduler.model import WorkerPlacement
 from scheduler.store import errors
 from scheduler.store.changes import EventWrite, JobEvent
 from scheduler.store.live import LiveJob
@@ -42,20 +44,28 @@ def _is_transient(exc: Exception) -> bool:
     return isinstance(exc, base.BackendError) and exc.transient
 
 
+def request_for(
+    cycle: Cycle, job: LiveJob, placements: Sequence[WorkerPlacement]
+) -> base.LaunchRequest:
+    """What the backend is asked to start: `job`'s recorded attempt on `placements`, with
+    the environment every worker of this loop gets."""
+    env = env_for(cycle.worker_env, job.id)
+    return base.LaunchRequest(job.id, job.spec, job.attempt, tuple(placements), env, job.origin)
+
+
 def launch(
-    db: LiveStore,
-    backend: base.ClusterBackend,
+    cycle: Cycle,
     job: LiveJob,
-    request: base.LaunchRequest,
+    placements: Sequence[WorkerPlacement],
     *,
-    now: float,
-    backoff: Backoff,
     launched: list[EventWrite] | None = None,
 ) -> bool:
-    """Launch one attempt; on failure make it the job's reason (see the module doc).
-    True when the backend took the launch. `job`: as the store holds it now (the attempt
-    recorded). With `launched`, its `Launched` event goes there, for the caller to write
-    with others'."""
+    """Launch the attempt `job` holds (as the store holds it now, the attempt recorded) on
+    `placements`; on failure make it the job's reason (see the module doc). True when the
+    backend took the launch. With `launched`, its `Launched` event goes there, for the
+    caller to write with others'."""
+    db, backend, now, backoff = cycle.db, cycle.backend, cycle.now, cycle.memory.launches
+    request = request_for(cycle, job, placements)
     job_id, at = request.job_id, as_datetime(now)
     local = backend.capabilities().local_workers
     if local is not None:

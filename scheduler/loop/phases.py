@@ -22,7 +22,6 @@ from scheduler.loop.context import Cycle
 from scheduler.loop.enact import enact, stop_quietly, taken
 from scheduler.loop.lifecycle import MISSING_GRACE_S
 from scheduler.loop.transition import Outcome, Transition
-from scheduler.loop.workerenv import env_for
 from scheduler.spec import Phase
 from scheduler.store import errors
 from scheduler.store.live import LiveJob
@@ -179,17 +178,7 @@ def _adopt(cycle: Cycle, lj: LiveJob, by: str) -> bool:
 def _finish_launch(cycle: Cycle, lj: LiveJob, done: Reconciled) -> None:
     """The launch never completed (a crash, a transient API error): finish it; names are
     deterministic, so what exists is found, not made twice."""
-    env = env_for(cycle.worker_env, lj.id)
-    request = base.LaunchRequest(lj.id, lj.spec, lj.attempt, lj.placements, env, lj.origin)
-    launched = launching.launch(
-        cycle.db,
-        cycle.backend,
-        lj,
-        request,
-        now=cycle.now,
-        backoff=cycle.memory.launches,
-    )
-    if launched:
+    if launching.launch(cycle, lj, lj.placements):
         done.launched.append(lj.id)
     else:
         done.touched += 1

@@ -20,10 +20,9 @@ from collections.abc import Mapping, Sequence
 
 from scheduler import model
 from scheduler.backends import base
-from scheduler.loop import transition
+from scheduler.loop import launching, transition
 from scheduler.loop.context import Cycle
 from scheduler.loop.enact import enact, taken
-from scheduler.loop.workerenv import env_for
 from scheduler.spec import Phase
 from scheduler.store.live import LiveJob
 
@@ -73,15 +72,8 @@ def _follow(cycle: Cycle, resizable: base.Resizable, r: model.Resize, lj: LiveJo
     if removed:
         resizable.shrink(lj.id, lj.attempt, removed, r.grace_period_s)
     else:
-        resizable.grow(_request(cycle, lj, r.placements))
+        resizable.grow(launching.request_for(cycle, lj, r.placements))
     log.info("job %s: %s", lj.id, r.reason)
-
-
-def _request(
-    cycle: Cycle, lj: LiveJob, placements: Sequence[model.WorkerPlacement]
-) -> base.LaunchRequest:
-    env = env_for(cycle.worker_env, lj.id)
-    return base.LaunchRequest(lj.id, lj.spec, lj.attempt, tuple(placements), env, lj.origin)
 
 
 def settle(cycle: Cycle, lj: LiveJob, workers: Sequence[base.WorkerStatus]) -> None:
@@ -93,7 +85,7 @@ def settle(cycle: Cycle, lj: LiveJob, workers: Sequence[base.WorkerStatus]) -> N
     size = {p.worker for p in lj.placements}
     seen = {w.worker for w in workers if not w.vacated}  # an ended removed one: missing
     if size - seen:
-        resizable.grow(_request(cycle, lj, lj.placements))
+        resizable.grow(launching.request_for(cycle, lj, lj.placements))
     # Past its size and still running, unless the backend says its shrink was carried out.
     past = sorted(
         w.worker for w in workers if w.worker not in size and w.holds_gpus and not w.removed

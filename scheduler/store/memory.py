@@ -78,6 +78,25 @@ class MemoryStore:
         self.events[job_id] = [JobEvent("Submitted", "", f"by {by}", {}, now)]
         return job
 
+    def cancel(self, job_id: str, *, now: datetime, by: str = "") -> LiveJob:
+        """As `store.cancel_job`: a Pending or Preempted job is Cancelled at once; a
+        Scheduled or Running one is marked, and the loop stops its workers."""
+        job = self._job(job_id)
+        if job.phase is Phase.CANCELLED or (job.cancel_requested and not job.phase.finished):
+            return job
+        if job.phase.finished:
+            raise errors.Conflict(f"job {job_id} already {job.phase.value}", loc=("path", "job_id"))
+        job = dataclasses.replace(job, version=job.version + 1, cancel_requested=True)
+        if job.phase in (Phase.PENDING, Phase.PREEMPTED):
+            job = dataclasses.replace(job, phase=Phase.CANCELLED, placements=())
+            del self.live[job_id]
+            self.ended_jobs[job_id] = (job, now)
+            self._event(EventWrite(job_id, "Cancelled", "", f"by {by}"), now)
+        else:
+            self.live[job_id] = job
+            self._event(EventWrite(job_id, "CancelRequested", "", f"by {by}"), now)
+        return job
+
     # Reads.
     def live_jobs(
         self, *, unreadable: list[Unreadable] | None = None, cache: LiveCache | None = None

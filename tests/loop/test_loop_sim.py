@@ -1,5 +1,5 @@
-"""The loop on the sim backend in virtual time: phases follow workers, maxRuntime,
-cancel, and trace replay."""
+"""The loop on the sim backend and the in-memory store, in virtual time: phases follow
+workers, maxRuntime, cancel, and trace replay."""
 
 from __future__ import annotations
 
@@ -7,40 +7,42 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import store
 from scheduler.backends.local import cluster
 from scheduler.backends.sim import SimBackend
-from scheduler.clock import VirtualClock, as_datetime
+from scheduler.clock import VirtualClock
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.sim import replay, trace
 from scheduler.spec import JobSpec, Phase
 from scheduler.spec.queue import QueueSpec
+from scheduler.store.memory import MemoryStore
+from scheduler.store.port import Storage
+
+from . import jobstores
+
+Env = tuple[MemoryStore, SimBackend, Loop, VirtualClock]
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> tuple[store.Database, SimBackend, Loop, VirtualClock]:
-    db = store.open_database(f"sqlite:///{tmp_path / 's.db'}")
+def env() -> Env:
+    """The loop on the in-memory store: its logic, no database."""
+    db = MemoryStore()
     clock = VirtualClock()
     backend = SimBackend(cluster.load_nodes(), clock)
     loop = Loop(db, backend, clock=clock, config=LoopConfig(holder="t", lease_ttl_s=1e6))
-    with db.session() as s:
-        store.create_queue(session=s, spec=QueueSpec.model_validate({"name": "q", "guaranteed": 8}))
+    jobstores.add_queue(db, QueueSpec.model_validate({"name": "q", "guaranteed": 8}))
     return db, backend, loop, clock
 
 
-def submit(db: store.Database, clock: VirtualClock, **kw: object) -> str:
+def submit(db: Storage, clock: VirtualClock, **kw: object) -> str:
     spec = JobSpec.model_validate({"name": "j", "queue": "q", "image": "x", "command": ["c"], **kw})
-    with db.session() as s:
-        row, _ = store.submit_job(session=s, spec=spec, submitter="t", now=as_datetime(clock.now()))
-    return row.id
+    return jobstores.submit(db, spec, clock.now())
 
 
-def phase(db: store.Database, job_id: str) -> Phase:
-    with db.session() as s:
-        return Phase(store.get_job(session=s, job_id=job_id).phase)
+def phase(db: Storage, job_id: str) -> Phase:
+    return jobstores.phase(db, job_id)
 
 
-def test_phases_follow_workers(env: tuple[store.Database, SimBackend, Loop, VirtualClock]) -> None:
+def test_phases_follow_workers(env: Env) -> None:
     db, backend, loop, clock = env
     job = submit(db, clock, workers=4, gpu=0.25)
     backend.durations[job] = 100
@@ -56,7 +58,7 @@ def test_phases_follow_workers(env: tuple[store.Database, SimBackend, Loop, Virt
 
 
 def test_max_runtime_fails_the_job(
-    env: tuple[store.Database, SimBackend, Loop, VirtualClock],
+    env: Env,
 ) -> None:
     db, backend, loop, clock = env
     job = submit(db, clock, gpu=1, maxRuntime=10)
@@ -66,20 +68,17 @@ def test_max_runtime_fails_the_job(
     clock.advance_to(clock.now() + 11)
     loop.run_once()
     assert phase(db, job) is Phase.FAILED
-    with db.session() as s:
-        events = store.list_events(session=s, job_id=job)
-    assert events[-1].reason == "MaxRuntimeExceeded"
+    assert jobstores.events(db, job)[-1][1] == "MaxRuntimeExceeded"
 
 
 def test_cancel_stops_a_running_job(
-    env: tuple[store.Database, SimBackend, Loop, VirtualClock],
+    env: Env,
 ) -> None:
     db, backend, loop, clock = env
     job = submit(db, clock, gpu=1, terminationGracePeriodSeconds=5)
     loop.run_once()
     loop.run_once()
-    with db.session() as s:
-        store.cancel_job(session=s, job_id=job, by="t")
+    jobstores.cancel(db, job, clock.now())
     loop.run_once()
     assert phase(db, job) is Phase.CANCELLED
     assert backend.attempts[(job, 1)].stopped_at == clock.now() + 5

@@ -31,6 +31,7 @@ from scheduler.backends.kubernetes.foreignpods.foreign import ForeignBindings
 from scheduler.backends.kubernetes.foreignpods.nodefit import NodeFit
 from scheduler.backends.kubernetes.nodeview import NodeView
 from scheduler.backends.kubernetes.pods import disruption, resize
+from scheduler.backends.kubernetes.pods.handle import Handle
 from scheduler.backends.kubernetes.pods.podbinder import PodBinder
 from scheduler.backends.kubernetes.pods.workerpods import WorkerPods
 from scheduler.backends.kubernetes.reservations import shares
@@ -100,47 +101,29 @@ class KubernetesBackend:
         kube, cfg = self.kube, self.config
         self._fit = NodeFit(self.node_cache, self.index)
         self._binder = PodBinder(kube, cfg, self.reservations, self.events, self.claims)
-        self._workers = WorkerPods(
+        handle = Handle(
             kube,
             cfg,
-            pod_cache=self.pod_cache,
-            index=self.index,
-            binder=self._binder,
-            lock=self._lock,
-            mps_replicas=self._nodes.mps_replicas,
-            dra=self._nodes.dra,
-            reservations=self.reservations,
-            recorder=self.events,
-            evictions=self.evictions,
-            nodes=self.node_cache.get,
+            self.pod_cache,
+            self.index,
+            self.reservations,
+            self.events,
+            self._binder,
+            self._lock,
+            self._nodes.mps_replicas,
+        )
+        self._workers = WorkerPods(
+            handle, dra=self._nodes.dra, evictions=self.evictions, nodes=self.node_cache.get
         )
         self._foreign = ForeignBindings(
-            kube,
-            cfg,
-            index=self.index,
+            handle,
             volumes=self.volumes,
-            binder=self._binder,
             fit=self._fit,
-            lock=self._lock,
             closed=self._closed,
-            mps_replicas=self._nodes.mps_replicas,
             on_change=lambda: self.on_change(),  # read per call: it may be replaced
             dra=ForeignClaims(kube, self.claims) if self.claims is not None else None,
-            reservations=self.reservations,
-            recorder=self.events,
         )
-        self._upkeep = Upkeep(
-            kube,
-            cfg,
-            pod_cache=self.pod_cache,
-            index=self.index,
-            binder=self._binder,
-            workers=self._workers,
-            foreign=self._foreign,
-            lock=self._lock,
-            reservations=self.reservations,
-            recorder=self.events,
-        )
+        self._upkeep = Upkeep(handle, workers=self._workers, foreign=self._foreign)
 
     # ---- lifecycle ----
 

@@ -9,46 +9,29 @@ after `finished_ttl_s`.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Any
 
 from scheduler.backends.kubernetes import names
 from scheduler.backends.kubernetes.client import events
-from scheduler.backends.kubernetes.client.api import Kube
 from scheduler.backends.kubernetes.client.apierrors import ApiError
 from scheduler.backends.kubernetes.client.objects import delete_job_objects
-from scheduler.backends.kubernetes.client.reflector import Reflector
-from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.foreignpods.foreign import ForeignBindings
-from scheduler.backends.kubernetes.pods.podbinder import PodBinder
+from scheduler.backends.kubernetes.pods.handle import Handle
 from scheduler.backends.kubernetes.pods.workerpods import WorkerPods
-from scheduler.backends.kubernetes.reservations import shares
-from scheduler.backends.kubernetes.view import inventory, podindex, status
+from scheduler.backends.kubernetes.view import inventory, status
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 
 class Upkeep:
-    def __init__(
-        self,
-        kube: Kube,
-        config: KubeConfig,
-        *,
-        pod_cache: Reflector,
-        index: podindex.PodIndex,
-        reservations: shares.Reservations,
-        recorder: events.Recorder,
-        binder: PodBinder,
-        workers: WorkerPods,
-        foreign: ForeignBindings,
-        lock: threading.RLock,
-    ) -> None:
-        self.kube, self.config, self.pod_cache, self.index = kube, config, pod_cache, index
-        self.reservations, self.events, self.binder = reservations, recorder, binder
+    def __init__(self, handle: Handle, *, workers: WorkerPods, foreign: ForeignBindings) -> None:
+        h = handle
+        self.kube, self.config, self.pod_cache, self.index = h.kube, h.config, h.pod_cache, h.index
+        self.reservations, self.events, self.binder = h.reservations, h.recorder, h.binder
+        self.lock = h.lock
         self.workers, self.foreign = workers, foreign
-        self.lock = lock  # the backend's: launch/stop/reconcile never interleave
         self.reported: set[str] = set()  # pod uids whose failure has an Event
         self.finished_since: dict[str, float] = {}
         self.refused: dict[str, str] = {}  # pod uid -> why its binding was refused

@@ -23,8 +23,7 @@ from typing import Any
 from scheduler.backends import base
 from scheduler.backends.kubernetes import names
 from scheduler.backends.kubernetes.client import events
-from scheduler.backends.kubernetes.client.api import STRATEGIC_PATCH, Kube
-from scheduler.backends.kubernetes.config import KubeConfig
+from scheduler.backends.kubernetes.client.api import STRATEGIC_PATCH
 from scheduler.backends.kubernetes.foreignpods.draforeign import ForeignClaims
 from scheduler.backends.kubernetes.foreignpods.foreigngangs import (
     PREFIX,
@@ -34,9 +33,8 @@ from scheduler.backends.kubernetes.foreignpods.foreigngangs import (
 )
 from scheduler.backends.kubernetes.foreignpods.nodefit import Fits, NodeFit
 from scheduler.backends.kubernetes.pods import objectmeta
-from scheduler.backends.kubernetes.pods.podbinder import PodBinder
-from scheduler.backends.kubernetes.reservations import shares
-from scheduler.backends.kubernetes.view import podindex, podrules
+from scheduler.backends.kubernetes.pods.handle import Handle
+from scheduler.backends.kubernetes.view import podrules
 from scheduler.backends.kubernetes.view.status import ForeignPod
 from scheduler.model import JobRequest, NodeRules, Requirement, RunningJob, WorkerPlacement
 from scheduler.placement import eligible
@@ -48,33 +46,27 @@ Obj = dict[str, Any]
 class ForeignBindings:
     def __init__(
         self,
-        kube: Kube,
-        config: KubeConfig,
+        handle: Handle,
         *,
-        index: podindex.PodIndex,
         volumes: podrules.VolumeRules,
-        reservations: shares.Reservations,
-        recorder: events.Recorder,
-        binder: PodBinder,
         fit: NodeFit,
-        lock: threading.RLock,
         closed: threading.Event,
-        mps_replicas: Callable[[str], int],
         on_change: Callable[[], None],
         dra: ForeignClaims | None = None,
     ) -> None:
-        self.kube, self.config, self.index, self.volumes = kube, config, index, volumes
-        self.reservations, self.events, self.binder = reservations, recorder, binder
+        h = handle
+        self.kube, self.config, self.index, self.volumes = h.kube, h.config, h.index, volumes
+        self.reservations, self.events, self.binder = h.reservations, h.recorder, h.binder
         self.fit = fit  # other resources and host ports, per node
-        self.lock, self.closed = lock, closed  # the backend's
-        self.mps_replicas, self.on_change = mps_replicas, on_change
+        self.lock, self.closed = h.lock, closed  # the backend's
+        self.mps_replicas, self.on_change = h.mps_replicas, on_change
         self.dra = dra  # its own ResourceClaims (None: DRA is off)
-        self.gangs = Gangs(kube, nodes=fit.node_cache.get)
+        self.gangs = Gangs(h.kube, nodes=fit.node_cache.get)
         self.last_gangs: dict[str, ForeignGang] = {}  # as `requests` offered them
         self._gang_due: dict[str, list[tuple[ForeignPod, WorkerPlacement]]] = {}
         self.pool = (
-            ThreadPoolExecutor(config.bind_workers, thread_name_prefix="shoal-bind")
-            if config.bind_workers > 0
+            ThreadPoolExecutor(h.config.bind_workers, thread_name_prefix="shoal-bind")
+            if h.config.bind_workers > 0
             else None
         )
         # Their "Scheduled" Events go out on threads of their own: a bind never queues

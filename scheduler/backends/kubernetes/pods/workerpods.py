@@ -14,14 +14,12 @@ the job's owner asked for (a cancel, maxRuntime) and Shoal's own clean-up delete
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from scheduler.backends import base
 from scheduler.backends.kubernetes import names
 from scheduler.backends.kubernetes.client import events
-from scheduler.backends.kubernetes.client.api import Kube
 from scheduler.backends.kubernetes.client.apierrors import ApiError, DisruptionBlocked
 from scheduler.backends.kubernetes.client.objects import (
     delete_job_objects,
@@ -29,14 +27,12 @@ from scheduler.backends.kubernetes.client.objects import (
     graceful,
     patch_quietly,
 )
-from scheduler.backends.kubernetes.client.reflector import Reflector
-from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.dra.draclaims import NodeOffer
 from scheduler.backends.kubernetes.pods import disruption, gangs, manifests, objectmeta, workerpod
+from scheduler.backends.kubernetes.pods.handle import Handle
 from scheduler.backends.kubernetes.pods.nominees import Nominees
-from scheduler.backends.kubernetes.pods.podbinder import PodBinder
-from scheduler.backends.kubernetes.reservations import fractioncharge, shares
-from scheduler.backends.kubernetes.view import inventory, podindex
+from scheduler.backends.kubernetes.reservations import fractioncharge
+from scheduler.backends.kubernetes.view import inventory
 from scheduler.model import WorkerPlacement
 from scheduler.spec import Framework
 
@@ -50,33 +46,24 @@ OWNERS = frozenset({base.StopReason.CANCELLED, base.StopReason.MAX_RUNTIME})  # 
 class WorkerPods:
     def __init__(
         self,
-        kube: Kube,
-        config: KubeConfig,
+        handle: Handle,
         *,
-        pod_cache: Reflector,
-        index: podindex.PodIndex,
-        reservations: shares.Reservations,
-        recorder: events.Recorder,
-        binder: PodBinder,
-        lock: threading.RLock,
-        mps_replicas: Callable[[str], int],
         dra: Callable[[str], NodeOffer | None] = lambda node: None,
         evictions: disruption.Evictions | None = None,
         nodes: Callable[[str], Obj | None] = lambda name: None,
     ) -> None:
-        self.kube, self.config = kube, config
-        self.pod_cache, self.index = pod_cache, index
-        self.reservations, self.events, self.binder = reservations, recorder, binder
-        self.lock = lock  # the backend's: launch/stop/reconcile never interleave
-        self.mps_replicas = mps_replicas
+        h = handle
+        self.kube, self.config, self.pod_cache, self.index = h.kube, h.config, h.pod_cache, h.index
+        self.reservations, self.events, self.binder = h.reservations, h.recorder, h.binder
+        self.lock, self.mps_replicas = h.lock, h.mps_replicas
         self.dra = dra  # what a DRA driver offers on a node (None: the device plugin)
-        self.gangs_served = config.workloads  # False once the API said it has no Workloads
+        self.gangs_served = h.config.workloads  # False once the API said it has no Workloads
         self.stopped: set[str] = set()  # jobs stop() has stopped (see stop)
         self.where: dict[str, str] = {}  # job -> its namespace, for those launched here
         self.evictions = evictions or disruption.Evictions()
-        self.nominees = Nominees(kube, config)  # rooms kept for preemptors (swept by upkeep)
+        self.nominees = Nominees(h.kube, h.config)  # rooms kept for preemptors (swept by upkeep)
         # Nodes advertise shoal.dev/gpu-milli, which a reservation's shares request.
-        self.charge = fractioncharge.Advertiser(kube, nodes)
+        self.charge = fractioncharge.Advertiser(h.kube, nodes)
 
     def launch(self, request: base.LaunchRequest) -> None:
         ns, req = self.config.namespace_of(request.spec), request
