@@ -43,6 +43,9 @@ from scheduler.core import (
     preemption,
     workingset,
 )
+from scheduler.store.db import Database, open_database
+from scheduler.store.queues import create_queue
+from scheduler.store.submission import submit_job
 
 if TYPE_CHECKING:  # the loop's types, for annotations: the core part needs no store
     from scheduler.backends.sim import SimBackend
@@ -188,16 +191,15 @@ def core(args: argparse.Namespace, out: object) -> None:
 
 
 def _submit(db: object, snap: m.Snapshot, now: float) -> None:
-    from scheduler import store
     from scheduler.clock import as_datetime
     from scheduler.spec import JobSpec
     from scheduler.spec.queue import QueueSpec
 
-    assert isinstance(db, store.Database)
+    assert isinstance(db, Database)
     with db.session() as s:
         for q in snap.queues:
             queue = {"name": q.name, "guaranteed": q.guaranteed.total, "weight": q.weight}
-            store.create_queue(session=s, spec=QueueSpec.model_validate(queue))
+            create_queue(session=s, spec=QueueSpec.model_validate(queue))
         # Running jobs first (they fill the cluster), then the pending ones.
         for j in [r.job for r in snap.running] + list(snap.pending):
             fields: dict[str, object] = {
@@ -208,12 +210,11 @@ def _submit(db: object, snap: m.Snapshot, now: float) -> None:
             if j.gpu > 0:
                 fields["gpu"] = j.gpu
             job_spec = JobSpec.model_validate(fields)
-            store.submit_job(session=s, spec=job_spec, submitter="b", now=as_datetime(now))
+            submit_job(session=s, spec=job_spec, submitter="b", now=as_datetime(now))
 
 
 def loop(args: argparse.Namespace) -> None:
     # Imported here: the core part needs no store.
-    from scheduler import store
     from scheduler.backends.sim import SimBackend
     from scheduler.clock import VirtualClock
     from scheduler.loop.service import Loop, LoopConfig
@@ -227,7 +228,7 @@ def loop(args: argparse.Namespace) -> None:
     fresh = not saved.exists()
     if fresh:
         (state / "s.db").unlink(missing_ok=True)
-    db = store.open_database(f"sqlite:///{state / 's.db'}")
+    db = open_database(f"sqlite:///{state / 's.db'}")
     clock = VirtualClock()
     backend = SimBackend(snap.nodes, clock, default_duration_s=1e9)
     if not fresh:
@@ -259,11 +260,10 @@ def _churn(
 ) -> Callable[[int], None]:
     """Before timed cycle `c`: `fraction` of the running jobs end and as many new
     one-GPU jobs arrive (seeded), so the cluster stays at its steady state."""
-    from scheduler import store
     from scheduler.clock import as_datetime
     from scheduler.spec import JobSpec
 
-    assert isinstance(db, store.Database)
+    assert isinstance(db, Database)
     rng = random.Random(7)
 
     def change(c: int) -> None:
@@ -277,7 +277,7 @@ def _churn(
                 spec = JobSpec.model_validate({
                     "name": f"x{c}-{i}", "queue": f"q{i % QUEUES}", "image": "x",
                     "command": ["c"], "gpu": 1, "cpu": 4, "memory": "32Gi"})  # fmt: skip
-                store.submit_job(session=s, spec=spec, submitter="b", now=as_datetime(now))
+                submit_job(session=s, spec=spec, submitter="b", now=as_datetime(now))
 
     return change
 

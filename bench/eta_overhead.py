@@ -28,11 +28,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.cycle_scale import _churn, _submit, cluster
-from scheduler import store
 from scheduler.backends.sim import SimBackend
 from scheduler.clock import VirtualClock
 from scheduler.loop.estimator import Estimator, EstimatorConfig
 from scheduler.loop.service import Loop, LoopConfig
+from scheduler.store.db import open_database
 
 BLOCK = 10
 
@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     snap = cluster(args.nodes, args.pending)
-    db = store.open_database(f"sqlite:///{Path(tempfile.mkdtemp()) / 's.db'}")
+    db = open_database(f"sqlite:///{Path(tempfile.mkdtemp()) / 's.db'}")
     clock = VirtualClock()
     backend = SimBackend(snap.nodes, clock, default_duration_s=1e9)
     lp = Loop(db, backend, clock=clock, config=LoopConfig(holder="b", lease_ttl_s=1e9))

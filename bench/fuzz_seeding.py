@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from scheduler.model import WorkerPlacement
 from scheduler.spec import Phase
-from scheduler.store import jobs
+from scheduler.store.rows import get_job
 from scheduler.store.transitions import record_placement, set_phase
 
 QUEUES = ("vision", "nlp")
@@ -34,7 +34,7 @@ ATTEMPTS = (0, 1, 2**31 - 1)
 
 def make_live(session: Session, job_id: str, node: str, gpu: int) -> None:
     """Pending -> Scheduled -> Running on `gpu` of `node` (as the loop would record it)."""
-    row = jobs.get_job(session=session, job_id=job_id)
+    row = get_job(session=session, job_id=job_id)
     version = record_placement(
         session=session,
         job_id=job_id,

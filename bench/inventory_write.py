@@ -1,6 +1,6 @@
 """The loop's inventory write at 1,000 nodes when a few nodes' free capacity moved (not a
 test): the row-by-row merge it used to do, kept here as the baseline, against
-`store.save_inventory` (only changed rows), in one process, SQLite and PostgreSQL (when
+`save_inventory` (only changed rows), in one process, SQLite and PostgreSQL (when
 SHOAL_TEST_PG_URL is set; a schema of its own).
 
     nice .venv/bin/python -m bench.inventory_write
@@ -18,9 +18,10 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from bench.serving import pg_schema
-from scheduler import store
 from scheduler.model import Node
 from scheduler.store import schema
+from scheduler.store.cluster import save_inventory
+from scheduler.store.db import Database, open_database
 
 NODES = 1000
 
@@ -46,13 +47,13 @@ def merge_every_row(session: Session, nodes: list[Node]) -> None:
 
 
 def changed_rows(session: Session, nodes: list[Node]) -> None:
-    store.save_inventory(session=session, nodes=nodes)
+    save_inventory(session=session, nodes=nodes)
 
 
-def best_of(db: store.Database, write: Callable[[Session, list[Node]], None]) -> float:
+def best_of(db: Database, write: Callable[[Session, list[Node]], None]) -> float:
     nodes = [Node(f"n{i:04d}", 64_000, 512_000, 8, "H100", 81_920) for i in range(NODES)]
     with db.session() as s:
-        store.save_inventory(session=s, nodes=nodes)
+        save_inventory(session=s, nodes=nodes)
     times = []
     for k in range(5):  # one more node's free CPU moved each time
         nodes[k] = dataclasses.replace(nodes[k], cpu_milli=nodes[k].cpu_milli - 1000)
@@ -64,7 +65,7 @@ def best_of(db: store.Database, write: Callable[[Session, list[Node]], None]) ->
 
 
 def run(label: str, url: str) -> None:
-    db = store.open_database(url)
+    db = open_database(url)
     try:
         before, after = best_of(db, merge_every_row), best_of(db, changed_rows)
     finally:

@@ -24,11 +24,12 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.settings import Settings
-from scheduler import store
 from scheduler.backends.local import LocalBackend
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import Phase
 from scheduler.spec.queue import QueueSpec
+from scheduler.store.queues import create_queue
+from scheduler.store.rows import get_job
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKENS = "admin-token: {user: root, role: admin}"
@@ -54,7 +55,7 @@ def _one_job(client: TestClient, loop: Loop, name: str) -> str:
     while time.monotonic() < deadline:
         loop.run_once()
         with loop.database.session() as s:  # type: ignore[union-attr]
-            if store.get_job(session=s, job_id=job_id).phase == Phase.RUNNING.value:
+            if get_job(session=s, job_id=job_id).phase == Phase.RUNNING.value:
                 return job_id
         time.sleep(0.1)
     raise SystemExit(f"job {job_id} did not start within 120 s")
@@ -68,7 +69,7 @@ def main() -> None:
         app = create_app(Settings(database_url=f"sqlite:///{tmp}/s.db", tokens_yaml=TOKENS))
         database = app.state.database
         with database.session() as s:
-            store.create_queue(session=s, spec=QueueSpec(name="q", guaranteed=2))
+            create_queue(session=s, spec=QueueSpec(name="q", guaranteed=2))
         backend = LocalBackend(Path(tmp) / "state")
         loop = Loop(database, backend, config=LoopConfig(holder="bench", lease_ttl_s=60))
         met: dict[str, None] = {}

@@ -20,7 +20,9 @@ from api.dashboard.routes import (
     templates,
 )
 from api.routes import explain as explain_route
-from scheduler.store import errors, jobs
+from scheduler.store import errors
+from scheduler.store.events import list_events
+from scheduler.store.rows import get_job
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -33,7 +35,7 @@ def job_page(request: Request, job_id: str) -> Response:
         return _to_login(request)
     with _database(request).session() as session:
         try:
-            row = jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
+            row = get_job(session=session, job_id=job_id, queues=principal.visible_queues)
         except errors.NotFound:
             return _not_found(request, principal, f"job {job_id}")
         job = redact.jobs(session, principal, [views.job(row)])[0]
@@ -42,7 +44,7 @@ def job_page(request: Request, job_id: str) -> Response:
             principal,
             [
                 views.event(e)
-                for e in jobs.list_events(
+                for e in list_events(
                     session=session, job_id=job_id, queues=principal.visible_queues
                 )
             ],
@@ -71,7 +73,7 @@ def job_logs(request: Request, job_id: str) -> Response:
         return _to_login(request)
     with _database(request).session() as session:
         try:
-            jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
+            get_job(session=session, job_id=job_id, queues=principal.visible_queues)
         except errors.NotFound:
             return _not_found(request, principal, f"job {job_id}")
     source = _services(request).wiring.log_source

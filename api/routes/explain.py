@@ -24,9 +24,10 @@ from api.models import PendingReasonPublic, StartEstimatePublic, _Model, camel_k
 from scheduler import model
 from scheduler.core import explain as core_explain
 from scheduler.spec import Phase
-from scheduler.store import jobs, schema
+from scheduler.store import schema
 from scheduler.store import views as store_views
 from scheduler.store.db import Session
+from scheduler.store.rows import get_job
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -66,7 +67,7 @@ def explain_job(
     job_id: str = Path(min_length=1, max_length=32),
 ) -> ExplanationPublic:
     """Fair-share arithmetic, place in the order, decision and the best candidate nodes."""
-    row = jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
+    row = get_job(session=session, job_id=job_id, queues=principal.visible_queues)
     config = services.wiring.core_config or model.Config()
     snap = queuestats.snapshot(session, config)
     found = dataclasses.asdict(core_explain.explain(snap, job_id))

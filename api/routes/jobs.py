@@ -21,7 +21,7 @@ from api.errors import fail, feasibility_error
 from api.feasibility_cache import FeasibilitySnapshot
 from scheduler import feasibility
 from scheduler.spec import Phase
-from scheduler.store import jobs, retention
+from scheduler.store import events, jobs, paging, retention, rows, submission
 from scheduler.store.db import Database
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -70,7 +70,7 @@ def _submit(
         problems = snapshot.check_job(session, body, may_submit=principal.may_submit)
         if problems:
             raise feasibility_error(problems)
-        row, created = jobs.submit_job(
+        row, created = submission.submit_job(
             session=session, spec=body, submitter=principal.user, idempotency_key=idempotency_key
         )
     # Serialized here, not through `response_model`: FastAPI would dump the model to a
@@ -87,7 +87,7 @@ def list_jobs(
     queue: Annotated[str | None, Query(max_length=63)] = None,
     phase: Phase | None = None,
     submitter: Annotated[str | None, Query(max_length=128)] = None,
-    limit: Annotated[int, Query(ge=1, le=jobs.MAX_PAGE)] = 50,
+    limit: Annotated[int, Query(ge=1, le=paging.MAX_PAGE)] = 50,
     cursor: Annotated[str | None, Query(max_length=64)] = None,
 ) -> models.JobsPublic:
     """Jobs newest first; follow `nextCursor` for older ones."""
@@ -107,7 +107,7 @@ def list_jobs(
 @router.get("/{job_id}", response_model=models.JobPublic)
 def get_job(session: SessionDep, principal: PrincipalDep, job_id: str = JobId) -> models.JobPublic:
     """One job with its placements and pending reason."""
-    row = jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
+    row = rows.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
     return redact.jobs(session, principal, [views.job(row)])[0]
 
 
@@ -116,7 +116,7 @@ def cancel_job(
     session: SessionDep, principal: PrincipalDep, job_id: str = JobId
 ) -> models.JobPublic:
     """Cancel: a pending job at once; a running one once the scheduler stops its workers."""
-    row = jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
+    row = rows.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
     if not principal.may_submit(row.queue):
         raise fail(403, f"role {principal.role} may not cancel jobs")
     row = jobs.cancel_job(session=session, job_id=job_id, by=principal.user)
@@ -126,7 +126,7 @@ def cancel_job(
 @router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_job(session: SessionDep, principal: PrincipalDep, job_id: str = JobId) -> Response:
     """Delete a finished job and its history (409 while it is live: cancel it first)."""
-    row = jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
+    row = rows.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
     if not principal.may_submit(row.queue):
         raise fail(403, f"role {principal.role} may not delete jobs")
     retention.delete_job(session=session, job_id=job_id)
@@ -138,12 +138,12 @@ def job_events(
     session: SessionDep,
     principal: PrincipalDep,
     job_id: str = JobId,
-    limit: Annotated[int, Query(ge=1, le=jobs.MAX_PAGE)] = jobs.MAX_PAGE,
+    limit: Annotated[int, Query(ge=1, le=paging.MAX_PAGE)] = paging.MAX_PAGE,
     cursor: Annotated[str | None, Query(max_length=64)] = None,
     order: Annotated[Literal["asc", "desc"], Query(description="asc: oldest first")] = "asc",
 ) -> models.JobEventsPublic:
     """The job's history, a page at a time (oldest first by default)."""
-    page = jobs.events_page(
+    page = events.events_page(
         session=session,
         job_id=job_id,
         queues=principal.visible_queues,

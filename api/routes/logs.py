@@ -25,8 +25,8 @@ from api.deps import AnyRoleDep, PrincipalDep, ServicesDep, SessionDep
 from api.errors import ErrorBody, fail
 from scheduler.spec import Phase
 from scheduler.spec.text import UserInput
-from scheduler.store import jobs
-from scheduler.store.events import append_event
+from scheduler.store.events import append_event, prune_events
+from scheduler.store.rows import get_job
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 JobId = Path(min_length=1, max_length=32)
@@ -107,7 +107,7 @@ def job_logs(
 ) -> LogsPublic:
     """Each worker's output of one attempt from the given byte offsets (256 KiB at most)."""
     starts = _offsets(offsets)
-    jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
+    get_job(session=session, job_id=job_id, queues=principal.visible_queues)
     source = services.wiring.log_source
     if source is None:
         raise fail(501, "this backend keeps no worker logs here; read them on the cluster")
@@ -176,7 +176,7 @@ def report_progress(
     if principal.role is Role.WORKER:
         if principal.job != job_id:  # another job: as if it did not exist
             raise fail(404, f"job {job_id} does not exist", loc=["path", "job_id"])
-        row = jobs.get_job(session=session, job_id=job_id)
+        row = get_job(session=session, job_id=job_id)
         if Phase(row.phase).finished:
             raise fail(
                 403,
@@ -184,7 +184,7 @@ def report_progress(
                 loc=["header", "Authorization"],
             )
     else:
-        jobs.get_job(session=session, job_id=job_id, queues=principal.visible_queues)
+        get_job(session=session, job_id=job_id, queues=principal.visible_queues)
     last, finals = services.progress.seen, services.progress.final
     now = time.monotonic()
     # A final report skips the throttle once per attempt; repeats of it do not.
@@ -205,5 +205,5 @@ def report_progress(
             message=f"step {step}" + (f" loss {loss}" if loss is not None else ""),
             data={"attempt": body.attempt, **body.progress},
         )
-        jobs.prune_events(session=session, job_id=job_id, kind="Progress", keep=PROGRESS_KEEP)
+        prune_events(session=session, job_id=job_id, kind="Progress", keep=PROGRESS_KEEP)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

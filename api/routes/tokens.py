@@ -14,9 +14,9 @@ from api.auth import ALL, Principal, Role, refusal
 from api.deps import AdminDep, ServicesDep, SessionDep
 from api.errors import fail
 from api.models import _Model
-from scheduler import store
 from scheduler.spec.text import UserInput
 from scheduler.store import tokens
+from scheduler.store.queues import list_queues
 
 router = APIRouter(prefix="/tokens", tags=["tokens"])
 TokenId = Path(min_length=1, max_length=16)
@@ -90,7 +90,7 @@ def create_token(
     if body.role not in (Role.ADMIN, Role.METRICS) and not body.queues:
         raise fail(422, 'a member or viewer token needs queues (or ["*"])', loc=["body", "queues"])
     # A token for a queue that does not exist would open nothing: a typo, said at once.
-    known = {q.name for q in store.list_queues(session=session, names=body.queues)}
+    known = {q.name for q in list_queues(session=session, names=body.queues)}
     for i, q in enumerate(body.queues):
         if q != ALL and q not in known:
             raise fail(422, f"queue {q!r} does not exist", loc=["body", "queues", i])

@@ -16,6 +16,7 @@ from scheduler.spec.allowed import Allowances
 from scheduler.store import crstatus, errors, jobs, queues
 from scheduler.store.cluster import load_capacity, load_queues
 from scheduler.store.db import Session
+from scheduler.store.submission import submit_job
 
 
 def _refused(status: dict[str, Any], action: reconcile.Action, reason: str, message: str) -> None:
@@ -65,7 +66,7 @@ def apply(
         return {k: v for k, v in status.items() if v is not None}
     try:
         if isinstance(action, reconcile.Submit):
-            row, _ = jobs.submit_job(
+            row, _ = submit_job(
                 session=session,
                 spec=action.spec,
                 submitter=action.submitter,

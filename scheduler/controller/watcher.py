@@ -47,6 +47,7 @@ from scheduler.spec.allowed import Allowances
 from scheduler.store import crstatus, errors, jobs, queues
 from scheduler.store.db import Session
 from scheduler.store.port import SqlLiveStore
+from scheduler.store.rows import get_job
 
 log = logging.getLogger("shoal.controller")
 SessionFactory = Callable[[], AbstractContextManager[Session]]
@@ -132,7 +133,7 @@ class CrWatcher:
             existing = None
             if job_id:
                 try:
-                    existing = jobs.get_job(session=session, job_id=job_id)
+                    existing = get_job(session=session, job_id=job_id)
                 except errors.NotFound:
                     existing = None
             decision = reconcile.reconcile_trainingjob(cr, existing)

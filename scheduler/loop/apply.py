@@ -13,6 +13,7 @@
   starts the new workers or stops the removed ones (`resize`).
 - Foreign pods (a backend's `ForeignWorkloads`, not in the store): Place binds them.
 - Keep pending: the reasons that changed, in one write (the store skips repeats).
+Every store write goes through `enact`, many jobs at once.
 An exception while carrying out one job's decision goes to `on_error` (the loop makes it
 that job's reason, with a backoff) and the other decisions are still carried out.
 """
@@ -102,8 +103,8 @@ def _write_reasons(
 ) -> None:
     """The reasons that changed, in one write; the memory keeps what was written."""
     todo = [(lj, transition.waits(reason)) for lj, reason in changed]
-    for (lj, reason), result in zip(changed, enact(cycle.db, cycle.backend, todo, now=cycle.now),
-                                    strict=True):  # fmt: skip
+    results = enact(cycle.db, cycle.backend, todo, now=cycle.now)
+    for (lj, reason), result in zip(changed, results, strict=True):
         if (job := taken(result, lj.id, "recording the pending reason", cycle.on_error)) is None:
             continue
         cycle.memory.reasons[lj.id] = reason
@@ -127,8 +128,8 @@ def _preempt_all(
             continue
         message = p.reason + (f" (for {p.for_job})" if p.for_job else "")
         todo.append((lj, transition.preempt(p.grace_period_s, message)))
-    for (lj, _), result in zip(todo, enact(cycle.db, cycle.backend, todo, now=cycle.now),
-                               strict=True):  # fmt: skip
+    results = enact(cycle.db, cycle.backend, todo, now=cycle.now)
+    for (lj, _), result in zip(todo, results, strict=True):
         if (job := taken(result, lj.id, "preemption", cycle.on_error)) is not None:
             out.preempted.append(lj.id)
             out.wrote.append(job)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from scheduler import model, store
+from scheduler import model
 from scheduler.backends.sim.backend import SimBackend
 from scheduler.clock import VirtualClock, as_datetime
 from scheduler.loop import timing
@@ -37,9 +37,12 @@ from scheduler.sim.report import SimReport, count_violations, count_waits, recor
 from scheduler.sim.trace import TraceJob
 from scheduler.spec import JobSpec, Phase
 from scheduler.spec.queue import QueueSpec
-from scheduler.store.live import LiveCache, LiveJob
+from scheduler.store.db import open_database
+from scheduler.store.live import LiveCache, LiveJob, live_jobs
 from scheduler.store.memory import MemoryStore
 from scheduler.store.port import Storage
+from scheduler.store.queues import create_queue
+from scheduler.store.submission import submit_job
 
 __all__ = ["SimReport", "default_queues", "simulate"]  # SimReport lives in sim.report
 
@@ -140,19 +143,19 @@ class _SqlDoors:
     """The doors on a database: the store's functions, a session each."""
 
     def __init__(self, url: str) -> None:
-        self.storage = store.open_database(url)
+        self.storage = open_database(url)
 
     def add_queue(self, spec: QueueSpec) -> None:
         with self.storage.session() as s:
-            store.create_queue(session=s, spec=spec)
+            create_queue(session=s, spec=spec)
 
     def submit(self, spec: JobSpec, *, job_id: str, now: datetime, by: str) -> object:
         with self.storage.session() as s:
-            return store.submit_job(session=s, spec=spec, submitter=by, now=now, job_id=job_id)
+            return submit_job(session=s, spec=spec, submitter=by, now=now, job_id=job_id)
 
     def live_jobs(self, *, cache: LiveCache | None = None) -> list[LiveJob]:
         with self.storage.session() as s:
-            return store.live_jobs(session=s, cache=cache)
+            return live_jobs(session=s, cache=cache)
 
 
 @dataclass

@@ -8,8 +8,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from scheduler import model, store
+from scheduler import model
 from scheduler.loop.service import CycleReport
+from scheduler.store.live import LiveJob
 
 EPS = model.EPS  # the core's tolerance: one EPS for every comparison of GPU amounts
 
@@ -108,7 +109,7 @@ def record(
 
 def count_violations(
     rep: SimReport,
-    waiting: Sequence[store.LiveJob],
+    waiting: Sequence[LiveJob],
     held: dict[str, float],
     guaranteed: dict[str, float],
     step: float,

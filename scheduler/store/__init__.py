@@ -1,10 +1,11 @@
 """The store: Shoal's system of record (SQLAlchemy 2.x; SQLite default, PostgreSQL).
 
 Open it with `db.open_database(url) -> Database` (runs the Alembic migrations), then
-`with database.session() as session:` and call the keyword-only functions below; each
-commits its own transaction. No SQL lives outside this package.
+`with database.session() as session:` and call the keyword-only functions below, each
+from the module that holds it (the package re-exports nothing); each commits its own
+transaction. No SQL lives outside this package.
 
-API / CRD controller (`queues`; `submission`, `jobs`, `events`, re-exported by `jobs`):
+API / CRD controller (`queues`, `submission`, `jobs`, `rows`, `events`):
     create_queue(*, session, spec: QueueSpec, now=None) -> QueueRow
     list_queues(*, session, names=None) -> list[QueueRow]
     get_queue(*, session, name) -> QueueRow
@@ -45,69 +46,3 @@ at once):
 Errors (`errors`): NotFound, Conflict, VersionConflict(Conflict), InvalidTransition
 (Conflict), IdempotencyMismatch, Invalid; each has `.message` and `.loc`.
 """
-
-from __future__ import annotations
-
-from scheduler.store.cluster import (
-    load_capacity,
-    load_inventory,
-    load_queues,
-    save_capacity,
-    save_inventory,
-)
-from scheduler.store.db import Database, make_engine, migrate, open_database
-from scheduler.store.events import append_event
-from scheduler.store.jobs import (
-    JobPage,
-    cancel_job,
-    count_by_phase,
-    get_job,
-    list_events,
-    list_jobs,
-    submit_job,
-)
-from scheduler.store.lease import acquire_lease, database_now, lease_holder, release_lease
-from scheduler.store.live import LiveCache, LiveJob, live_jobs
-from scheduler.store.queues import (
-    create_queue,
-    delete_queue,
-    get_queue,
-    list_queues,
-    update_queue,
-)
-from scheduler.store.transitions import record_placement, set_pending_reason, set_phase
-
-__all__ = [
-    "Database",
-    "JobPage",
-    "LiveCache",
-    "LiveJob",
-    "acquire_lease",
-    "append_event",
-    "cancel_job",
-    "count_by_phase",
-    "create_queue",
-    "database_now",
-    "delete_queue",
-    "get_job",
-    "get_queue",
-    "lease_holder",
-    "list_events",
-    "list_jobs",
-    "list_queues",
-    "live_jobs",
-    "load_capacity",
-    "load_inventory",
-    "load_queues",
-    "make_engine",
-    "migrate",
-    "open_database",
-    "record_placement",
-    "release_lease",
-    "save_capacity",
-    "save_inventory",
-    "set_pending_reason",
-    "set_phase",
-    "submit_job",
-    "update_queue",
-]

@@ -1,7 +1,6 @@
 """Job repository for the API and the CRD controller: list, cancel, count, and the CR
-watcher's read of the jobs it submitted. It is also the API's one door to the job
-modules: submission (`submission`), one row's read and versioned write (`rows`), and a
-job's history (`events`) are re-exported here under their old names.
+watcher's read of the jobs it submitted. Submission (`submission`), one row's read and
+versioned write (`rows`) and a job's history (`events`) have modules of their own.
 """
 
 from __future__ import annotations
@@ -14,32 +13,10 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from scheduler.spec import Origin, Phase, spec_json
+from scheduler.spec import Origin, Phase
 from scheduler.store import errors, schema
-from scheduler.store.events import EventPage, events_page, list_events, prune_events
 from scheduler.store.paging import MAX_PAGE, decode_cursor, encode_cursor
 from scheduler.store.rows import add_event, cas_update, get_job
-from scheduler.store.submission import live_job_named, request_hash, submit_job
-
-__all__ = [
-    "MAX_PAGE",
-    "EventPage",
-    "JobPage",
-    "add_event",
-    "cancel_job",
-    "cas_update",
-    "count_by_phase",
-    "events_page",
-    "get_job",
-    "list_events",
-    "list_jobs",
-    "live_job_named",
-    "live_with_origin",
-    "prune_events",
-    "request_hash",
-    "spec_json",
-    "submit_job",
-]
 
 _CAS_RETRIES = 5
 

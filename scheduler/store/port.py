@@ -1,10 +1,9 @@
 """The store as the scheduler loop needs it, and nothing more: `LiveStore` lists every
-read and write the loop makes (one session's worth), and `SqlLiveStore` is that port on
-SQL, delegating to the store's functions. A loop written against `LiveStore` can be run
-on another store (an in-memory one for the simulator, a fake in a test) unchanged.
-
-The methods mirror the store's functions, with the session held by the port instead
-of passed to each call; `scheduler/loop` reaches the store only through it.
+read and write the loop makes (one session's worth), in the loop's own types (live jobs,
+`changes.JobWrite`s in and the jobs as written out, events, nodes, queues): no rows, no
+columns. `SqlLiveStore` is that port on SQL (each call a store function on the port's
+session; the jobs' changes through `batches.write`), `memory.MemoryStore` the same in
+memory (the simulator's). `opened` gives a loop the port on either.
 """
 
 from __future__ import annotations

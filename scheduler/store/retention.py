@@ -15,7 +15,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from scheduler.store import errors, schema
-from scheduler.store.jobs import get_job
+from scheduler.store.rows import get_job
 from scheduler.store.rows import id_chunks
 
 FINISHED = schema.FINISHED_PHASES

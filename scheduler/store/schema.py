@@ -149,7 +149,7 @@ class JobRow(Base):
 
 class JobEventRow(Base):
     """Append-only history of a job: nothing updates these rows; only old Progress events
-    are deleted (`jobs.prune_events`), besides the job's own deletion."""
+    are deleted (`events.prune_events`), besides the job's own deletion."""
 
     __tablename__ = "job_events"
 

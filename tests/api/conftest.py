@@ -20,12 +20,13 @@ from typer.testing import CliRunner, Result
 from api.app import create_app
 from api.services import Wiring
 from api.settings import Settings
-from scheduler import store
 from scheduler.cli import client as cli_client
 from scheduler.cli.main import app as cli
 from scheduler.model import Node
 from scheduler.spec.queue import QueueSpec
+from scheduler.store.cluster import save_inventory
 from scheduler.store.db import open_database
+from scheduler.store.queues import create_queue
 
 TOKENS = """
 admin-token: {user: root, role: admin}
@@ -50,9 +51,9 @@ def build_app(url: str, wiring: Wiring | None = None, **settings: Any) -> FastAP
     base: dict[str, Any] = {"tokens_yaml": TOKENS, "max_body_bytes": MAX_BODY}
     app = create_app(Settings(database_url=url, **(base | settings)), wiring)
     with app.state.database.session() as s:
-        store.create_queue(session=s, spec=QueueSpec(name="vision", guaranteed=8, limit=16))
-        store.create_queue(session=s, spec=QueueSpec(name="nlp", guaranteed=4))
-        store.save_inventory(session=s, nodes=NODES)
+        create_queue(session=s, spec=QueueSpec(name="vision", guaranteed=8, limit=16))
+        create_queue(session=s, spec=QueueSpec(name="nlp", guaranteed=4))
+        save_inventory(session=s, nodes=NODES)
     return app
 
 

@@ -14,10 +14,10 @@ from conftest import ADMIN, TOKENS, VISION, Shoal, job_body
 from fastapi.testclient import TestClient
 
 from api.services import Wiring, services_of
-from scheduler import store
 from scheduler.cli import apirole
 from scheduler.spec.allowed import Allowances
 from scheduler.spec.queue import QueueSpec
+from scheduler.store.queues import create_queue
 
 JOBS = "/api/v1/jobs"
 
@@ -170,7 +170,7 @@ def test_the_api_roles_app_reads_the_charts_limits(
     app = apirole.app_from_env()
     try:
         with services_of(app).database.session() as s:
-            store.create_queue(session=s, spec=QueueSpec(name="vision", guaranteed=8))
+            create_queue(session=s, spec=QueueSpec(name="vision", guaranteed=8))
         with TestClient(app) as client:
             r = client.post(JOBS, json=job_body(priorityClassName="batch"), headers=ADMIN)
             assert r.status_code == 422, r.text

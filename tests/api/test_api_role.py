@@ -14,9 +14,11 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from api.services import services_of
-from scheduler import model, store
+from scheduler import model
 from scheduler.cli import apirole
 from scheduler.spec.queue import QueueSpec
+from scheduler.store.cluster import save_inventory
+from scheduler.store.queues import create_queue
 
 NODES = (
     model.Node("a", 64000, 512000, 4, "A100", 81920),
@@ -41,8 +43,8 @@ def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FastAPI]:
     monkeypatch.delenv("SHOAL_API_TOKENS", raising=False)
     app = apirole.app_from_env()
     with services_of(app).database.session() as s:
-        store.create_queue(session=s, spec=QueueSpec(name="vision", guaranteed=8))
-        store.save_inventory(session=s, nodes=NODES)
+        create_queue(session=s, spec=QueueSpec(name="vision", guaranteed=8))
+        save_inventory(session=s, nodes=NODES)
     yield app
     services_of(app).database.close()
 

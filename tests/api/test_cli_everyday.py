@@ -14,10 +14,11 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from api.services import Wiring
-from scheduler import store
 from scheduler.model import WorkerPlacement
 from scheduler.spec import JobSpec, Phase
-from scheduler.store import jobs as store_jobs
+from scheduler.store.rows import add_event
+from scheduler.store.submission import submit_job
+from scheduler.store.transitions import record_placement, set_phase
 
 
 class OneLog:
@@ -59,13 +60,11 @@ def test_job_shows_the_latest_progress_and_events_oldest_first(
     with app.state.database.session() as s:
         for step in range(0, 141):
             at = start + timedelta(seconds=step)
-            store_jobs.add_event(
+            add_event(
                 s, job_id=jid, kind="Progress", message=f"step {step}", data={"step": step}, at=at
             )
-        store_jobs.add_event(s, job_id=jid, kind="Note", reason="First", at=start)
-        store_jobs.add_event(
-            s, job_id=jid, kind="Note", reason="Last", at=start + timedelta(seconds=200)
-        )
+        add_event(s, job_id=jid, kind="Note", reason="First", at=start)
+        add_event(s, job_id=jid, kind="Note", reason="Last", at=start + timedelta(seconds=200))
         s.commit()
     result = shoal("job", "steps")
     assert result.exit_code == 0, result.output
@@ -150,7 +149,7 @@ def test_jobs_fits_80_columns_and_wide_shows_whole_ids_and_reasons(
     made = client.post("/api/v1/jobs", json=job_body(name=name), headers=ADMIN).json()
     jid = made["id"]
     with app.state.database.session() as s:
-        store.set_phase(
+        set_phase(
             session=s,
             job_id=jid,
             expected_version=made["version"],
@@ -183,8 +182,8 @@ def test_queues_is_a_tree_with_running_rolled_up(
     with app.state.database.session() as s:
         for i, team in enumerate(("team-a", "team-b", "team-b")):
             spec = JobSpec(name=f"j{i}", queue=team, image="x", gpu=1)
-            row, _ = store.submit_job(session=s, spec=spec, submitter="t")
-            store.record_placement(
+            row, _ = submit_job(session=s, spec=spec, submitter="t")
+            record_placement(
                 session=s,
                 job_id=row.id,
                 expected_version=row.version,

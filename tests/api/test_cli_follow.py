@@ -14,12 +14,12 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from api.services import Wiring
-from scheduler import store
 from scheduler.cli import jobs
 from scheduler.cli.client import Api
 from scheduler.model import PendingReason, ReasonCode
 from scheduler.store import estimates
 from scheduler.store.estimates import StartEstimate
+from scheduler.store.transitions import set_pending_reason
 
 pytestmark = pytest.mark.integration  # starts a thread that follows a job
 
@@ -42,7 +42,7 @@ def test_follow_shows_phase_and_reason_while_pending(
     def later() -> None:
         time.sleep(1.0)
         with app.state.database.session() as s:
-            store.set_pending_reason(
+            set_pending_reason(
                 session=s,
                 job_id=jid,
                 reason=PendingReason(ReasonCode.NO_NODE, "needs 8 GPUs on one node; largest is 4"),
@@ -76,7 +76,7 @@ def test_follow_piped_prints_a_line_per_real_change(
     def say(message: str, in_s: float) -> None:
         with app.state.database.session() as s:
             reason = PendingReason(ReasonCode.FRAGMENTATION, message)
-            store.set_pending_reason(session=s, job_id=jid, reason=reason)
+            set_pending_reason(session=s, job_id=jid, reason=reason)
             now = datetime.now(UTC)
             row = StartEstimate(jid, now + timedelta(seconds=in_s), 1, "median of 3", "", now)
             estimates.replace_all(session=s, estimates=[row])

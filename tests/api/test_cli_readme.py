@@ -15,8 +15,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from api.services import Wiring
-from scheduler import store
 from scheduler.model import Node, Taint
+from scheduler.store.cluster import save_inventory
 
 # The README's cluster: a GPU model named "H100" (the fixture's is "H100-80GB") on a node
 # labelled zone=a and tainted gpu=shared, so that its submit line is feasible as written.
@@ -58,7 +58,7 @@ def test_the_everyday_block_runs_as_the_readme_writes_it(
 ) -> None:
     """README "The CLI", line by line, in its order."""
     with app.state.database.session() as s:
-        store.save_inventory(session=s, nodes=(*NODES, README_NODE))
+        save_inventory(session=s, nodes=(*NODES, README_NODE))
     out = ok(shoal, "submit", "--queue", "vision", "--workers", "2", "--gpu", "0.5",
              "--gpu-type", "H100", "--grace", "120", "--no-preemptible",
              "--node-selector", "zone=a", "--toleration", "gpu=shared:NoSchedule",

@@ -21,11 +21,12 @@ from fastapi.testclient import TestClient
 from rich.console import Console
 
 from api.services import Wiring
-from scheduler import store
 from scheduler.cli import output
 from scheduler.model import WorkerPlacement
 from scheduler.spec import Phase
 from scheduler.store import estimates, resizes
+from scheduler.store.rows import get_job
+from scheduler.store.transitions import record_placement, set_phase
 
 AN_HOUR_AGO = datetime.now(UTC) - timedelta(hours=1)
 ELASTIC: dict[str, object] = {
@@ -66,12 +67,12 @@ def wiring(tmp_path: Path) -> Wiring:
 def _place(app: FastAPI, job_id: str, where: list[tuple[str, tuple[int, ...], float]]) -> int:
     placements = [WorkerPlacement(i, n, g, f) for i, (n, g, f) in enumerate(where)]
     with app.state.database.session() as s:
-        row = store.get_job(session=s, job_id=job_id)
-        v = store.record_placement(
+        row = get_job(session=s, job_id=job_id)
+        v = record_placement(
             session=s, job_id=job_id, expected_version=row.version, placements=placements,
             attempt=1, now=AN_HOUR_AGO,
         )  # fmt: skip
-        return store.set_phase(
+        return set_phase(
             session=s, job_id=job_id, expected_version=v, phase=Phase.RUNNING, now=AN_HOUR_AGO
         )
 
@@ -88,7 +89,7 @@ def shapes(app: FastAPI, client: TestClient) -> Iterator[dict[str, str]]:
             version = _place(app, job_id, where)
         with app.state.database.session() as s:
             if name == "elastic-done":  # grew to 3, then ended
-                three = [*store.get_job(session=s, job_id=job_id).placements]
+                three = [*get_job(session=s, job_id=job_id).placements]
                 grown = [WorkerPlacement(**p) for p in three] + [
                     WorkerPlacement(2, "a1", (3,), 1.0)
                 ]
@@ -96,11 +97,9 @@ def shapes(app: FastAPI, client: TestClient) -> Iterator[dict[str, str]]:
                     session=s, job_id=job_id, expected_version=version, placements=grown,
                     reason="idle GPUs",
                 )  # fmt: skip
-                store.set_phase(
-                    session=s, job_id=job_id, expected_version=version, phase=Phase.SUCCEEDED
-                )
+                set_phase(session=s, job_id=job_id, expected_version=version, phase=Phase.SUCCEEDED)
             elif name == "failed":
-                store.set_phase(
+                set_phase(
                     session=s, job_id=job_id, expected_version=version, phase=Phase.FAILED,
                     reason="WorkerFailed", message="worker 0 exited with code 3 " + "x" * 90,
                 )  # fmt: skip

@@ -13,11 +13,11 @@ from conftest import ADMIN, VISION, job_body
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from scheduler import store
 from scheduler.backends.local import LocalBackend
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.model import Node
 from scheduler.spec import Phase
+from scheduler.store.rows import get_job
 
 pytestmark = pytest.mark.integration  # starts local worker processes
 
@@ -40,7 +40,7 @@ def _until(loop: Loop, check: object, timeout: float = 60) -> None:
 
 def _phase(app: FastAPI, job_id: str) -> Phase:
     with app.state.database.session() as s:
-        return Phase(store.get_job(session=s, job_id=job_id).phase)
+        return Phase(get_job(session=s, job_id=job_id).phase)
 
 
 def _stopping(client: TestClient, job_id: str) -> bool:

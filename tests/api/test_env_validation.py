@@ -11,7 +11,7 @@ from conftest import VISION, job_body
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from scheduler import store
+from scheduler.store.jobs import list_jobs
 
 J = "/api/v1/jobs"
 
@@ -30,7 +30,7 @@ BAD: list[Any] = [
 
 def _count(app: FastAPI) -> int:
     with app.state.database.session() as s:
-        return len(store.list_jobs(session=s).items)
+        return len(list_jobs(session=s).items)
 
 
 @pytest.mark.parametrize(("overrides", "loc", "word"), BAD)

@@ -9,8 +9,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from api.services import Wiring
-from scheduler import model, store
+from scheduler import model
 from scheduler.model import WorkerPlacement
+from scheduler.store.transitions import record_placement
 
 J = "/api/v1/jobs"
 
@@ -20,7 +21,7 @@ def _fill_with_nlp(app: FastAPI, client: TestClient) -> list[str]:
     for name, node, n in (("n1", "h1", 8), ("n2", "h2", 8), ("n3", "a1", 4)):
         jid = client.post(J, json=job_body(name=name, queue="nlp", gpu=n), headers=NLP).json()["id"]
         with app.state.database.session() as s:
-            store.record_placement(
+            record_placement(
                 session=s,
                 job_id=jid,
                 expected_version=1,

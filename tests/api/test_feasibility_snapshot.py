@@ -7,15 +7,15 @@ from conftest import ADMIN, VISION, job_body
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from scheduler import store
 from scheduler.spec.queue import QueueSpec
+from scheduler.store.queues import create_queue
 
 
 def test_a_queue_made_elsewhere_is_admitted_at_once(app: FastAPI, client: TestClient) -> None:
     assert client.post("/api/v1/jobs", json=job_body(), headers=ADMIN).status_code == 201
     # Written straight to the store, as another replica would: this app's snapshot is stale.
     with app.state.database.session() as s:
-        store.create_queue(session=s, spec=QueueSpec(name="fresh"))
+        create_queue(session=s, spec=QueueSpec(name="fresh"))
     r = client.post("/api/v1/jobs", json=job_body(queue="fresh"), headers=ADMIN)
     assert r.status_code == 201, r.text
 

@@ -25,8 +25,9 @@ from hypothesis import HealthCheck, settings
 from schemathesis import checks
 
 from api.services import Wiring
-from scheduler import store, workertoken
+from scheduler import workertoken
 from scheduler.spec import JobSpec
+from scheduler.store.submission import submit_job
 
 # The seeding hooks live in bench/ (shared with bench/api_fuzz.py), as tests/placement do.
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -50,7 +51,7 @@ with APP.state.database.session() as _s:
     for _q, _node in zip(fuzz_seeding.QUEUES, ("h1", "h2"), strict=True):
         for _i in range(LIVE_PER_QUEUE):
             _spec = JobSpec.model_validate(job_body(name=f"seed-{_q}-{_i}", queue=_q))
-            _id = store.submit_job(session=_s, spec=_spec, submitter="seed")[0].id
+            _id = submit_job(session=_s, spec=_spec, submitter="seed")[0].id
             fuzz_seeding.make_live(_s, _id, _node, _i)
             SEED_JOBS.append(_id)
 

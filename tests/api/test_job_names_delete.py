@@ -13,7 +13,6 @@ from conftest import ADMIN, NLP, VIEWER, VISION, job_body
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from scheduler import store
 from scheduler.backends.local import cluster
 from scheduler.backends.sim import SimBackend
 from scheduler.cli.client import Api
@@ -22,6 +21,10 @@ from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, Phase
 from scheduler.spec.queue import QueueSpec
 from scheduler.store import retention
+from scheduler.store.db import open_database
+from scheduler.store.jobs import cancel_job, list_jobs
+from scheduler.store.queues import create_queue
+from scheduler.store.submission import submit_job
 
 J = "/api/v1/jobs"
 
@@ -50,7 +53,7 @@ def test_delete_a_finished_job(client: TestClient) -> None:
 
 
 def test_the_loop_purges_jobs_finished_before_the_retention(tmp_path: Path) -> None:
-    db = store.open_database(f"sqlite:///{tmp_path / 's.db'}")
+    db = open_database(f"sqlite:///{tmp_path / 's.db'}")
     clock = VirtualClock(start=10 * 24 * 3600.0)
     loop = Loop(
         db,
@@ -60,16 +63,16 @@ def test_the_loop_purges_jobs_finished_before_the_retention(tmp_path: Path) -> N
     )
     ids = {}
     with db.session() as s:
-        store.create_queue(session=s, spec=QueueSpec(name="q", guaranteed=1))
+        create_queue(session=s, spec=QueueSpec(name="q", guaranteed=1))
         for name, days_ago in (("old", 5), ("recent", 1), ("live", 9)):
             spec = JobSpec(name=name, queue="q", image="x", gpu=100)  # never fits: stays
             at = as_datetime(clock.now()) - timedelta(days=days_ago)
-            ids[name] = store.submit_job(session=s, spec=spec, submitter="t", now=at)[0].id
+            ids[name] = submit_job(session=s, spec=spec, submitter="t", now=at)[0].id
             if name != "live":
-                store.cancel_job(session=s, job_id=ids[name], by="t", now=at)
+                cancel_job(session=s, job_id=ids[name], by="t", now=at)
     loop.run_once()
     with db.session() as s:
-        left = {j.name for j in store.list_jobs(session=s).items}
+        left = {j.name for j in list_jobs(session=s).items}
         assert left == {"recent", "live"}
         assert retention.purge_finished(session=s, finished_before=datetime.now(UTC)) == [
             ids["recent"]

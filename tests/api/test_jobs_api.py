@@ -6,8 +6,8 @@ from conftest import ADMIN, NLP, VISION, job_body
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from scheduler import store
 from scheduler.model import PendingReason, ReasonCode, WorkerPlacement
+from scheduler.store.transitions import record_placement, set_pending_reason
 
 API = "/api/v1"
 
@@ -81,14 +81,14 @@ def test_placement_and_pending_reason_show_on_get_nodes_summary_metrics(
     placed = _submit(client, workers=2, gpu=0.5)
     waiting = _submit(client, name="big", gpu=8)
     with app.state.database.session() as s:
-        store.record_placement(
+        record_placement(
             session=s,
             job_id=placed,
             expected_version=1,
             placements=[WorkerPlacement(0, "h1", (3,), 0.5), WorkerPlacement(1, "h1", (3,), 0.5)],
             attempt=1,
         )
-        store.set_pending_reason(
+        set_pending_reason(
             session=s,
             job_id=waiting,
             reason=PendingReason(ReasonCode.NO_NODE, "needs 8 GPUs on one node; largest is 7"),

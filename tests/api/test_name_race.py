@@ -15,9 +15,10 @@ from conftest import VISION, job_body
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from scheduler import store
 from scheduler.spec import JobSpec
 from scheduler.store import submission
+from scheduler.store.jobs import cancel_job
+from scheduler.store.submission import submit_job
 
 J = "/api/v1/jobs"
 
@@ -45,7 +46,7 @@ class Race:
                 with app.state.database.session() as s:
                     holder = submission.live_job_named(session=s, queue="vision", name="race")
                     assert holder is not None
-                    store.cancel_job(session=s, job_id=holder.id, by="race")
+                    cancel_job(session=s, job_id=holder.id, by="race")
             return clash(*args, **kwargs)
 
         def insert_again(*args: Any, **kwargs: Any) -> Any:
@@ -53,7 +54,7 @@ class Race:
                 self.taken.append("")  # before the nested submission's own INSERT
                 with app.state.database.session() as s:
                     spec = JobSpec.model_validate(job_body(name="race"))
-                    self.taken[-1] = store.submit_job(session=s, spec=spec, submitter="x")[0].id
+                    self.taken[-1] = submit_job(session=s, spec=spec, submitter="x")[0].id
             return insert(*args, **kwargs)
 
         monkeypatch.setattr(submission, "_clash", reread)

@@ -23,8 +23,9 @@ from sqlalchemy.orm import Session
 from api.app import create_app
 from api.services import services_of
 from api.settings import Settings
-from scheduler import store
 from scheduler.spec.queue import QueueSpec
+from scheduler.store.cluster import save_inventory
+from scheduler.store.queues import create_queue
 
 pytestmark = pytest.mark.integration  # starts uvicorn on a thread
 
@@ -65,8 +66,8 @@ def serve(tmp_path: Path, **limits: Any) -> Iterator[tuple[str, FastAPI, Held]]:
     )
     app = create_app(settings)
     with app.state.database.session() as s:
-        store.create_queue(session=s, spec=QueueSpec(name="vision", guaranteed=8, limit=16))
-        store.save_inventory(session=s, nodes=NODES)
+        create_queue(session=s, spec=QueueSpec(name="vision", guaranteed=8, limit=16))
+        save_inventory(session=s, nodes=NODES)
     held = Held(app)
     app.state.database.session = held.session
     port = _free_port()

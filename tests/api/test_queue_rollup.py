@@ -7,20 +7,22 @@ from conftest import ADMIN
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from scheduler import store
 from scheduler.model import WorkerPlacement
 from scheduler.spec import JobSpec
 from scheduler.spec.queue import QueueSpec
+from scheduler.store.queues import create_queue
+from scheduler.store.submission import submit_job
+from scheduler.store.transitions import record_placement
 
 
 def test_parent_queue_aggregates_children_in_the_summary(app: FastAPI, client: TestClient) -> None:
     with app.state.database.session() as s:
-        store.create_queue(session=s, spec=QueueSpec(name="dept", guaranteed=4))
-        store.create_queue(session=s, spec=QueueSpec(name="team", parent="dept", guaranteed=2))
+        create_queue(session=s, spec=QueueSpec(name="dept", guaranteed=4))
+        create_queue(session=s, spec=QueueSpec(name="team", parent="dept", guaranteed=2))
         for name, frac, gpu in (("a", 0.1, 0), ("b", 0.8, 0), ("c", 1.0, 1)):
             spec = JobSpec(name=name, queue="team", image="x", gpu=frac)
-            row, _ = store.submit_job(session=s, spec=spec, submitter="t")
-            store.record_placement(
+            row, _ = submit_job(session=s, spec=spec, submitter="t")
+            record_placement(
                 session=s,
                 job_id=row.id,
                 expected_version=row.version,

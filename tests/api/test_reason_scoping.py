@@ -11,9 +11,11 @@ from conftest import ADMIN, NLP, VISION, job_body
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from scheduler import model, store
+from scheduler import model
 from scheduler.model import WorkerPlacement
 from scheduler.spec import Phase
+from scheduler.store.rows import get_job
+from scheduler.store.transitions import record_placement, set_pending_reason, set_phase
 
 API = "/api/v1"
 
@@ -28,9 +30,9 @@ def _run(app: FastAPI, job_id: str, node: str, gpus: tuple[int, ...]) -> None:
     """Place and start a job in the store as the loop would (an hour ago)."""
     at = datetime.now(UTC) - timedelta(hours=1)
     with app.state.database.session() as s:
-        row = store.get_job(session=s, job_id=job_id)
+        row = get_job(session=s, job_id=job_id)
         placements = [WorkerPlacement(0, node, gpus, 1.0)]
-        v = store.record_placement(
+        v = record_placement(
             session=s,
             job_id=job_id,
             expected_version=row.version,
@@ -38,7 +40,7 @@ def _run(app: FastAPI, job_id: str, node: str, gpus: tuple[int, ...]) -> None:
             attempt=1,
             now=at,
         )
-        store.set_phase(session=s, job_id=job_id, expected_version=v, phase=Phase.RUNNING, now=at)
+        set_phase(session=s, job_id=job_id, expected_version=v, phase=Phase.RUNNING, now=at)
 
 
 def _waiting_for(app: FastAPI, job_id: str, victim: str, label: str) -> None:
@@ -49,7 +51,7 @@ def _waiting_for(app: FastAPI, job_id: str, victim: str, label: str) -> None:
         {"victims": [victim], "victim_gpus": 8, "stopping": []},
     )
     with app.state.database.session() as s:
-        store.set_pending_reason(session=s, job_id=job_id, reason=reason)
+        set_pending_reason(session=s, job_id=job_id, reason=reason)
 
 
 def test_a_pending_reason_hides_another_teams_job(app: FastAPI, client: TestClient) -> None:
@@ -112,8 +114,8 @@ def test_a_victim_is_not_told_which_other_teams_job_preempted_it(
         f"(for {mine})"
     )
     with app.state.database.session() as s:
-        row = store.get_job(session=s, job_id=victim)
-        store.set_phase(
+        row = get_job(session=s, job_id=victim)
+        set_phase(
             session=s,
             job_id=victim,
             expected_version=row.version,
@@ -155,13 +157,13 @@ def test_a_resize_hides_the_job_it_made_room_for(app: FastAPI, client: TestClien
     )
     at = datetime.now(UTC) - timedelta(hours=1)
     with app.state.database.session() as s:
-        row = store.get_job(session=s, job_id=mine)
+        row = get_job(session=s, job_id=mine)
         two = [WorkerPlacement(0, "n1", (0,), 1.0), WorkerPlacement(1, "n1", (1,), 1.0)]
-        v = store.record_placement(
+        v = record_placement(
             session=s, job_id=mine, expected_version=row.version, placements=two,
             attempt=1, now=at,
         )  # fmt: skip
-        v = store.set_phase(session=s, job_id=mine, expected_version=v, phase=Phase.RUNNING)
+        v = set_phase(session=s, job_id=mine, expected_version=v, phase=Phase.RUNNING)
         resizes.record_resize(
             session=s,
             job_id=mine,

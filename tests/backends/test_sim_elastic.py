@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import store
 from scheduler.backends import base
 from scheduler.backends.base import StillStopping
 from scheduler.backends.local import cluster
@@ -19,6 +18,10 @@ from scheduler.loop.service import Loop, LoopConfig
 from scheduler.model import Config, WorkerPlacement
 from scheduler.spec import JobSpec, Phase
 from scheduler.spec.queue import QueueSpec
+from scheduler.store.db import open_database
+from scheduler.store.queues import create_queue
+from scheduler.store.rows import get_job
+from scheduler.store.submission import submit_job
 
 RUNNING, FAILED = base.WorkerState.RUNNING, base.WorkerState.FAILED
 
@@ -131,20 +134,20 @@ def test_a_stopped_attempt_is_not_resized_and_the_next_starts_from_nothing(
 
 
 def test_the_loop_grows_an_elastic_job_and_it_ends_sooner(tmp_path: Path) -> None:
-    db = store.open_database(f"sqlite:///{tmp_path / 's.db'}")
+    db = open_database(f"sqlite:///{tmp_path / 's.db'}")
     clock = VirtualClock()
     sim = SimBackend(cluster.load_nodes(), clock)  # 2 nodes x 4 GPUs
     loop = Loop(db, sim, clock=clock, config=LoopConfig(holder="t", lease_ttl_s=1e6))
     with db.session() as s:
-        store.create_queue(session=s, spec=QueueSpec.model_validate({"name": "q", "guaranteed": 8}))
+        create_queue(session=s, spec=QueueSpec.model_validate({"name": "q", "guaranteed": 8}))
         now = as_datetime(clock.now())
-        other, _ = store.submit_job(session=s, spec=spec(6, "b"), submitter="t", now=now)
+        other, _ = submit_job(session=s, spec=spec(6, "b"), submitter="t", now=now)
     sim.durations[other.id] = 100.0
     start = clock.now()
     loop.run_once()  # the 6-GPU job first
     with db.session() as s:
         elastic = spec({"min": 1, "max": 4})
-        row, _ = store.submit_job(session=s, spec=elastic, submitter="t", now=now)
+        row, _ = submit_job(session=s, spec=elastic, submitter="t", now=now)
     sim.durations[row.id] = 1000.0
     sim.sizes[row.id] = 4  # its work: 1000 s at 4 workers
     loop.run_once()
@@ -159,6 +162,6 @@ def test_the_loop_grows_an_elastic_job_and_it_ends_sooner(tmp_path: Path) -> Non
     clock.advance_to(a.ends())
     loop.run_once()
     with db.session() as s:
-        assert store.get_job(session=s, job_id=row.id).phase == Phase.SUCCEEDED.value
+        assert get_job(session=s, job_id=row.id).phase == Phase.SUCCEEDED.value
     # 300 s at 2 workers (150 s of the 1000 at 4), 30 s restart, 850 s at 4.
     assert a.ends() == pytest.approx(start + interval + 30 + 850)

@@ -33,7 +33,8 @@ class Shoal:
 
     def diagnose(self, job_id: str | None = None) -> str:
         """What Shoal sees, for a failing test's message."""
-        from scheduler.store import jobs
+        from scheduler.store.events import list_events
+        from scheduler.store.rows import get_job
 
         lines = [
             f"nodes: {[n.name for n in self.runtime.backend.nodes()]}",
@@ -43,9 +44,9 @@ class Shoal:
         ]
         if job_id:
             with self.database.session() as session:
-                row = jobs.get_job(session=session, job_id=job_id)
+                row = get_job(session=session, job_id=job_id)
                 lines.append(f"job {job_id}: {row.phase} {getattr(row, 'reason', '')}")
-                for e in jobs.list_events(session=session, job_id=job_id):
+                for e in list_events(session=session, job_id=job_id):
                     lines.append(f"  event: {e.__dict__}")
         return "\n".join(lines)
 

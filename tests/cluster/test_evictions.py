@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from scheduler.backends.kubernetes import names
-from scheduler.store import jobs
+from scheduler.store.events import list_events
+from scheduler.store.rows import get_job
 
 from .conftest import JOBS_NS, ControlPlane, Shoal, eventually
 from .test_jobs import queue, running, trainingjob
@@ -59,12 +60,12 @@ def unhold(cp: ControlPlane) -> None:
 
 def pending(shoal: Shoal, job_id: str) -> str:
     with shoal.database.session() as session:
-        return jobs.get_job(session=session, job_id=job_id).pending_message or ""
+        return get_job(session=session, job_id=job_id).pending_message or ""
 
 
 def said(shoal: Shoal, job_id: str) -> list[str]:
     with shoal.database.session() as session:
-        return [e.message for e in jobs.list_events(session=session, job_id=job_id)]
+        return [e.message for e in list_events(session=session, job_id=job_id)]
 
 
 def test_a_reclaim_waits_for_a_pdb_of_max_unavailable_0_says_so_and_goes_once_relaxed(

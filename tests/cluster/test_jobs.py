@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from scheduler.spec import Phase
-from scheduler.store import jobs
+from scheduler.store.rows import get_job
 
 from .conftest import JOBS_NS, ROOT, ControlPlane, Shoal, eventually
 
@@ -56,7 +56,7 @@ def trainingjob(cp: ControlPlane, name: str, ns: str = JOBS_NS, **spec: Any) -> 
 
 def phase_of(shoal: Shoal, job_id: str) -> Phase:
     with shoal.database.session() as session:
-        return Phase(jobs.get_job(session=session, job_id=job_id).phase)
+        return Phase(get_job(session=session, job_id=job_id).phase)
 
 
 def running(

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.controller import reconcile
-from scheduler.store import jobs
+from scheduler.spec import spec_json
 
 
 def tj(name: str = "resnet", **spec: Any) -> dict[str, Any]:
@@ -42,7 +42,7 @@ class FakeJob:
 
 
 def stored(cr: dict[str, Any], **kw: Any) -> FakeJob:
-    return FakeJob(spec=jobs.spec_json(reconcile.job_spec_of(cr)), **kw)
+    return FakeJob(spec=spec_json(reconcile.job_spec_of(cr)), **kw)
 
 
 def condition(decision: reconcile.Decision, type_: str) -> dict[str, Any]:

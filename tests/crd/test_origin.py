@@ -14,9 +14,11 @@ from scheduler.controller import apply as applying
 from scheduler.controller import reconcile
 from scheduler.spec import TRAININGJOB, JobSpec, Origin
 from scheduler.spec.queue import QueueSpec
-from scheduler.store import jobs, queues
+from scheduler.store import queues
 from scheduler.store.db import Database, open_database
 from scheduler.store.live import live_jobs
+from scheduler.store.rows import get_job
+from scheduler.store.submission import submit_job
 
 
 def tj(name: str, uid: str | None) -> dict[str, Any]:
@@ -50,7 +52,7 @@ def test_a_submitted_cr_is_stored_with_its_origin(
     assert outcome.action.origin == origin
     with database.session() as s:
         status = applying.apply(s, outcome)
-        assert jobs.get_job(session=s, job_id=status["jobId"]).origin == origin
+        assert get_job(session=s, job_id=status["jobId"]).origin == origin
         (live,) = live_jobs(session=s)
         assert live.origin == origin
 
@@ -58,6 +60,6 @@ def test_a_submitted_cr_is_stored_with_its_origin(
 def test_a_rest_job_has_no_origin(database: Database) -> None:
     spec = JobSpec(name="bert", queue="vision", image="x:1", gpu=1)
     with database.session() as s:
-        jobs.submit_job(session=s, spec=spec, submitter="alice", idempotency_key="cr:x")
+        submit_job(session=s, spec=spec, submitter="alice", idempotency_key="cr:x")
         (live,) = live_jobs(session=s)
         assert live.origin is None

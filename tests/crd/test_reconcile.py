@@ -15,6 +15,7 @@ from scheduler.spec import Phase
 from scheduler.store import jobs, queues
 from scheduler.store.cluster import load_queues, save_inventory
 from scheduler.store.db import Database
+from scheduler.store.rows import get_job
 
 from .reconcilekit import condition, stored, tj
 
@@ -124,12 +125,12 @@ def test_apply_on_a_real_store(database: Database) -> None:
         assert first["jobId"] == again["jobId"]  # a repeat after a crash: one job
         assert len(jobs.list_jobs(session=session).items) == 1
 
-        row = jobs.get_job(session=session, job_id=first["jobId"])
+        row = get_job(session=session, job_id=first["jobId"])
         assert reconcile.reconcile_trainingjob(tj(), row).action is None
         deleted = tj()
         deleted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
         applying.apply(session, reconcile.reconcile_trainingjob(deleted, row))
-        row = jobs.get_job(session=session, job_id=first["jobId"])
+        row = get_job(session=session, job_id=first["jobId"])
         assert row.phase == Phase.CANCELLED.value
 
 

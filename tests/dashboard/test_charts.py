@@ -17,9 +17,10 @@ from api.app import create_app
 from api.dashboard import charts, history
 from api.services import services_of
 from api.settings import Settings
-from scheduler import store
 from scheduler.model import Node
 from scheduler.spec.queue import QueueSpec
+from scheduler.store.cluster import save_inventory
+from scheduler.store.queues import create_queue
 
 TOKENS = (
     "root-token: {user: root, role: admin}\nann-token: {user: ann, role: member, queues: [q03]}\n"
@@ -96,10 +97,10 @@ def test_ring_buffer_is_bounded_and_ordered() -> None:
 def client(tmp_path: Path) -> Iterator[TestClient]:
     app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'd.db'}", tokens_yaml=TOKENS))
     with app.state.database.session() as s:
-        store.save_inventory(session=s, nodes=(Node("n1", 64_000, 256_000, 8, "H100", 81920),))
+        save_inventory(session=s, nodes=(Node("n1", 64_000, 256_000, 8, "H100", 81920),))
         for i, name in enumerate(NAMES):
             quota = {"guaranteed": 0.5} if i else {"guaranteed": 4, "limit": 1e6}
-            store.create_queue(session=s, spec=QueueSpec.model_validate({"name": name, **quota}))
+            create_queue(session=s, spec=QueueSpec.model_validate({"name": name, **quota}))
     with TestClient(app) as c:
         c.cookies.set("shoal_token", "root-token")
         yield c

@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.settings import Settings
-from scheduler import store
 from scheduler.model import Node
+from scheduler.store.cluster import save_inventory
 
 from .conftest import WAIT_S, Live
 from .test_dashboard import sign_in
@@ -35,7 +35,7 @@ CSRF: dict[str, str] = {}  # the form's hidden field, as the page gives it
 def client(tmp_path: Path) -> Iterator[TestClient]:
     app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'w.db'}", tokens_yaml=TOKENS))
     with app.state.database.session() as s:  # one node of 8: the 8-worker job fits alone
-        store.save_inventory(session=s, nodes=(Node("big", 64_000, 512_000, 8, "H100", 81920),))
+        save_inventory(session=s, nodes=(Node("big", 64_000, 512_000, 8, "H100", 81920),))
     with TestClient(app) as c:
         c.cookies.set("shoal_token", "ann-token")
         c.get("/ui/whatif")  # its CSRF cookie (api/dashboard/csrf.py), sent back in CSRF

@@ -15,8 +15,10 @@ from scheduler.clock import VirtualClock
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec
 from scheduler.spec.queue import QueueSpec
-from scheduler.store import jobs, queues
+from scheduler.store import queues
 from scheduler.store.db import Database, open_database
+from scheduler.store.rows import get_job
+from scheduler.store.submission import submit_job
 
 from .fakeapi import FakeKube
 
@@ -55,7 +57,7 @@ def advance(loop: Loop, seconds: float) -> None:
 
 def submit(database: Database, name: str, workers: int = 1, gpu: float = 1, **spec: Any) -> str:
     with database.session() as session:
-        row, _ = jobs.submit_job(
+        row, _ = submit_job(
             session=session,
             spec=JobSpec(
                 name=name,
@@ -76,7 +78,7 @@ def submit(database: Database, name: str, workers: int = 1, gpu: float = 1, **sp
 
 def row(database: Database, job_id: str) -> Any:
     with database.session() as session:
-        r = jobs.get_job(session=session, job_id=job_id)
+        r = get_job(session=session, job_id=job_id)
         session.expunge(r)
         return r
 

@@ -8,8 +8,8 @@ import threading
 from scheduler.backends.kubernetes import KubeConfig, api_client
 from scheduler.controller.watcher import CrWatcher
 from scheduler.spec import Phase
-from scheduler.store import jobs
 from scheduler.store.db import Database
+from scheduler.store.rows import get_job
 
 from .conftest import NS, eventually
 from .fakeapi import FakeKube
@@ -54,7 +54,7 @@ def test_a_trainingjob_deleted_while_unwatched_is_cancelled(
 
     def phase(job_id: str) -> str:
         with database.session() as session:
-            return jobs.get_job(session=session, job_id=job_id).phase
+            return get_job(session=session, job_id=job_id).phase
 
     assert phase(job_ids["gone"]) == Phase.PENDING.value
     stop = threading.Event()

@@ -12,6 +12,7 @@ from scheduler.controller.watcher import CrWatcher
 from scheduler.spec import Phase
 from scheduler.store import jobs, schema
 from scheduler.store.db import Database
+from scheduler.store.rows import cas_update, get_job
 
 from .conftest import NS
 from .fakeapi import FakeKube
@@ -49,9 +50,9 @@ def test_status_follows_the_job_and_is_written_only_when_it_moved(
     assert _status_patches(kube) == written
     # The pending reason's text alone is left to the relist (a cycle rewrites it often).
     with database.session() as session:
-        row = jobs.get_job(session=session, job_id=job_id)
+        row = get_job(session=session, job_id=job_id)
         values = {"pending_message": "waits for 1 GPU"}
-        jobs.cas_update(session, job_id=job_id, expected_version=row.version, values=values)
+        cas_update(session, job_id=job_id, expected_version=row.version, values=values)
         session.commit()
     assert watcher.follow_once() == []
     # Cancelled through the REST API: no event on the CR, yet its status follows.

@@ -13,8 +13,10 @@ from scheduler.backends.kubernetes import KubernetesBackend, names
 from scheduler.loop.service import Loop
 from scheduler.spec import JobSpec
 from scheduler.spec.queue import QueueSpec
-from scheduler.store import jobs, queues
+from scheduler.store import queues
 from scheduler.store.db import Database
+from scheduler.store.events import list_events
+from scheduler.store.submission import submit_job
 
 from .conftest import NS, eventually, job, node
 from .fakeapi import FakeKube
@@ -219,7 +221,7 @@ def test_the_loop_says_a_held_reclaim_once_and_places_the_owner_once_relaxed(
         loop.run_once()
     assert len(pods_of(kube, borrower)) == 1
     with database.session() as session:
-        told = [e.message for e in jobs.list_events(session=session, job_id=borrower)]
+        told = [e.message for e in list_events(session=session, job_id=borrower)]
     assert len([m for m in told if "waiting for PodDisruptionBudget jobs/keep" in m]) == 1, told
 
     budget(kube, borrower, allowed=1, healthy=1)
@@ -234,7 +236,7 @@ def test_the_loop_says_a_held_reclaim_once_and_places_the_owner_once_relaxed(
 
 def submit(database: Database, name: str, *, queue: str) -> str:
     with database.session() as session:
-        row, _ = jobs.submit_job(
+        row, _ = submit_job(
             session=session,
             spec=JobSpec(
                 name=name,

@@ -19,9 +19,11 @@ from scheduler.loop.service import Loop, LoopConfig
 from scheduler.model import WorkerPlacement
 from scheduler.spec import JobSpec, Phase
 from scheduler.spec.queue import QueueSpec
-from scheduler.store import jobs, queues
+from scheduler.store import queues
 from scheduler.store.db import Database, open_database
 from scheduler.store.lease import release_lease
+from scheduler.store.rows import get_job
+from scheduler.store.submission import submit_job
 
 from .conftest import NS, eventually, node, pod
 from .fakeapi import FakeKube
@@ -102,7 +104,7 @@ def submit(database: Database, workers: int = 2) -> str:
             session=session,
             spec=QueueSpec.model_validate({"name": "vision", "guaranteed": {"total": 8}}),
         )
-        row, _ = jobs.submit_job(
+        row, _ = submit_job(
             session=session,
             spec=JobSpec(
                 name="resnet",
@@ -122,7 +124,7 @@ def submit(database: Database, workers: int = 2) -> str:
 
 def phase_of(database: Database, job_id: str) -> Phase:
     with database.session() as session:
-        return Phase(jobs.get_job(session=session, job_id=job_id).phase)
+        return Phase(get_job(session=session, job_id=job_id).phase)
 
 
 def cycle_until(loop: Loop, check: Callable[[], Any], timeout: float = 10.0) -> Any:
@@ -233,7 +235,7 @@ def test_a_trainingjob_cr_is_imported_and_gets_status(
     assert status["phase"] == "Pending" and status["queue"] == "vision"
     assert status["observedGeneration"] == 1
     with database.session() as session:
-        assert jobs.get_job(session=session, job_id=job_id).spec["workers"] == 2
+        assert get_job(session=session, job_id=job_id).spec["workers"] == 2
 
     cycle_until(loop, lambda: len(worker_pods(kube, job_id)) == 2)
     uid = kube.obj("trainingjobs", "ddp", NS)["metadata"]["uid"]

@@ -15,17 +15,20 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from scheduler import model, store
+from scheduler import model
 from scheduler.backends.base import WorkerState
 from scheduler.backends.local import LocalBackend
 from scheduler.loop import faults
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec
+from scheduler.store.db import open_database
+from scheduler.store.live import live_jobs
+from scheduler.store.submission import submit_job
 
 
 def main() -> int:
     db_url, state = sys.argv[1], Path(sys.argv[2])
-    db = store.open_database(db_url)
+    db = open_database(db_url)
     backend = LocalBackend(
         state,
         watch_interval_s=0.05,
@@ -49,7 +52,7 @@ def main() -> int:
             with db.session() as s:
                 for raw in json.loads(Path(late).read_text()):
                     spec = JobSpec.model_validate(raw)
-                    store.submit_job(
+                    submit_job(
                         session=s, spec=spec, submitter="test", idempotency_key=f"late-{spec.name}"
                     )
         held: dict[tuple[str, int], float] = defaultdict(float)
@@ -62,7 +65,7 @@ def main() -> int:
                 with breaches.open("a") as f:
                     f.write(f"over-allocated {gpu}: {share}\n")
         with db.session() as s:
-            live = store.live_jobs(session=s)
+            live = live_jobs(session=s)
         for lj in live:
             if lj.running() is not None and (lj.id, lj.attempt) not in {
                 (r.job_id, r.attempt) for r in backend.records.attempts.values()

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import uuid
 
-from scheduler import store
 from scheduler.clock import as_datetime
 from scheduler.spec import JobSpec, Phase
 from scheduler.spec.queue import QueueSpec
+from scheduler.store.jobs import cancel_job
 from scheduler.store.memory import MemoryStore
 from scheduler.store.port import Storage, opened
+from scheduler.store.queues import create_queue
+from scheduler.store.rows import get_job
+from scheduler.store.submission import submit_job
 
 
 def add_queue(storage: Storage, spec: QueueSpec) -> None:
@@ -20,7 +23,7 @@ def add_queue(storage: Storage, spec: QueueSpec) -> None:
         storage.add_queue(spec)
         return
     with storage.session() as s:
-        store.create_queue(session=s, spec=spec)
+        create_queue(session=s, spec=spec)
 
 
 def submit(storage: Storage, spec: JobSpec, now: float) -> str:
@@ -28,7 +31,7 @@ def submit(storage: Storage, spec: JobSpec, now: float) -> str:
     if isinstance(storage, MemoryStore):
         return storage.submit(spec, job_id=uuid.uuid4().hex[:16], now=at, by="t").id
     with storage.session() as s:
-        return store.submit_job(session=s, spec=spec, submitter="t", now=at)[0].id
+        return submit_job(session=s, spec=spec, submitter="t", now=at)[0].id
 
 
 def cancel(storage: Storage, job_id: str, now: float) -> None:
@@ -36,14 +39,14 @@ def cancel(storage: Storage, job_id: str, now: float) -> None:
         storage.cancel(job_id, now=as_datetime(now), by="t")
         return
     with storage.session() as s:
-        store.cancel_job(session=s, job_id=job_id, by="t", now=as_datetime(now))
+        cancel_job(session=s, job_id=job_id, by="t", now=as_datetime(now))
 
 
 def phase(storage: Storage, job_id: str) -> Phase:
     if isinstance(storage, MemoryStore):
         return storage.ended(job_id=job_id).phase
     with storage.session() as s:
-        return Phase(store.get_job(session=s, job_id=job_id).phase)
+        return Phase(get_job(session=s, job_id=job_id).phase)
 
 
 def events(storage: Storage, job_id: str) -> list[tuple[str, str, str]]:

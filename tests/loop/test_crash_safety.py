@@ -12,10 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import store
 from scheduler.backends.local import records
 from scheduler.spec import JobSpec, Phase
 from scheduler.spec.queue import QueueSpec
+from scheduler.store.db import open_database
+from scheduler.store.events import list_events
+from scheduler.store.jobs import list_jobs
+from scheduler.store.queues import create_queue
+from scheduler.store.submission import submit_job
 
 pytestmark = pytest.mark.integration  # starts the loop as a process, killed at each point
 
@@ -63,14 +67,12 @@ def _spec(name: str, q: str, n: int, gpu: float, cmd: list[str], backoff: int) -
 def _setup(tmp: Path) -> str:
     tmp.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{tmp / 'shoal.db'}"
-    db = store.open_database(url)
+    db = open_database(url)
     with db.session() as s:
         for name, g in (("a", 2), ("b", 6)):
-            store.create_queue(
-                session=s, spec=QueueSpec.model_validate({"name": name, "guaranteed": g})
-            )
+            create_queue(session=s, spec=QueueSpec.model_validate({"name": name, "guaranteed": g}))
         for job in FIRST:
-            store.submit_job(session=s, spec=_spec(*job), submitter="test")
+            submit_job(session=s, spec=_spec(*job), submitter="test")
     db.close()
     late = [_spec(*job).model_dump(mode="json", by_alias=True, exclude_none=True) for job in LATE]
     (tmp / "late.json").write_text(json.dumps(late))
@@ -92,15 +94,12 @@ def _run(url: str, state: Path, env: dict[str, str]) -> int:
 
 def _check(url: str, state: Path) -> int:
     """Asserts the end state; returns how many preemptions the schedule went through."""
-    db = store.open_database(url)
+    db = open_database(url)
     with db.session() as s:
-        rows = store.list_jobs(session=s, limit=100).items
+        rows = list_jobs(session=s, limit=100).items
         phases = {r.name: Phase(r.phase) for r in rows}
         preemptions = sum(
-            1
-            for r in rows
-            for e in store.list_events(session=s, job_id=r.id)
-            if e.kind == "Preempted"
+            1 for r in rows for e in list_events(session=s, job_id=r.id) if e.kind == "Preempted"
         )
     db.close()
     names = sorted(j[0] for j in FIRST + LATE)
@@ -186,8 +185,8 @@ def test_a_crash_mid_gang_launch_is_resumed_not_failed(tmp_path: Path) -> None:
     counts = records.Records(state / "local").launches()
     for w in half.workers:
         assert counts.get(before.shim_key(half.job_id, half.attempt, w.worker)) == 1, w.worker
-    db = store.open_database(url)
+    db = open_database(url)
     with db.session() as s:
-        kinds = [e.kind for e in store.list_events(session=s, job_id=half.job_id)]
+        kinds = [e.kind for e in list_events(session=s, job_id=half.job_id)]
     db.close()
     assert "AttemptFailed" not in kinds and "AttemptInterrupted" not in kinds, kinds

@@ -9,13 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import store
 from scheduler.backends.local import LocalBackend
 from scheduler.clock import VirtualClock, as_datetime
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, Phase
 from scheduler.spec.queue import QueueSpec
 from scheduler.store import retention
+from scheduler.store.db import open_database
+from scheduler.store.queues import create_queue
+from scheduler.store.rows import get_job
+from scheduler.store.submission import submit_job
 
 pytestmark = pytest.mark.integration  # starts local worker processes
 
@@ -33,22 +36,22 @@ def _spec(name: str) -> JobSpec:
 
 
 def test_the_loop_removes_the_files_of_deleted_jobs_only(tmp_path: Path) -> None:
-    db = store.open_database(f"sqlite:///{tmp_path / 's.db'}")
+    db = open_database(f"sqlite:///{tmp_path / 's.db'}")
     clock = VirtualClock()
     backend = LocalBackend(tmp_path / "state")
     loop = Loop(db, backend, clock=clock, config=LoopConfig(holder="t", lease_ttl_s=1e9))
     try:
         with db.session() as s:
-            store.create_queue(session=s, spec=QueueSpec(name="q", guaranteed=8))
+            create_queue(session=s, spec=QueueSpec(name="q", guaranteed=8))
             at = as_datetime(clock.now())
             gone, kept = (
-                store.submit_job(session=s, spec=_spec(n), submitter="t", now=at)[0].id
+                submit_job(session=s, spec=_spec(n), submitter="t", now=at)[0].id
                 for n in ("gone", "kept")
             )
 
         def phases() -> set[str]:
             with db.session() as s:
-                return {store.get_job(session=s, job_id=j).phase for j in (gone, kept)}
+                return {get_job(session=s, job_id=j).phase for j in (gone, kept)}
 
         deadline = time.time() + 120
         while phases() != {Phase.SUCCEEDED} and time.time() < deadline:

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from support.wait import eventually
 
-from scheduler import store
 from scheduler.backends.local import cluster
 from scheduler.backends.sim import SimBackend
 from scheduler.clock import VirtualClock
@@ -23,21 +22,23 @@ from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import Phase
 from scheduler.spec.queue import QueueSpec
 from scheduler.store import estimates
+from scheduler.store.db import Database, open_database
+from scheduler.store.queues import create_queue
 
 from .test_loop_sim import phase, submit
 
-Env = tuple[store.Database, Loop, SimBackend, VirtualClock]
+Env = tuple[Database, Loop, SimBackend, VirtualClock]
 HOUR = 3600.0
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[Env]:
-    db = store.open_database(f"sqlite:///{tmp_path / 's.db'}")
+    db = open_database(f"sqlite:///{tmp_path / 's.db'}")
     clock = VirtualClock()
     backend = SimBackend(cluster.load_nodes(), clock)
     loop = Loop(db, backend, clock=clock, config=LoopConfig(holder="t", lease_ttl_s=1e6))
     with db.session() as s:
-        store.create_queue(session=s, spec=QueueSpec.model_validate({"name": "q", "guaranteed": 8}))
+        create_queue(session=s, spec=QueueSpec.model_validate({"name": "q", "guaranteed": 8}))
     yield db, loop, backend, clock
     db.close()
 
@@ -55,7 +56,7 @@ def spaced(env: Env) -> Iterator[Estimator]:
     estimator.close()
 
 
-def estimate(db: store.Database, job_id: str) -> estimates.StartEstimate | None:
+def estimate(db: Database, job_id: str) -> estimates.StartEstimate | None:
     with db.session() as s:
         return estimates.of(session=s, job_id=job_id)
 

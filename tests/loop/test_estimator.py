@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import store
 from scheduler.backends.local import cluster
 from scheduler.backends.sim import SimBackend
 from scheduler.clock import VirtualClock
@@ -16,26 +15,28 @@ from scheduler.loop.estimator import Estimator, EstimatorConfig
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec.queue import QueueSpec
 from scheduler.store import estimates
+from scheduler.store.db import Database, open_database
+from scheduler.store.queues import create_queue
 
 from .test_loop_sim import submit
 
-Env = tuple[store.Database, Loop, VirtualClock, Estimator]
+Env = tuple[Database, Loop, VirtualClock, Estimator]
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> Env:
-    db = store.open_database(f"sqlite:///{tmp_path / 's.db'}")
+    db = open_database(f"sqlite:///{tmp_path / 's.db'}")
     clock = VirtualClock()
     loop = Loop(db, SimBackend(cluster.load_nodes(), clock), clock=clock,
                 config=LoopConfig(holder="t", lease_ttl_s=1e6))  # fmt: skip
     with db.session() as s:
-        store.create_queue(session=s, spec=QueueSpec.model_validate({"name": "q", "guaranteed": 8}))
+        create_queue(session=s, spec=QueueSpec.model_validate({"name": "q", "guaranteed": 8}))
     estimator = Estimator(db, EstimatorConfig(subprocess=False))
     loop.observers.append(estimator.observe)
     return db, loop, clock, estimator
 
 
-def estimate(db: store.Database, job_id: str) -> estimates.StartEstimate | None:
+def estimate(db: Database, job_id: str) -> estimates.StartEstimate | None:
     with db.session() as s:
         return estimates.of(session=s, job_id=job_id)
 

@@ -20,10 +20,10 @@ pytestmark = pytest.mark.integration
 
 PARENT = """
 import sys, time
-from scheduler import model, store
+from scheduler import model
 from scheduler.loop.estimator import Estimator, EstimatorConfig
 
-estimator = Estimator(store.open_database(sys.argv[1]), EstimatorConfig(subprocess=True))
+estimator = Estimator(open_database(sys.argv[1]), EstimatorConfig(subprocess=True))
 estimator.observe(type("Report", (), {"snapshot": model.Snapshot(nodes=(), queues=())})())
 assert estimator.run_once()  # a forecast made in the estimator's process
 print("forecast made", flush=True)

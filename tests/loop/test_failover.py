@@ -20,14 +20,20 @@ from pathlib import Path
 import pytest
 from support import pg
 
-from scheduler import model, store
+from scheduler import model
 from scheduler.backends.local import LocalBackend, records
 from scheduler.cli.wiring import refuse_second_local_replica
 from scheduler.core import cycle
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, Phase
 from scheduler.spec.queue import QueueSpec
-from scheduler.store.db import Database
+from scheduler.store.db import Database, open_database
+from scheduler.store.events import list_events
+from scheduler.store.jobs import cancel_job
+from scheduler.store.lease import acquire_lease
+from scheduler.store.queues import create_queue
+from scheduler.store.rows import get_job
+from scheduler.store.submission import submit_job
 
 pytestmark = pytest.mark.integration  # starts local worker processes
 
@@ -38,12 +44,12 @@ TTL = 1.0  # seconds: the dead leader's lease runs out quickly
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 's.db'}"
-        database = store.open_database(url)
+        database = open_database(url)
         yield database
         database.close()
         return
     with pg.schema_url() as url:
-        database = store.open_database(url)
+        database = open_database(url)
         try:
             yield database
         finally:
@@ -83,18 +89,18 @@ def _submit(db: Database, seconds: float, *, deaf: Path | None = None) -> str:
         }
     )
     with db.session() as s:
-        store.create_queue(session=s, spec=QueueSpec(name="q", guaranteed=8))
-        return store.submit_job(session=s, spec=spec, submitter="t")[0].id
+        create_queue(session=s, spec=QueueSpec(name="q", guaranteed=8))
+        return submit_job(session=s, spec=spec, submitter="t")[0].id
 
 
 def _phase(db: Database, job_id: str) -> Phase:
     with db.session() as s:
-        return Phase(store.get_job(session=s, job_id=job_id).phase)
+        return Phase(get_job(session=s, job_id=job_id).phase)
 
 
 def _kinds(db: Database, job_id: str) -> list[str]:
     with db.session() as s:
-        return [e.kind for e in store.list_events(session=s, job_id=job_id)]
+        return [e.kind for e in list_events(session=s, job_id=job_id)]
 
 
 def _cycle_until(loop: Loop, db: Database, job_id: str, phase: Phase, timeout: float = 60) -> None:
@@ -192,7 +198,7 @@ def test_workers_out_of_reach_are_never_relaunched_and_keep_their_gpus(
         assert new.memory.elsewhere == {job: first.instance}
         assert _kinds(db, job).count("WorkersElsewhere") == 1  # said once, not every cycle
         with db.session() as s:
-            store.cancel_job(session=s, job_id=job, by="t")
+            cancel_job(session=s, job_id=job, by="t")
         report = new.run_once()
         assert _phase(db, job) is Phase.RUNNING  # its 3 GPUs still held
         assert report is not None and report.snapshot is not None
@@ -251,7 +257,7 @@ def test_a_gang_a_dead_leader_began_to_launch_is_not_started_again(
             time.sleep(0.05)
         # Cancelled: r2 stops r1's worker too, and holds the GPUs while any runs.
         with db.session() as s:
-            store.cancel_job(session=s, job_id=job, by="t")
+            cancel_job(session=s, job_id=job, by="t")
         _cycle_until(new, db, job, Phase.CANCELLED)
         report = new.run_once()  # the workers ignore SIGTERM: 30 s of grace
         assert report is not None and report.snapshot is not None
@@ -272,7 +278,7 @@ def test_a_leader_stalled_past_its_lease_launches_nothing(db: Database, tmp_path
         # which its lease runs out and r2 takes it.
         time.sleep(TTL * 1.2)
         with db.session() as s:
-            assert store.acquire_lease(session=s, holder="r2", ttl_s=60)
+            assert acquire_lease(session=s, holder="r2", ttl_s=60)
         return cycle.schedule(snapshot)
 
     try:
@@ -282,7 +288,7 @@ def test_a_leader_stalled_past_its_lease_launches_nothing(db: Database, tmp_path
         assert _phase(db, job) is Phase.SCHEDULED
         assert not backend.records.attempts
         with db.session() as s:
-            events = store.list_events(session=s, job_id=job)
+            events = list_events(session=s, job_id=job)
         retry = [e for e in events if e.kind == "LaunchRetry"]
         assert retry and "lease has lapsed" in retry[-1].message
         assert old.run_once() is None  # r1 no longer leads
@@ -316,7 +322,7 @@ def test_a_leader_renews_its_lease_through_a_long_cycle(db: Database, tmp_path: 
 
 def test_serve_refuses_a_second_local_replica_beside_a_leader(db: Database) -> None:
     with db.session() as s:
-        assert store.acquire_lease(session=s, holder="serve-a", ttl_s=60)
+        assert acquire_lease(session=s, holder="serve-a", ttl_s=60)
     with pytest.raises(SystemExit, match="one replica per database"):
         refuse_second_local_replica(db, "serve-b")
     refuse_second_local_replica(db, "serve-a")  # the same replica, restarted: welcome

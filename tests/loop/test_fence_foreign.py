@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from scheduler import model, store
+from scheduler import model
 from scheduler.backends import base
 from scheduler.backends.local import cluster
 from scheduler.backends.sim import SimBackend
@@ -16,6 +16,9 @@ from scheduler.clock import VirtualClock
 from scheduler.core import cycle
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec.queue import QueueSpec
+from scheduler.store.db import Database, open_database
+from scheduler.store.lease import acquire_lease
+from scheduler.store.queues import create_queue
 
 TTL = 1.0
 
@@ -49,10 +52,10 @@ class Foreign(SimBackend):
         self.noted.append(job_id)
 
 
-def _db(tmp_path: Path) -> store.Database:
-    db = store.open_database(f"sqlite:///{tmp_path / 's.db'}")
+def _db(tmp_path: Path) -> Database:
+    db = open_database(f"sqlite:///{tmp_path / 's.db'}")
     with db.session() as s:
-        store.create_queue(session=s, spec=QueueSpec(name="q", guaranteed=8))
+        create_queue(session=s, spec=QueueSpec(name="q", guaranteed=8))
     return db
 
 
@@ -62,7 +65,7 @@ def test_a_stalled_leader_binds_and_notes_nothing(tmp_path: Path) -> None:
     def stalled(snapshot: model.Snapshot) -> model.CycleResult:
         time.sleep(TTL * 1.2)  # past the renew deadline; another replica takes the lease
         with db.session() as s:
-            assert store.acquire_lease(session=s, holder="r2", ttl_s=60)
+            assert acquire_lease(session=s, holder="r2", ttl_s=60)
         return cycle.schedule(snapshot)
 
     loop = Loop(db, backend, schedule=stalled, config=LoopConfig(holder="r1", lease_ttl_s=TTL))

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import update
 from support.wait import eventually
 
-from scheduler import model, store
+from scheduler import model
 from scheduler.backends.local import LocalBackend
 from scheduler.clock import VirtualClock
 from scheduler.core import cycle
@@ -23,7 +23,11 @@ from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, Phase
 from scheduler.spec.queue import QueueSpec
 from scheduler.store import schema
-from scheduler.store.db import Database
+from scheduler.store.db import Database, open_database
+from scheduler.store.events import list_events
+from scheduler.store.queues import create_queue
+from scheduler.store.rows import get_job
+from scheduler.store.submission import submit_job
 
 pytestmark = pytest.mark.integration  # starts local worker processes
 
@@ -32,10 +36,10 @@ BASE = {"image": "x", "gpu": 1, "cpu": "100m", "memory": "64Mi", "command": ["py
 
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[Database]:
-    database = store.open_database(f"sqlite:///{tmp_path / 's.db'}")
+    database = open_database(f"sqlite:///{tmp_path / 's.db'}")
     with database.session() as s:
         for name in ("a", "b"):
-            store.create_queue(session=s, spec=QueueSpec(name=name, guaranteed=4))
+            create_queue(session=s, spec=QueueSpec(name=name, guaranteed=4))
     yield database
     database.close()
 
@@ -51,12 +55,12 @@ def backend(tmp_path: Path) -> Iterator[LocalBackend]:
 def _submit(db: Database, name: str, queue: str) -> str:
     spec = JobSpec.model_validate({**BASE, "name": name, "queue": queue})
     with db.session() as s:
-        return store.submit_job(session=s, spec=spec, submitter="t")[0].id
+        return submit_job(session=s, spec=spec, submitter="t")[0].id
 
 
 def _job(db: Database, job_id: str) -> schema.JobRow:
     with db.session() as s:
-        return store.get_job(session=s, job_id=job_id)
+        return get_job(session=s, job_id=job_id)
 
 
 def _loop(
@@ -79,7 +83,7 @@ def _run_until(loop: Loop, db: Database, job_id: str, phase: Phase) -> None:
 
 def _job_errors(db: Database, job_id: str) -> list[str]:
     with db.session() as s:
-        events = store.list_events(session=s, job_id=job_id)
+        events = list_events(session=s, job_id=job_id)
     return [e.message for e in events if e.kind == "JobError"]
 
 

@@ -8,17 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import store
 from scheduler.backends.local import LocalBackend
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, Phase
 from scheduler.spec.queue import QueueSpec
+from scheduler.store.db import open_database
+from scheduler.store.events import list_events
+from scheduler.store.queues import create_queue
+from scheduler.store.rows import get_job
+from scheduler.store.submission import submit_job
 
 pytestmark = pytest.mark.integration  # starts local worker processes
 
 
 def test_a_launch_error_is_the_jobs_failure_not_the_cycles(tmp_path: Path) -> None:
-    db = store.open_database(f"sqlite:///{tmp_path / 's.db'}")
+    db = open_database(f"sqlite:///{tmp_path / 's.db'}")
     backend = LocalBackend(tmp_path / "state")
     loop = Loop(db, backend, config=LoopConfig(holder="t", lease_ttl_s=1e6))
     base = {"queue": "q", "image": "x", "gpu": 1, "cpu": "100m", "memory": "64Mi"}
@@ -27,14 +31,14 @@ def test_a_launch_error_is_the_jobs_failure_not_the_cycles(tmp_path: Path) -> No
     bad = good.model_copy(update={"name": "bad", "env": {"A=B": "1"}})
     try:
         with db.session() as s:
-            store.create_queue(session=s, spec=QueueSpec(name="q", guaranteed=8))
-            bad_id = store.submit_job(session=s, spec=bad, submitter="t")[0].id
-            good_id = store.submit_job(session=s, spec=good, submitter="t")[0].id
+            create_queue(session=s, spec=QueueSpec(name="q", guaranteed=8))
+            bad_id = submit_job(session=s, spec=bad, submitter="t")[0].id
+            good_id = submit_job(session=s, spec=good, submitter="t")[0].id
 
         def phases() -> tuple[Phase, Phase]:
             with db.session() as s:
                 return tuple(  # type: ignore[return-value]
-                    Phase(store.get_job(session=s, job_id=j).phase) for j in (bad_id, good_id)
+                    Phase(get_job(session=s, job_id=j).phase) for j in (bad_id, good_id)
                 )
 
         deadline = time.time() + 60
@@ -43,7 +47,7 @@ def test_a_launch_error_is_the_jobs_failure_not_the_cycles(tmp_path: Path) -> No
             time.sleep(0.1)
         assert phases() == (Phase.FAILED, Phase.SUCCEEDED)
         with db.session() as s:
-            last = store.list_events(session=s, job_id=bad_id)[-1]
+            last = list_events(session=s, job_id=bad_id)[-1]
         assert "cannot start the worker" in last.message, last.message
         assert "service stopped" not in last.message
     finally:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import model, store
+from scheduler import model
 from scheduler.backends import base
 from scheduler.backends.local import cluster
 from scheduler.backends.sim import SimBackend
@@ -25,7 +25,13 @@ from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, Phase
 from scheduler.spec.queue import QueueSpec
 from scheduler.store import schema
-from scheduler.store.db import Database
+from scheduler.store.db import Database, open_database
+from scheduler.store.events import list_events
+from scheduler.store.jobs import cancel_job
+from scheduler.store.live import live_jobs
+from scheduler.store.queues import create_queue
+from scheduler.store.rows import get_job
+from scheduler.store.submission import submit_job
 
 CRASH_POINT = "resize:recorded"
 
@@ -107,15 +113,15 @@ class World:
 
     def job(self, job_id: str) -> schema.JobRow:
         with self.db.session() as s:
-            return store.get_job(session=s, job_id=job_id)
+            return get_job(session=s, job_id=job_id)
 
     def kinds(self, job_id: str) -> list[str]:
         with self.db.session() as s:
-            return [e.kind for e in store.list_events(session=s, job_id=job_id)]
+            return [e.kind for e in list_events(session=s, job_id=job_id)]
 
     def submit(self, spec: JobSpec, duration_s: float, size: int | None = None) -> str:
         with self.db.session() as s:
-            row, _ = store.submit_job(
+            row, _ = submit_job(
                 session=s, spec=spec, submitter="t", now=as_datetime(self.clock.now())
             )
         self.sim.durations[row.id] = duration_s
@@ -135,7 +141,7 @@ def _loop(db: Database, sim: SimBackend, clock: VirtualClock) -> Loop:
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    db = store.open_database(f"sqlite:///{tmp_path / 's.db'}")
+    db = open_database(f"sqlite:///{tmp_path / 's.db'}")
     clock = VirtualClock()
     sim = Counting(cluster.load_nodes(), clock)  # 2 nodes x 4 GPUs
     assert sum(n.gpu_count for n in sim.nodes()) == 8
@@ -158,7 +164,7 @@ def _no_overcommit(report: CycleReport, sim: SimBackend, db: Database) -> None:
     assert all(v <= 1 + 1e-9 for v in held.values()), dict(held)
     placed: dict[tuple[str, int], float] = defaultdict(float)
     with db.session() as s:
-        for lj in store.live_jobs(session=s):
+        for lj in live_jobs(session=s):
             for p in lj.placements:
                 for g in p.gpus:
                     placed[(p.node, g)] += p.fraction
@@ -182,7 +188,7 @@ def _spec(name: str, queue: str, workers: object, grace_s: int = 30) -> JobSpec:
 def _queue(db: Database, name: str, guaranteed: int) -> None:
     with db.session() as s:
         spec = QueueSpec.model_validate({"name": name, "guaranteed": guaranteed})
-        store.create_queue(session=s, spec=spec)
+        create_queue(session=s, spec=spec)
 
 
 def _workers(sim: SimBackend, job_id: str) -> dict[int, base.WorkerState]:
@@ -311,7 +317,7 @@ def test_a_resize_of_a_job_cancelled_meanwhile_changes_nothing(world: World, kin
         if mine and not cancelled:
             decided.extend(mine)
             with world.db.session() as s:
-                store.cancel_job(session=s, job_id=el, by="al")
+                cancel_job(session=s, job_id=el, by="al")
             cancelled.append(_seen(world, el))
         return result
 

@@ -8,18 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import store
 from scheduler.backends.local import LocalBackend
 from scheduler.clock import VirtualClock, as_datetime
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, Phase
 from scheduler.spec.queue import QueueSpec
+from scheduler.store.db import open_database
+from scheduler.store.queues import create_queue
+from scheduler.store.rows import get_job
+from scheduler.store.submission import submit_job
 
 pytestmark = pytest.mark.integration  # starts local worker processes
 
 
 def test_retries_back_off_exponentially(tmp_path: Path) -> None:
-    db = store.open_database(f"sqlite:///{tmp_path / 's.db'}")
+    db = open_database(f"sqlite:///{tmp_path / 's.db'}")
     clock = VirtualClock()
     backend = LocalBackend(tmp_path / "state")
     loop = Loop(db, backend, clock=clock, config=LoopConfig(holder="t", lease_ttl_s=1e9))
@@ -35,14 +38,14 @@ def test_retries_back_off_exponentially(tmp_path: Path) -> None:
     )
     try:
         with db.session() as s:
-            store.create_queue(session=s, spec=QueueSpec(name="q", guaranteed=8))
-            jid = store.submit_job(
-                session=s, spec=spec, submitter="t", now=as_datetime(clock.now())
-            )[0].id
+            create_queue(session=s, spec=QueueSpec(name="q", guaranteed=8))
+            jid = submit_job(session=s, spec=spec, submitter="t", now=as_datetime(clock.now()))[
+                0
+            ].id
 
         def job() -> tuple[Phase, int, str]:
             with db.session() as s:
-                row = store.get_job(session=s, job_id=jid)
+                row = get_job(session=s, job_id=jid)
                 last = row.conditions[-1]["message"] if row.conditions else ""
                 return Phase(row.phase), row.attempt, last
 

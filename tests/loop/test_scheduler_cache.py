@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from scheduler import model, store
+from scheduler import model
 from scheduler.backends.local import cluster
 from scheduler.backends.sim import SimBackend
 from scheduler.clock import VirtualClock
@@ -22,22 +22,25 @@ from scheduler.sim import replay
 from scheduler.spec import Phase
 from scheduler.spec.queue import QueueSpec
 from scheduler.store import schema
+from scheduler.store.db import Database, open_database
+from scheduler.store.jobs import cancel_job
+from scheduler.store.queues import create_queue
 
 from .test_loop_sim import phase, submit
 from .test_sim_fast import _trace
 
-Env = tuple[store.Database, SimBackend, Loop, VirtualClock]
+Env = tuple[Database, SimBackend, Loop, VirtualClock]
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> Env:
-    db = store.open_database(f"sqlite:///{tmp_path / 's.db'}")
+    db = open_database(f"sqlite:///{tmp_path / 's.db'}")
     clock = VirtualClock()
     backend = SimBackend(cluster.load_nodes(), clock)
     config = LoopConfig(holder="t", lease_ttl_s=1e6, full_pass_every=50)
     loop = Loop(db, backend, clock=clock, config=config)
     with db.session() as s:
-        store.create_queue(session=s, spec=QueueSpec.model_validate({"name": "q"}))
+        create_queue(session=s, spec=QueueSpec.model_validate({"name": "q"}))
     return db, backend, loop, clock
 
 
@@ -63,7 +66,7 @@ def test_only_what_moved_is_reconciled(env: Env) -> None:
     assert done.cache.looked_at == 1 and done.reconciled.succeeded == [jobs[0]]
     # A cancel moves jobs[1]'s row: it alone is looked at.
     with db.session() as s:
-        store.cancel_job(session=s, job_id=jobs[1], by="t")
+        cancel_job(session=s, job_id=jobs[1], by="t")
     cancelled = cycle(loop, clock)
     assert cancelled.cache.looked_at == 1 and cancelled.reconciled.cancelled == [jobs[1]]
     assert phase(db, jobs[2]) is Phase.RUNNING
@@ -146,7 +149,7 @@ def test_what_the_loop_wrote_is_what_the_store_reads(tmp_path: Path) -> None:
     """A full pass every cycle compares the cache, which takes over the loop's own writes
     instead of reading them back, with the rows: placements, Running, Succeeded,
     preemptions (Requeued), cancels and failed attempts leave no drift."""
-    db = store.open_database(f"sqlite:///{tmp_path / 's.db'}")
+    db = open_database(f"sqlite:///{tmp_path / 's.db'}")
     clock = VirtualClock()
     backend = SimBackend(cluster.load_nodes(), clock)  # 2 nodes x 4 GPUs
     core = model.Config(min_runtime_s=0.0)
@@ -155,14 +158,14 @@ def test_what_the_loop_wrote_is_what_the_store_reads(tmp_path: Path) -> None:
     with db.session() as s:
         for name, guaranteed in (("a", 0), ("b", 8)):
             spec = QueueSpec.model_validate({"name": name, "guaranteed": guaranteed})
-            store.create_queue(session=s, spec=spec)
+            create_queue(session=s, spec=spec)
     borrowed = [submit(db, clock, name=f"a{i}", queue="a", gpu=1) for i in range(8)]
     backend.durations[borrowed[0]] = 3  # ends: Succeeded
     reports = [cycle(loop, clock) for _ in range(4)]
     owned = [submit(db, clock, name=f"b{i}", queue="b", gpu=1, backoffLimit=1) for i in range(3)]
     reports += [cycle(loop, clock) for _ in range(4)]
     with db.session() as s:
-        store.cancel_job(session=s, job_id=owned[0], by="t")
+        cancel_job(session=s, job_id=owned[0], by="t")
     reports += [cycle(loop, clock, dt=20) for _ in range(4)]  # past the victims' grace
     assert all(r.cache.full for r in reports)
     assert [r.cache.drift for r in reports if r.cache.drift] == []

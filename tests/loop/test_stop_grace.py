@@ -15,12 +15,16 @@ from pathlib import Path
 import pytest
 from support.wait import eventually
 
-from scheduler import store
 from scheduler.backends.local import LocalBackend
 from scheduler.clock import VirtualClock
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.spec import JobSpec, Phase
 from scheduler.spec.queue import QueueSpec
+from scheduler.store.db import Database, open_database
+from scheduler.store.jobs import cancel_job
+from scheduler.store.queues import create_queue
+from scheduler.store.rows import get_job
+from scheduler.store.submission import submit_job
 
 pytestmark = pytest.mark.integration  # starts local worker processes
 
@@ -39,24 +43,24 @@ LINGER = (
     "time.sleep(120)\n"
 )
 
-Env = tuple[store.Database, LocalBackend, Loop, VirtualClock]
+Env = tuple[Database, LocalBackend, Loop, VirtualClock]
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[Env]:
-    db = store.open_database(f"sqlite:///{tmp_path / 's.db'}")
+    db = open_database(f"sqlite:///{tmp_path / 's.db'}")
     backend = LocalBackend(tmp_path / "state")
     clock = VirtualClock(time.time())  # from now, so submit times are not in its future
     loop = Loop(db, backend, clock=clock, config=LoopConfig(holder="t", lease_ttl_s=1e6))
     with db.session() as s:
-        store.create_queue(session=s, spec=QueueSpec.model_validate({"name": "q", "guaranteed": 8}))
+        create_queue(session=s, spec=QueueSpec.model_validate({"name": "q", "guaranteed": 8}))
     yield db, backend, loop, clock
     backend.kill_all()
     backend.close()
     db.close()
 
 
-def _submit(db: store.Database, **kw: object) -> str:
+def _submit(db: Database, **kw: object) -> str:
     spec = JobSpec.model_validate(
         {
             "name": "linger",
@@ -71,13 +75,13 @@ def _submit(db: store.Database, **kw: object) -> str:
         }
     )
     with db.session() as s:
-        row, _ = store.submit_job(session=s, spec=spec, submitter="t")
+        row, _ = submit_job(session=s, spec=spec, submitter="t")
     return row.id
 
 
-def _phase(db: store.Database, job_id: str) -> Phase:
+def _phase(db: Database, job_id: str) -> Phase:
     with db.session() as s:
-        return Phase(store.get_job(session=s, job_id=job_id).phase)
+        return Phase(get_job(session=s, job_id=job_id).phase)
 
 
 def _cycle_until(loop: Loop, cond: Callable[[], bool], what: str) -> None:
@@ -108,7 +112,7 @@ def test_cancel_gives_the_worker_its_grace_period_and_says_cancelled(env: Env) -
     job = _submit(db)
     _cycle_until(loop, lambda: "up" in _log(backend, job), "the worker is up")
     with db.session() as s:
-        store.cancel_job(session=s, job_id=job, by="t")
+        cancel_job(session=s, job_id=job, by="t")
     _cycle_until(loop, lambda: _phase(db, job) is Phase.CANCELLED, "Cancelled")
     _drained(loop, backend, job)
     assert _exit_code(backend, job) == "0"  # exited on its own, not SIGKILLed

@@ -9,12 +9,15 @@ from datetime import UTC, datetime
 import pytest
 from storebuild import job, queue
 
-from scheduler import store
 from scheduler.model import WorkerPlacement
 from scheduler.spec import Phase
 from scheduler.store import batches, changes, errors, events, schema, transitions
 from scheduler.store.db import Database, Session
-from scheduler.store.live import LiveJob
+from scheduler.store.jobs import cancel_job
+from scheduler.store.live import LiveJob, live_jobs
+from scheduler.store.queues import create_queue
+from scheduler.store.rows import get_job
+from scheduler.store.submission import submit_job
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 T1 = datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
@@ -24,14 +27,14 @@ ON_A = (WorkerPlacement(0, "a", (0,)), WorkerPlacement(1, "b", (1, 2), 1.0))
 @pytest.fixture
 def db(database: Database) -> Database:
     with database.session() as s:
-        store.create_queue(session=s, spec=queue("vision"))
+        create_queue(session=s, spec=queue("vision"))
     return database
 
 
 def _jobs(db: Database, n: int, prefix: str = "j") -> list[str]:
     with db.session() as s:
         return [
-            store.submit_job(session=s, spec=job(name=f"{prefix}{i}"), submitter="al", now=T0)[0].id
+            submit_job(session=s, spec=job(name=f"{prefix}{i}"), submitter="al", now=T0)[0].id
             for i in range(n)
         ]
 
@@ -39,7 +42,7 @@ def _jobs(db: Database, n: int, prefix: str = "j") -> list[str]:
 def _seen(db: Database, job_id: str) -> tuple[object, ...]:
     """A job's row and events, as far as writes make them (ids and times aside)."""
     with db.session() as s:
-        r = store.get_job(session=s, job_id=job_id)
+        r = get_job(session=s, job_id=job_id)
         history = events.list_events(session=s, job_id=job_id)
         said = [(e.kind, e.reason, e.message, e.data) for e in history]
         conditions = [(c["type"], c["reason"], c["message"]) for c in r.conditions]
@@ -48,7 +51,7 @@ def _seen(db: Database, job_id: str) -> tuple[object, ...]:
 
 
 def _live(s: Session, ids: list[str]) -> list[LiveJob]:
-    by_id = {lj.id: lj for lj in store.live_jobs(session=s)}
+    by_id = {lj.id: lj for lj in live_jobs(session=s)}
     return [by_id[j] for j in ids]
 
 
@@ -94,7 +97,7 @@ def test_a_job_that_moved_on_is_left_out_and_the_others_written(db: Database) ->
     moved, cancelled, fine, gone = _jobs(db, 4)
     with db.session() as s:
         read = _live(s, [moved, cancelled, fine, gone])
-        store.cancel_job(session=s, job_id=cancelled, by="al")  # Pending: Cancelled at once
+        cancel_job(session=s, job_id=cancelled, by="al")  # Pending: Cancelled at once
         s.execute(schema.JobRow.__table__.update().where(schema.JobRow.id == moved)
                   .values(version=5))  # fmt: skip
         s.execute(schema.JobRow.__table__.delete().where(schema.JobRow.id == gone))
@@ -115,9 +118,9 @@ def test_a_job_that_moved_on_is_left_out_and_the_others_written(db: Database) ->
             errors.InvalidTransition, errors.VersionConflict
         ]  # fmt: skip
     with db.session() as s:
-        assert store.get_job(session=s, job_id=moved).phase == Phase.PENDING.value
-        assert store.get_job(session=s, job_id=fine).phase == Phase.SCHEDULED.value
-        assert store.get_job(session=s, job_id=fine).version == 2
+        assert get_job(session=s, job_id=moved).phase == Phase.PENDING.value
+        assert get_job(session=s, job_id=fine).phase == Phase.SCHEDULED.value
+        assert get_job(session=s, job_id=fine).version == 2
 
 
 def test_events_of_many_jobs_and_of_one_deleted_meanwhile(db: Database) -> None:

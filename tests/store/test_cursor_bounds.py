@@ -6,9 +6,9 @@ import base64
 
 import pytest
 
-from scheduler import store
 from scheduler.store import errors
 from scheduler.store.db import Database
+from scheduler.store.jobs import list_jobs
 
 
 def _cursor(seq: int) -> str:
@@ -20,11 +20,11 @@ def test_cursor_out_of_bigint_range_is_invalid_naming_the_cursor(
     database: Database, seq: int
 ) -> None:
     with database.session() as s, pytest.raises(errors.Invalid) as err:
-        store.list_jobs(session=s, cursor=_cursor(seq))
+        list_jobs(session=s, cursor=_cursor(seq))
     assert err.value.loc == ("query", "cursor")
 
 
 def test_largest_bigint_cursor_is_an_empty_page(database: Database) -> None:
     with database.session() as s:
-        page = store.list_jobs(session=s, cursor=_cursor(2**63 - 1))
+        page = list_jobs(session=s, cursor=_cursor(2**63 - 1))
     assert page.items == [] and page.next_cursor is None

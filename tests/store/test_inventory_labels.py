@@ -12,9 +12,9 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 from storebuild import node
 
-from scheduler import store
 from scheduler.model import Taint
 from scheduler.store import db as store_db
+from scheduler.store.cluster import load_capacity, load_inventory, save_capacity, save_inventory
 from scheduler.store.db import Database
 
 LABELLED = dataclasses.replace(
@@ -26,26 +26,26 @@ LABELLED = dataclasses.replace(
 
 def test_labels_and_taints_round_trip(database: Database) -> None:
     with database.session() as s:
-        store.save_inventory(session=s, nodes=[LABELLED, node("a1", 4)])
-        assert store.load_inventory(session=s) == (node("a1", 4), LABELLED)
+        save_inventory(session=s, nodes=[LABELLED, node("a1", 4)])
+        assert load_inventory(session=s) == (node("a1", 4), LABELLED)
 
 
 def test_a_change_of_labels_or_taints_alone_is_written(database: Database) -> None:
     relabelled = dataclasses.replace(LABELLED, labels={"pool": "serving"})
     untainted = dataclasses.replace(relabelled, taints=())
     with database.session() as s:
-        store.save_inventory(session=s, nodes=[LABELLED])
-        store.save_inventory(session=s, nodes=[relabelled])
-        assert store.load_inventory(session=s) == (relabelled,)
-        store.save_inventory(session=s, nodes=[untainted])
-        assert store.load_inventory(session=s) == (untainted,)
+        save_inventory(session=s, nodes=[LABELLED])
+        save_inventory(session=s, nodes=[relabelled])
+        assert load_inventory(session=s) == (relabelled,)
+        save_inventory(session=s, nodes=[untainted])
+        assert load_inventory(session=s) == (untainted,)
 
 
 def test_capacity_rows_read_back_without_them(database: Database) -> None:
     """Capacity is for admission's "can never run", which does not look at labels."""
     with database.session() as s:
-        store.save_capacity(session=s, nodes=[LABELLED])
-        assert store.load_capacity(session=s) == (node("h1"),)
+        save_capacity(session=s, nodes=[LABELLED])
+        assert load_capacity(session=s) == (node("h1"),)
 
 
 def test_a_node_recorded_before_0009_has_no_labels_or_taints(tmp_path: Path) -> None:
@@ -63,6 +63,6 @@ def test_a_node_recorded_before_0009_has_no_labels_or_taints(tmp_path: Path) -> 
     engine.dispose()
     database = store_db.open_database(url)  # migrates to head
     with database.session() as s:
-        (old,) = store.load_inventory(session=s)
+        (old,) = load_inventory(session=s)
     database.close()
     assert old.labels == {} and old.taints == ()

@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from scheduler import store
 from scheduler.backends.local import cluster
 from scheduler.backends.sim import SimBackend
 from scheduler.clock import VirtualClock
 from scheduler.loop.service import Loop, LoopConfig
 from scheduler.store.db import Database
+from scheduler.store.lease import lease_holder, release_lease
 
 
 def replica(db: Database, name: str, skew_s: float) -> Loop:
@@ -28,8 +28,8 @@ def test_a_replica_with_a_skewed_clock_neither_steals_nor_loses_the_lease(
     # First the skewed replica leads, then the other one must not get in; then the reverse.
     for first, second in (("skewed", "true"), ("true", "skewed")):
         with database.session() as s:
-            store.release_lease(session=s, holder="skewed")
-            store.release_lease(session=s, holder="true")
+            release_lease(session=s, holder="skewed")
+            release_lease(session=s, holder="true")
         loops = {
             "skewed": replica(database, "skewed", skew_s),
             "true": replica(database, "true", 0),
@@ -39,4 +39,4 @@ def test_a_replica_with_a_skewed_clock_neither_steals_nor_loses_the_lease(
         loops[second].run_once()
         assert not loops[second].leading, f"{second} took {first}'s unexpired lease"
         with database.session() as s:
-            assert store.lease_holder(session=s) == first
+            assert lease_holder(session=s) == first

@@ -11,7 +11,7 @@ from sqlalchemy import text
 from scheduler.spec import TRAININGJOB, JobSpec, Origin
 from scheduler.spec.queue import QueueSpec
 from scheduler.store import db as store_db
-from scheduler.store import jobs, queues
+from scheduler.store import jobs, queues, rows, submission
 from scheduler.store.db import Database
 
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
@@ -25,19 +25,21 @@ def test_submit_keeps_the_origin_and_finds_live_jobs_by_it(database: Database) -
     with database.session() as s:
         queues.create_queue(session=s, spec=QueueSpec(name="vision"))
         cr = Origin(TRAININGJOB, "shoal-jobs", "resnet", "uid-1")
-        made, _ = jobs.submit_job(
+        made, _ = submission.submit_job(
             session=s,
             spec=spec("resnet"),
             submitter="crd:shoal-jobs",
             idempotency_key="cr:uid-1",
             origin=cr,
         )
-        rest, _ = jobs.submit_job(session=s, spec=spec("bert"), submitter="alice")
+        rest, _ = submission.submit_job(session=s, spec=spec("bert"), submitter="alice")
         other_ns = Origin(TRAININGJOB, "elsewhere", "gpt", "uid-2")
-        jobs.submit_job(session=s, spec=spec("gpt"), submitter="crd:elsewhere", origin=other_ns)
+        submission.submit_job(
+            session=s, spec=spec("gpt"), submitter="crd:elsewhere", origin=other_ns
+        )
     with database.session() as s:
-        assert jobs.get_job(session=s, job_id=made.id).origin == cr
-        assert jobs.get_job(session=s, job_id=rest.id).origin is None
+        assert rows.get_job(session=s, job_id=made.id).origin == cr
+        assert rows.get_job(session=s, job_id=rest.id).origin is None
         found = jobs.live_with_origin(session=s, kind=TRAININGJOB, namespaces=("shoal-jobs",))
         assert found == [(made.id, cr)]
         jobs.cancel_job(session=s, job_id=made.id, by="test")
@@ -69,12 +71,12 @@ def test_migration_0004_fills_in_the_origin_of_older_cr_jobs(database_url: str) 
     database = store_db.open_database(database_url)
     try:
         with database.session() as s:
-            got = {j: jobs.get_job(session=s, job_id=j).origin for j in ("j-uid", "j-name")}
+            got = {j: rows.get_job(session=s, job_id=j).origin for j in ("j-uid", "j-name")}
             assert got == {
                 "j-uid": Origin(TRAININGJOB, "shoal-jobs", "resnet", "3f1c-uid"),
                 "j-name": Origin(TRAININGJOB, "shoal-jobs", "bert", ""),
             }
-            assert jobs.get_job(session=s, job_id="j-rest").origin is None
-            assert jobs.get_job(session=s, job_id="j-none").origin is None
+            assert rows.get_job(session=s, job_id="j-rest").origin is None
+            assert rows.get_job(session=s, job_id="j-none").origin is None
     finally:
         database.close()

@@ -8,11 +8,14 @@ from datetime import UTC, datetime
 import pytest
 from storebuild import job, queue
 
-from scheduler import store
 from scheduler.model import PendingReason, ReasonCode, WorkerPlacement
 from scheduler.store import batches, changes, errors
 from scheduler.store.db import Database
-from scheduler.store.live import LiveJob
+from scheduler.store.live import LiveJob, live_jobs
+from scheduler.store.queues import create_queue
+from scheduler.store.rows import get_job
+from scheduler.store.submission import submit_job
+from scheduler.store.transitions import record_placement
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -20,14 +23,14 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 @pytest.fixture
 def db(database: Database) -> Database:
     with database.session() as s:
-        store.create_queue(session=s, spec=queue("vision"))
+        create_queue(session=s, spec=queue("vision"))
     return database
 
 
 def _jobs(db: Database, n: int) -> list[str]:
     with db.session() as s:
         return [
-            store.submit_job(session=s, spec=job(name=f"j{i}"), submitter="al", now=T0)[0].id
+            submit_job(session=s, spec=job(name=f"j{i}"), submitter="al", now=T0)[0].id
             for i in range(n)
         ]
 
@@ -42,7 +45,7 @@ def _waits(
     """Each job's reason written through one `batches.write`, from the job as `read`
     (else as read now)."""
     with db.session() as s:
-        read = read or {lj.id: lj for lj in store.live_jobs(session=s)}
+        read = read or {lj.id: lj for lj in live_jobs(session=s)}
         writes = [changes.JobWrite(read[j], changes.Waits(r)) for j, r in reasons.items()]
         results = batches.write(session=s, writes=writes, now=T0)
     return dict(zip(reasons, results, strict=True))
@@ -50,7 +53,7 @@ def _waits(
 
 def _stored(db: Database, job_id: str) -> tuple[int, str | None, str | None, object]:
     with db.session() as s:
-        row = store.get_job(session=s, job_id=job_id)
+        row = get_job(session=s, job_id=job_id)
         return row.version, row.pending_code, row.pending_message, row.pending_details
 
 
@@ -67,8 +70,8 @@ def test_all_reasons_written_at_once(db: Database) -> None:
 def test_a_job_that_moved_on_is_skipped_and_the_others_written(db: Database) -> None:
     a, b, c = _jobs(db, 3)
     with db.session() as s:
-        read = {lj.id: lj for lj in store.live_jobs(session=s)}  # all three Pending
-        store.record_placement(
+        read = {lj.id: lj for lj in live_jobs(session=s)}  # all three Pending
+        record_placement(
             session=s,
             job_id=b,
             expected_version=1,

@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 
 from storebuild import job, node, placement, queue
 
-from scheduler import store
 from scheduler.model import PendingReason, ReasonCode
 from scheduler.spec import Phase
 from scheduler.store import errors
@@ -15,14 +14,16 @@ from scheduler.store.changes import EventWrite, JobWrite, Move, NewAttempt, Wait
 from scheduler.store.db import Database
 from scheduler.store.live import LiveJob
 from scheduler.store.port import LiveStore, SqlLiveStore
+from scheduler.store.queues import create_queue
+from scheduler.store.submission import submit_job
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def test_a_job_goes_through_the_port(database: Database) -> None:
     with database.session() as s:
-        store.create_queue(session=s, spec=queue("vision"))
-        jid = store.submit_job(session=s, spec=job(), submitter="al", now=T0)[0].id
+        create_queue(session=s, spec=queue("vision"))
+        jid = submit_job(session=s, spec=job(), submitter="al", now=T0)[0].id
         port: LiveStore = SqlLiveStore(s)  # mypy: the class satisfies the protocol
         port.save_inventory(nodes=[node("n1")], now=T0)
         assert [n.name for n in port.load_inventory()] == ["n1"]

@@ -12,11 +12,17 @@ import pytest
 from sqlalchemy.orm import Session
 from storebuild import job, placement, queue
 
-from scheduler import store
 from scheduler.model import WorkerPlacement
 from scheduler.spec import Phase
 from scheduler.store import crstatus, errors, resizes
 from scheduler.store.db import Database
+from scheduler.store.events import list_events
+from scheduler.store.jobs import cancel_job
+from scheduler.store.live import live_jobs
+from scheduler.store.queues import create_queue
+from scheduler.store.rows import get_job
+from scheduler.store.submission import submit_job
+from scheduler.store.transitions import record_placement, set_phase
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -32,23 +38,21 @@ def _places(n: int) -> list[WorkerPlacement]:
 @pytest.fixture
 def db(database: Database) -> Database:
     with database.session() as s:
-        store.create_queue(session=s, spec=queue("vision"))
+        create_queue(session=s, spec=queue("vision"))
     return database
 
 
 def _running(db: Database, size: int = 2) -> tuple[str, int]:
     """An elastic job (1..8) Running at `size` workers: its id and version."""
     with db.session() as s:
-        row, _ = store.submit_job(
+        row, _ = submit_job(
             session=s, spec=job(workers={"min": 1, "max": 8}, gpu=1), submitter="al", now=T0
         )
-        v = store.record_placement(
+        v = record_placement(
             session=s, job_id=row.id, expected_version=row.version,
             placements=_places(size), attempt=1, now=T0,
         )  # fmt: skip
-        v = store.set_phase(
-            session=s, job_id=row.id, expected_version=v, phase=Phase.RUNNING, now=_at(1)
-        )
+        v = set_phase(session=s, job_id=row.id, expected_version=v, phase=Phase.RUNNING, now=_at(1))
     return row.id, v
 
 
@@ -65,14 +69,14 @@ def test_a_resize_writes_placements_resized_at_and_an_event(db: Database) -> Non
     v2 = _resize(db, jid, v, 4, 10, "grown into idle GPUs")
     assert v2 == v + 1
     with db.session() as s:
-        row = store.get_job(session=s, job_id=jid)
+        row = get_job(session=s, job_id=jid)
         assert row.version == v2 and row.phase == Phase.RUNNING.value and row.attempt == 1
         assert row.resized_at is not None and row.resized_at.astimezone(UTC) == _at(10)
         assert [int(p["worker"]) for p in row.placements] == [0, 1, 2, 3]
-        [live] = store.live_jobs(session=s)
+        [live] = live_jobs(session=s)
         assert live.placements == tuple(_places(4)) and live.version == v2
         assert live.resized_at is not None and live.resized_at.astimezone(UTC) == _at(10)
-        events = [e for e in store.list_events(session=s, job_id=jid) if e.kind == "Resized"]
+        events = [e for e in list_events(session=s, job_id=jid) if e.kind == "Resized"]
     [e] = events
     assert e.message == "2 -> 4 workers: grown into idle GPUs"
     assert e.at.astimezone(UTC) == _at(10)
@@ -91,7 +95,7 @@ def test_a_shrink_names_the_workers_removed(db: Database) -> None:
     _resize(db, jid, v, 1, 10, "reclaimed")
     with db.session() as s:
         [e] = resizes.history(session=s, job_id=jid)
-        assert [int(p["worker"]) for p in store.get_job(session=s, job_id=jid).placements] == [0]
+        assert [int(p["worker"]) for p in get_job(session=s, job_id=jid).placements] == [0]
     said = (e.data["from"], e.data["to"], e.data["added"], e.data["removed"])
     assert said == (4, 1, [], [1, 2, 3])
     assert e.message == "4 -> 1 workers: reclaimed"
@@ -103,7 +107,7 @@ def test_a_stale_version_is_refused_and_writes_nothing(db: Database) -> None:
     with pytest.raises(errors.VersionConflict):
         _resize(db, jid, v, 4, 20)  # the version before the first resize
     with db.session() as s:
-        row = store.get_job(session=s, job_id=jid)
+        row = get_job(session=s, job_id=jid)
         assert len(row.placements) == 3 and row.version == v + 1
         assert row.resized_at is not None and row.resized_at.astimezone(UTC) == _at(10)
         assert len(resizes.history(session=s, job_id=jid)) == 1
@@ -112,26 +116,26 @@ def test_a_stale_version_is_refused_and_writes_nothing(db: Database) -> None:
 @pytest.mark.parametrize("phase", ["Scheduled", "Pending", "Succeeded", "cancelling"])
 def test_a_job_not_running_is_refused_and_left_as_it_is(db: Database, phase: str) -> None:
     with db.session() as s:
-        row, _ = store.submit_job(
+        row, _ = submit_job(
             session=s, spec=job(workers={"min": 1, "max": 8}, gpu=1), submitter="al", now=T0
         )
         jid, v = row.id, row.version
         if phase != "Pending":
-            v = store.record_placement(
+            v = record_placement(
                 session=s, job_id=jid, expected_version=v, placements=_places(2), attempt=1
             )
         if phase in ("Succeeded", "cancelling"):
-            v = store.set_phase(session=s, job_id=jid, expected_version=v, phase=Phase.RUNNING)
+            v = set_phase(session=s, job_id=jid, expected_version=v, phase=Phase.RUNNING)
         if phase == "Succeeded":
-            v = store.set_phase(session=s, job_id=jid, expected_version=v, phase=Phase.SUCCEEDED)
+            v = set_phase(session=s, job_id=jid, expected_version=v, phase=Phase.SUCCEEDED)
         if phase == "cancelling":  # Running, but a cancel was asked for: no resize
-            v = store.cancel_job(session=s, job_id=jid, by="al").version
-        before = store.get_job(session=s, job_id=jid)
+            v = cancel_job(session=s, job_id=jid, by="al").version
+        before = get_job(session=s, job_id=jid)
         placements_before = list(before.placements)
     with pytest.raises(errors.InvalidTransition):
         _resize(db, jid, v, 4, 10)  # the current version: refused for its phase alone
     with db.session() as s:
-        row = store.get_job(session=s, job_id=jid)
+        row = get_job(session=s, job_id=jid)
         assert row.version == v and list(row.placements) == placements_before
         assert row.resized_at is None and resizes.history(session=s, job_id=jid) == []
 
@@ -146,16 +150,16 @@ def test_leaving_running_for_the_queue_clears_resized_at(db: Database, back: Pha
     jid, v = _running(db, 2)
     v = _resize(db, jid, v, 4, 10)
     with db.session() as s:
-        v = store.set_phase(session=s, job_id=jid, expected_version=v, phase=back, now=_at(20))
-        row = store.get_job(session=s, job_id=jid)
+        v = set_phase(session=s, job_id=jid, expected_version=v, phase=back, now=_at(20))
+        row = get_job(session=s, job_id=jid)
         assert row.resized_at is None and list(row.placements) == []
         if back is Phase.PREEMPTED:
-            v = store.set_phase(session=s, job_id=jid, expected_version=v, phase=Phase.PENDING)
+            v = set_phase(session=s, job_id=jid, expected_version=v, phase=Phase.PENDING)
         # The next attempt starts from its own size, never resized yet.
-        v = store.record_placement(
+        v = record_placement(
             session=s, job_id=jid, expected_version=v, placements=_places(1), attempt=2
         )
-        [live] = store.live_jobs(session=s)
+        [live] = live_jobs(session=s)
         assert live.resized_at is None and live.attempt == 2
         # The history keeps the earlier attempt's resize.
         assert [e.data["attempt"] for e in resizes.history(session=s, job_id=jid)] == [1]
@@ -185,5 +189,5 @@ def test_history_is_oldest_first_and_the_status_shows_the_last_ten(db: Database)
 
 
 def _running_other(s: Session) -> tuple[str, int]:
-    row, _ = store.submit_job(session=s, spec=job("other", gpu=1), submitter="al", now=T0)
+    row, _ = submit_job(session=s, spec=job("other", gpu=1), submitter="al", now=T0)
     return row.id, row.version
