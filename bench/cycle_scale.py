@@ -43,9 +43,6 @@ from scheduler.core import (
     preemption,
     workingset,
 )
-from scheduler.store.db import Database, open_database
-from scheduler.store.queues import create_queue
-from scheduler.store.submission import submit_job
 
 if TYPE_CHECKING:  # the loop's types, for annotations: the core part needs no store
     from scheduler.backends.sim import SimBackend
@@ -194,6 +191,9 @@ def _submit(db: object, snap: m.Snapshot, now: float) -> None:
     from scheduler.clock import as_datetime
     from scheduler.spec import JobSpec
     from scheduler.spec.queue import QueueSpec
+    from scheduler.store.db import Database
+    from scheduler.store.queues import create_queue
+    from scheduler.store.submission import submit_job
 
     assert isinstance(db, Database)
     with db.session() as s:
@@ -218,6 +218,7 @@ def loop(args: argparse.Namespace) -> None:
     from scheduler.backends.sim import SimBackend
     from scheduler.clock import VirtualClock
     from scheduler.loop.service import Loop, LoopConfig
+    from scheduler.store.db import open_database
 
     snap = cluster(args.nodes, args.pending)
     # --state DIR keeps the store and the sim backend after the warm-up cycles, so that
@@ -262,6 +263,8 @@ def _churn(
     one-GPU jobs arrive (seeded), so the cluster stays at its steady state."""
     from scheduler.clock import as_datetime
     from scheduler.spec import JobSpec
+    from scheduler.store.db import Database
+    from scheduler.store.submission import submit_job
 
     assert isinstance(db, Database)
     rng = random.Random(7)

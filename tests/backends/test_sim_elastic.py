@@ -5,8 +5,6 @@ an elastic job on it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from scheduler.backends import base
@@ -18,10 +16,7 @@ from scheduler.loop.service import Loop, LoopConfig
 from scheduler.model import Config, WorkerPlacement
 from scheduler.spec import JobSpec, Phase
 from scheduler.spec.queue import QueueSpec
-from scheduler.store.db import open_database
-from scheduler.store.queues import create_queue
-from scheduler.store.rows import get_job
-from scheduler.store.submission import submit_job
+from scheduler.store.memory import MemoryStore
 
 RUNNING, FAILED = base.WorkerState.RUNNING, base.WorkerState.FAILED
 
@@ -133,21 +128,18 @@ def test_a_stopped_attempt_is_not_resized_and_the_next_starts_from_nothing(
     assert sim.attempts[("j", 2)].ends() == pytest.approx(510.0 + 1000 * 2 / 4)
 
 
-def test_the_loop_grows_an_elastic_job_and_it_ends_sooner(tmp_path: Path) -> None:
-    db = open_database(f"sqlite:///{tmp_path / 's.db'}")
+def test_the_loop_grows_an_elastic_job_and_it_ends_sooner() -> None:
+    db = MemoryStore()  # the loop's logic: no database
     clock = VirtualClock()
     sim = SimBackend(cluster.load_nodes(), clock)  # 2 nodes x 4 GPUs
     loop = Loop(db, sim, clock=clock, config=LoopConfig(holder="t", lease_ttl_s=1e6))
-    with db.session() as s:
-        create_queue(session=s, spec=QueueSpec.model_validate({"name": "q", "guaranteed": 8}))
-        now = as_datetime(clock.now())
-        other, _ = submit_job(session=s, spec=spec(6, "b"), submitter="t", now=now)
+    db.add_queue(QueueSpec.model_validate({"name": "q", "guaranteed": 8}))
+    now = as_datetime(clock.now())
+    other = db.submit(spec(6, "b"), job_id="other", now=now)
     sim.durations[other.id] = 100.0
     start = clock.now()
     loop.run_once()  # the 6-GPU job first
-    with db.session() as s:
-        elastic = spec({"min": 1, "max": 4})
-        row, _ = submit_job(session=s, spec=elastic, submitter="t", now=now)
+    row = db.submit(spec({"min": 1, "max": 4}), job_id="elastic", now=now)
     sim.durations[row.id] = 1000.0
     sim.sizes[row.id] = 4  # its work: 1000 s at 4 workers
     loop.run_once()
@@ -161,7 +153,6 @@ def test_the_loop_grows_an_elastic_job_and_it_ends_sooner(tmp_path: Path) -> Non
     assert a.resized and len(a.placements) == 4
     clock.advance_to(a.ends())
     loop.run_once()
-    with db.session() as s:
-        assert get_job(session=s, job_id=row.id).phase == Phase.SUCCEEDED.value
+    assert db.ended(job_id=row.id).phase is Phase.SUCCEEDED
     # 300 s at 2 workers (150 s of the 1000 at 4), 30 s restart, 850 s at 4.
     assert a.ends() == pytest.approx(start + interval + 30 + 850)

@@ -22,6 +22,7 @@ PARENT = """
 import sys, time
 from scheduler import model
 from scheduler.loop.estimator import Estimator, EstimatorConfig
+from scheduler.store.db import open_database
 
 estimator = Estimator(open_database(sys.argv[1]), EstimatorConfig(subprocess=True))
 estimator.observe(type("Report", (), {"snapshot": model.Snapshot(nodes=(), queues=())})())
