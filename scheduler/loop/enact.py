@@ -60,6 +60,8 @@ def enact(
     steps = [_steps(t) for _, t in todo]
     for k in range(max(map(len, steps), default=0)):
         now_due = [i for i, s in enumerate(steps) if k < len(s) and isinstance(held[i], LiveJob)]
+        if not now_due:
+            break
         writes = [
             JobWrite(lj, steps[i][k][0], _event(lj.id, todo[i][1]) if k == 0 else None)
             for i in now_due

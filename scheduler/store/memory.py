@@ -144,11 +144,11 @@ class MemoryStore:
             return errors.NotFound(f"job {job_id} does not exist", loc=("id",))
         if isinstance(c, Waits):
             return self._waits(current, c.reason)
+        why = refusal(job_id, current.phase, current.cancel_requested, c)
+        if why is not None:  # what the job is now refuses it, as the SQL store checks first
+            return why
         if current.version != w.job.version:
             return errors.VersionConflict(job_id, w.job.version, current.version)
-        why = refusal(job_id, current.phase, current.cancel_requested, c)
-        if why is not None:
-            return why
         if w.event is not None:
             self._event(w.event, now)
         job = after(current, c, now)
