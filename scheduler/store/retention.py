@@ -15,8 +15,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from scheduler.store import errors, schema
-from scheduler.store.rows import get_job
-from scheduler.store.rows import id_chunks
+from scheduler.store.rows import get_job, id_chunks
 
 FINISHED = schema.FINISHED_PHASES
 PURGE_BATCH = 500
