@@ -23,23 +23,13 @@ from scheduler.clock import as_datetime
 from scheduler.loop import faults
 from scheduler.loop.backoff import Backoff
 from scheduler.loop.transition import Transition
-from scheduler.store import errors
-from scheduler.store.changes import (
-    Change,
-    EventWrite,
-    JobWrite,
-    Move,
-    NewAttempt,
-    Resize,
-    Result,
-    Waits,
-)
+from scheduler.store import changes, errors
 from scheduler.store.live import LiveJob
 from scheduler.store.port import LiveStore
 
 log = logging.getLogger(__name__)
 
-Step = tuple[Change, str | None]  # a store write and the crash point after it
+Step = tuple[changes.Change, str | None]  # a store write and the crash point after it
 
 
 def enact(
@@ -50,20 +40,20 @@ def enact(
     now: float,
     backoff: Backoff | None = None,
     retries: Backoff | None = None,
-) -> list[Result]:
+) -> list[changes.Result]:
     """Carry out each (job as read, transition); each one's result in its place: the
     job as the store now holds it, or the error that stopped it (`errors.MOVED_ON`: it
     moved on meanwhile). `backoff`/`retries` receive the transitions'
     `hold_launch`/`hold_retry`."""
     at = as_datetime(now)
-    held: list[Result] = [lj for lj, _ in todo]
+    held: list[changes.Result] = [lj for lj, _ in todo]
     steps = [_steps(t) for _, t in todo]
     for k in range(max(map(len, steps), default=0)):
         now_due = [i for i, s in enumerate(steps) if k < len(s) and isinstance(held[i], LiveJob)]
         if not now_due:
             break
         writes = [
-            JobWrite(lj, steps[i][k][0], _event(lj.id, todo[i][1]) if k == 0 else None)
+            changes.JobWrite(lj, steps[i][k][0], _event(lj.id, todo[i][1]) if k == 0 else None)
             for i in now_due
             if isinstance(lj := held[i], LiveJob)
         ]
@@ -91,18 +81,19 @@ def _steps(t: Transition) -> list[Step]:
     """The store writes of `t`, in order."""
     out: list[Step] = []
     if t.place is not None:
-        out.append((NewAttempt(t.place.placements, t.place.attempt), t.place.fault))
+        out.append((changes.NewAttempt(t.place.placements, t.place.attempt), t.place.fault))
     if t.resize is not None:
-        out.append((Resize(t.resize.placements, t.resize.reason), t.resize.fault))
-    out += [(Move(w.phase, w.reason, w.message, w.count_restart), w.fault) for w in t.writes]
+        out.append((changes.Resize(t.resize.placements, t.resize.reason), t.resize.fault))
+    for w in t.writes:
+        out.append((changes.Move(w.phase, w.reason, w.message, w.count_restart), w.fault))
     if t.pending is not None:
-        out.append((Waits(t.pending), None))
+        out.append((changes.Waits(t.pending), None))
     return out
 
 
-def _event(job_id: str, t: Transition) -> EventWrite | None:
+def _event(job_id: str, t: Transition) -> changes.EventWrite | None:
     e = t.event
-    return None if e is None else EventWrite(job_id, e.kind, e.reason, e.message)
+    return None if e is None else changes.EventWrite(job_id, e.kind, e.reason, e.message)
 
 
 def stop_quietly(
@@ -122,7 +113,7 @@ def stop_quietly(
 
 
 def taken(
-    result: Result, job_id: str, what: str, on_error: Callable[[str, str, Exception], None]
+    result: changes.Result, job_id: str, what: str, on_error: Callable[[str, str, Exception], None]
 ) -> LiveJob | None:
     """The job as the store now holds it when `enact` carried its transition out; else
     None, a job that moved on logged (the next cycle decides it again) and any other
