@@ -224,12 +224,14 @@ class Loop:
         loop's memory shrinks to the live jobs, and orphaned attempts stop."""
         done, memory, db, now, cache = seen.done, self.memory, here.db, here.now, self.cache
         self._reconcile_jobs(here, seen)
-        one_by_one = done.changed()  # rows written one job at a time: read them back
+        # Launches finished (or refused) and adoptions wrote outside `enact`'s results:
+        # read those rows back; what `flush` enacted the cache takes over.
+        outside = done.changed()
         cache.wrote(phases.flush(here, done))
-        if one_by_one or done.touched:
+        if outside or done.touched:
             missed: list[Unreadable] = []
             seen.reread(db.live_jobs(unreadable=missed, cache=cache.live), missed)
-        elif done.changed():  # only the batch wrote: the cache holds what it wrote
+        elif done.changed():  # only `flush` wrote: the cache holds what it wrote
             seen.reread(cache.live_now(seen.live), seen.unreadable)
         for bad in seen.unreadable:
             if not memory.faulty.active(bad.id, now):

@@ -125,10 +125,9 @@ class Ended:
 def refusal(job_id: str, phase: Phase, cancel_requested: bool, change: Change) -> Exception | None:
     """Why a job in `phase` cannot take `change` (None: it can)."""
     if isinstance(change, Move):
-        if change.phase not in TRANSITIONS[phase]:
-            to = change.phase
-            return errors.InvalidTransition(f"job {job_id} cannot go from {phase} to {to}")
-        return None
+        if change.phase in TRANSITIONS[phase]:
+            return None
+        return errors.InvalidTransition(f"job {job_id} cannot go from {phase} to {change.phase}")
     if isinstance(change, NewAttempt):
         if phase is not Phase.PENDING or cancel_requested:
             return errors.InvalidTransition(f"job {job_id} is {phase}, not Pending")
