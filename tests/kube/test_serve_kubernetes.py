@@ -345,6 +345,11 @@ def test_foreign_pods_are_scheduled_by_the_loop(
         assert again is not None and again.applied.placed == []
     adopted = kube.obj("pods", "notebook", "default")
     assert adopted["spec"]["nodeName"] == "n1" and not adopted["metadata"].get("deletionTimestamp")
-    scheduled = [e for e in kube.objects("events", "default") if e.get("reason") == "Scheduled"]
-    assert len(scheduled) == 1
+
+    # The "Scheduled" Event goes out on a thread of its own (a bind never waits for it).
+    def scheduled() -> list[dict[str, Any]]:
+        return [e for e in kube.objects("events", "default") if e.get("reason") == "Scheduled"]
+
+    eventually(scheduled)
+    assert len(scheduled()) == 1
     assert not kube.obj("pods", "stray", "default")["spec"].get("nodeName")
