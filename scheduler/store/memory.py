@@ -89,12 +89,10 @@ class MemoryStore:
         job = dataclasses.replace(job, version=job.version + 1, cancel_requested=True)
         if job.phase in (Phase.PENDING, Phase.PREEMPTED):
             job = dataclasses.replace(job, phase=Phase.CANCELLED, placements=())
-            del self.live[job_id]
-            self.ended_jobs[job_id] = (job, now)
             self._event(EventWrite(job_id, "Cancelled", "", f"by {by}"), now)
         else:
-            self.live[job_id] = job
             self._event(EventWrite(job_id, "CancelRequested", "", f"by {by}"), now)
+        self._keep(job, now)
         return job
 
     # Reads.
@@ -136,12 +134,10 @@ class MemoryStore:
 
     def _write(self, w: JobWrite, now: datetime) -> Result:
         job_id, c = w.job.id, w.change
-        current = self.live.get(job_id)
-        if current is None:
-            if job_id in self.ended_jobs:
-                phase = self.ended_jobs[job_id][0].phase
-                return errors.InvalidTransition(f"job {job_id} is {phase}")
-            return errors.NotFound(f"job {job_id} does not exist", loc=("id",))
+        try:
+            current = self._job(job_id)  # an ended one: `refusal` says why not
+        except errors.NotFound as gone:
+            return gone
         if isinstance(c, Waits):
             return self._waits(current, c.reason)
         why = refusal(job_id, current.phase, current.cancel_requested, c)
@@ -162,11 +158,7 @@ class MemoryStore:
             self.reasons.pop(job_id, None)  # a new attempt clears the reason it waited for
         else:
             self._event(EventWrite(job_id, RESIZED, "", c.reason), now)
-        if job.phase in LIVE:
-            self.live[job_id] = job
-        else:
-            del self.live[job_id]
-            self.ended_jobs[job_id] = (job, now)
+        self._keep(job, now)
         return job
 
     def _waits(self, current: LiveJob, reason: model.PendingReason) -> Result:
@@ -193,6 +185,14 @@ class MemoryStore:
     def _event(self, e: EventWrite, at: datetime) -> None:
         said = JobEvent(e.kind, e.reason, e.message, dict(e.data or {}), at)
         self.events.setdefault(e.job_id, []).append(said)
+
+    def _keep(self, job: LiveJob, now: datetime) -> None:
+        """Hold `job` as it now is: among the live ones (in its place), else ended at `now`."""
+        if job.phase in LIVE:
+            self.live[job.id] = job
+        else:
+            self.live.pop(job.id, None)
+            self.ended_jobs[job.id] = (job, now)
 
     def _job(self, job_id: str) -> LiveJob:
         job = self.live.get(job_id) or self.ended_jobs.get(job_id, (None, None))[0]
