@@ -10,7 +10,7 @@ local processes), `sim` (virtual time, no processes).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -156,6 +156,19 @@ class ClusterBackend(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class AsyncLaunches(Protocol):
+    """Optional: launches on the backend's own threads. `launch_async` queues one (after the
+    checks it can make at once: a refused spec raises here) and returns; the writes
+    come later, each after `guard(what)`, which raises when they may no longer be made
+    (the lease fence). Until the loop takes a launch back from `settled` its workers are
+    reported pending. `settled`: each finished launch once, with its error (None: done),
+    which the loop treats as `launch`'s own."""
+
+    def launch_async(self, request: LaunchRequest, guard: Callable[[str], None]) -> None: ...
+
+    def settled(self) -> Sequence[tuple[LaunchRequest, Exception | None]]: ...
 
 
 class Resizable(Protocol):
@@ -306,3 +319,4 @@ class Capabilities:
     disruptions: DisruptionBudgets | None = None
     job_rules: JobNodeRules | None = None
     spec_refusals: SpecRefusals | None = None
+    async_launches: AsyncLaunches | None = None

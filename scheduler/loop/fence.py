@@ -4,6 +4,7 @@ passed to another launches and stops nothing (see `Fenced`)."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -45,11 +46,13 @@ class Fenced:
     ) -> None:
         self._backend, self._renewed, self._ttl, self._renew = backend, taken, ttl_s, renew
         self._lost = False
-        foreign, notes, local, resizable = (
+        self._checking = threading.Lock()  # launches on the backend's threads check too
+        foreign, notes, local, resizable, launches = (
             capabilities.foreign,
             capabilities.pending_notes,
             capabilities.local_workers,
             capabilities.resizable,
+            capabilities.async_launches,
         )
         self._capabilities = replace(
             capabilities,
@@ -57,10 +60,15 @@ class Fenced:
             foreign=FencedForeign(self, foreign) if foreign else None,
             pending_notes=FencedNotes(self, notes) if notes else None,
             local_workers=FencedLocal(self, local) if local else None,
+            async_launches=FencedLaunches(self, launches) if launches else None,
         )
 
     def check(self, what: str) -> None:
         """Raise `LeaseLapsed` unless this replica still surely holds the lease."""
+        with self._checking:
+            self._check(what)
+
+    def _check(self, what: str) -> None:
         now = time.monotonic()
         if not self._lost and now - self._renewed > self._ttl / 3:
             try:
@@ -94,6 +102,26 @@ class Fenced:
 
     def close(self) -> None:
         self._backend.close()
+
+
+class FencedLaunches:
+    """Launches on the backend's threads: checked when queued and again before their
+    writes, which may come after the cycle that queued them."""
+
+    def __init__(self, fence: Fenced, launches: base.AsyncLaunches) -> None:
+        self._fence, self._launches = fence, launches
+
+    def launch_async(self, request: base.LaunchRequest, guard: Callable[[str], None]) -> None:
+        self._fence.check("launch")
+
+        def fenced(what: str) -> None:
+            self._fence.check(what)
+            guard(what)
+
+        self._launches.launch_async(request, fenced)
+
+    def settled(self) -> Sequence[tuple[base.LaunchRequest, Exception | None]]:
+        return self._launches.settled()
 
 
 class FencedResizable:

@@ -48,7 +48,7 @@ from scheduler import model
 from scheduler.backends import base
 from scheduler.clock import Clock, WallClock, as_datetime
 from scheduler.core import cycle
-from scheduler.loop import apply, collector, housekeeping, isolation, phases, resize
+from scheduler.loop import apply, collector, housekeeping, isolation, launching, phases, resize
 from scheduler.loop import snapshot as snapshots
 from scheduler.loop.cache import SchedulerCache
 from scheduler.loop.config import CycleReport, LoopConfig
@@ -228,6 +228,9 @@ class Loop:
         # read those rows back; what `flush` enacted the cache takes over.
         outside = done.changed()
         cache.wrote(phases.flush(here, done))
+        # Launches the backend finished on its own threads (after `flush`: a job it
+        # moved is read again, and one that moved on is left alone).
+        done.touched += launching.settle(here, seen.by_id)
         if outside or done.touched:
             missed: list[Unreadable] = []
             seen.reread(db.live_jobs(unreadable=missed, cache=cache.live), missed)

@@ -41,11 +41,13 @@ def database(tmp_path: Path) -> Iterator[Database]:
 
 @pytest.fixture
 def loop(kube: FakeKube, make_backend: Make, database: Database) -> Loop:
-    """A loop over one node `n1` with 4 GPUs (tests may add more), reconcile thread off."""
+    """A loop over one node `n1` with 4 GPUs (tests may add more), reconcile thread off,
+    each launch on the loop's thread: what a cycle decided is done when it returns
+    (test_launch_pool covers launches on the backend's pool)."""
     from .conftest import node
 
     kube.put("nodes", node("n1", gpus=4))
-    backend = make_backend(retry_deadline_s=0.3, reconcile_interval_s=0)
+    backend = make_backend(retry_deadline_s=0.3, reconcile_interval_s=0, launch_workers=0)
     return Loop(database, backend, clock=VirtualClock(), config=LoopConfig(interval_s=0.1))
 
 

@@ -251,7 +251,10 @@ def test_a_reservation_without_a_uuid_in_time_is_replaced_and_its_shares_replace
 ) -> None:
     kube.put("nodes", node("n1", gpus=1))
     backend = make_backend(
-        retry_deadline_s=0.3, reconcile_interval_s=0, reservation_uuid_timeout_s=0.5
+        retry_deadline_s=0.3,
+        reconcile_interval_s=0,
+        reservation_uuid_timeout_s=0.5,
+        launch_workers=0,
     )
     loop = Loop(database, backend, clock=VirtualClock(), config=LoopConfig(interval_s=0.1))
     job_id = submit(database, "share", gpu=0.5)

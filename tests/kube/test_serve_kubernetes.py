@@ -171,7 +171,13 @@ def test_a_pytorch_job_runs_through_the_loop_on_kubernetes(
     stem = names.job_base(job_id, "resnet")
     service = kube.obj("services", stem, NS)
     assert service["spec"]["clusterIP"] == "None"
-    pods = eventually(lambda: (ps := worker_pods(kube, job_id)) and len(ps) == 2 and ps)
+    # The launch runs on the backend's pool, off the loop's thread: bound in a moment.
+    pods = eventually(
+        lambda: (ps := worker_pods(kube, job_id))
+        and len(ps) == 2
+        and all(p["spec"].get("nodeName") for p in ps)
+        and ps
+    )
     assert sorted(p["metadata"]["name"] for p in pods) == [f"{stem}-a1-w0", f"{stem}-a1-w1"]
     for p in pods:
         assert p["spec"]["schedulerName"] == "shoal"
@@ -282,8 +288,9 @@ def test_of_two_replicas_only_the_leader_schedules(
             loop_a.run_once()
         assert not rt_b.is_leader() and not rt_b.cr_watching
         assert phase_of(database, job_id) is Phase.SCHEDULED
-        pods = worker_pods(kube, job_id)
-        assert len(pods) == 2 and all(n == 1 for n in kube.creates.values())
+        # The launch runs on the backend's pool, off the loop's thread.
+        pods = eventually(lambda: (ps := worker_pods(kube, job_id)) and len(ps) == 2 and ps)
+        assert all(n == 1 for n in kube.creates.values())
         lease = kube.obj("leases", "shoal-scheduler", NS)
         assert lease["spec"]["holderIdentity"] == "shoal-a"
 

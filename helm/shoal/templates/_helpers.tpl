@@ -130,6 +130,7 @@ Role already); the -jobs Role is rendered in each, and the backend takes jobs th
 {{- $_ := set $opts "clientQps" $c.qps -}}
 {{- $_ := set $opts "clientBurst" $c.burst -}}
 {{- $_ := set $opts "bindWorkers" $c.bindWorkers -}}
+{{- $_ := set $opts "launchWorkers" $c.launchWorkers -}}
 {{- if .Values.workerPriorityClassName -}}
 {{- $_ := set $opts "workerPriorityClass" .Values.workerPriorityClassName -}}
 {{- end -}}

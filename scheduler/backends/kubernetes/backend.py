@@ -32,6 +32,7 @@ from scheduler.backends.kubernetes.foreignpods.nodefit import NodeFit
 from scheduler.backends.kubernetes.nodeview import NodeView
 from scheduler.backends.kubernetes.pods import disruption, resize
 from scheduler.backends.kubernetes.pods.handle import Handle
+from scheduler.backends.kubernetes.pods.launchpool import LaunchPool
 from scheduler.backends.kubernetes.pods.podbinder import PodBinder
 from scheduler.backends.kubernetes.pods.workerpods import WorkerPods
 from scheduler.backends.kubernetes.reservations import shares
@@ -93,6 +94,12 @@ class KubernetesBackend:
             self.node_cache, self.index, self.reservations, self.claims, self.config
         )
         self._thread: threading.Thread | None = None
+        # Launches for the loop run here, off its thread (`launchpool`); 0: on its thread.
+        self._launches = (
+            LaunchPool(self._launch_now, self.config.launch_workers, lambda: self.on_change())
+            if self.config.launch_workers > 0
+            else None
+        )
         self._make_collaborators()
         if start:
             self.start(sync_timeout_s)
@@ -148,6 +155,8 @@ class KubernetesBackend:
         for cache in self._all_caches():
             cache.stop()
         self._foreign.close()
+        if self._launches is not None:
+            self._launches.close()
 
     def _all_caches(self) -> list[Reflector]:
         return [self.node_cache, self.pod_cache, self.pdb_cache, *self.dra_caches]
@@ -170,6 +179,7 @@ class KubernetesBackend:
             disruptions=self,
             job_rules=self,
             spec_refusals=self,
+            async_launches=self if self._launches is not None else None,
         )
 
     def job_rules(self, spec: JobSpec) -> NodeRules | None:
@@ -213,10 +223,30 @@ class KubernetesBackend:
         ]
 
     def launch(self, request: base.LaunchRequest) -> None:
+        self._refuse(request)
+        self._workers.launch(request)
+
+    def launch_async(self, request: base.LaunchRequest, guard: Callable[[str], None]) -> None:
+        """`launch` on the launch pool (`launchpool`): this returns at once."""
+        assert self._launches is not None, "async_launches is offered only with a pool"
+        self._refuse(request)
+        self._launches.start(request, guard)
+
+    def settled(self) -> list[tuple[base.LaunchRequest, Exception | None]]:
+        return self._launches.settled() if self._launches is not None else []
+
+    def _launch_now(self, request: base.LaunchRequest) -> None:
+        """A launch on the pool: only while this replica leads (the Lease)."""
+        if not self.is_leader():
+            err = base.BackendError("launch not made: this replica no longer leads")
+            err.transient = True
+            raise err
+        self._workers.launch(request)
+
+    def _refuse(self, request: base.LaunchRequest) -> None:
         if refused := self.spec_refusals(request.spec):  # one the API did not check
             loc, why = refused[0]
             raise base.BackendError(f"{'.'.join(map(str, loc))}: {why}")
-        self._workers.launch(request)
 
     def stop(self, job_id: str, grace_period_s: float, *, reason: str = "Stopped") -> None:
         """Evict (a preemption, a broken gang's rest: PodDisruptionBudgets are honoured,
@@ -227,7 +257,10 @@ class KubernetesBackend:
 
         A repeat (the loop stops a draining attempt every cycle until its pods are gone)
         costs no API call while the pod cache shows none of the job's pods still alive
-        and undeleted: no LIST per draining job per cycle."""
+        and undeleted: no LIST per draining job per cycle. A launch of the job on the
+        pool is cancelled first (or waited for, once under way)."""
+        if self._launches is not None:
+            self._launches.cancel(job_id)
         self._workers.stop(job_id, grace_period_s, reason=reason)
 
     def disruption_blocked(self) -> dict[str, str]:
@@ -290,7 +323,29 @@ class KubernetesBackend:
                 # long NotReady: nothing of it runs on to wait for.
                 w = replace(w, still_running=False)
             out.append(w)
+        out.extend(self._launching({(w.job_id, w.attempt, w.worker) for w in out}))
         return sorted(out, key=lambda w: (w.job_id, w.attempt, w.worker))
+
+    def _launching(self, seen: set[tuple[str, int, int]]) -> list[base.WorkerStatus]:
+        """The workers of launches on the pool the loop has not settled, that the pod
+        cache does not show yet: pending where they were placed."""
+        out = []
+        for r in self._launches.pending() if self._launches is not None else ():
+            for p in r.placements:
+                if (r.job_id, r.attempt, p.worker) not in seen:
+                    out.append(
+                        base.WorkerStatus(
+                            r.job_id,
+                            r.attempt,
+                            p.worker,
+                            base.WorkerState.PENDING,
+                            node=p.node,
+                            gpus=p.gpus,
+                            fraction=p.fraction,
+                            queue=r.spec.queue,
+                        )
+                    )
+        return out
 
     # ---- start-up and foreign pods ----
 

@@ -149,6 +149,10 @@ class KubeConfig:
     # on a loaded API server (docs/benchmarks.md, issue 9): 16 threads capped Shoal near
     # 60 binds/s there, 48 kept up with 100+ pods/s created.
     bind_workers: int = 48
+    # Shoal's own launches (claims, pods, Bindings, Events) run on this many threads,
+    # launches of different jobs at once, off the loop's thread (`pods.launchpool`); 0:
+    # each on the loop's thread, one after another.
+    launch_workers: int = 16
     retry_deadline_s: float = 30.0  # give up a call after retrying this long
     retry_max_delay_s: float = 5.0
     watch_timeout_s: int = 300  # server-side timeout of one watch request
@@ -217,6 +221,7 @@ def api_client(config: KubeConfig) -> Any:
     # then opens a connection past the pool and drops it after one call, so binds
     # paid a new TLS handshake each.
     conf.connection_pool_maxsize = max(
-        conf.connection_pool_maxsize or 0, config.bind_workers + POOL_HEADROOM
+        conf.connection_pool_maxsize or 0,
+        config.bind_workers + config.launch_workers + POOL_HEADROOM,
     )
     return kubernetes.client.ApiClient(conf)

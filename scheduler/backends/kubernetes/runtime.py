@@ -57,6 +57,7 @@ KUBE_OPTIONS = {
     "clientQps": "qps",
     "clientBurst": "burst",
     "bindWorkers": "bind_workers",
+    "launchWorkers": "launch_workers",
     "workerPriorityClass": "priority_class",
     "workerRuntimeClass": "runtime_class",
     "workerShmMiB": "shm_mib",

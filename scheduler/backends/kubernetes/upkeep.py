@@ -44,6 +44,8 @@ class Upkeep:
                 if not status.is_worker(pod) or pod["metadata"].get("deletionTimestamp"):
                     continue
                 uid = pod["metadata"].get("uid", "")
+                if names.annotations_of(pod).get(names.JOB_ID) in self.workers.launching:
+                    continue  # the launch binds its own pods
                 if not pod["spec"].get("nodeName") and uid not in self.binder.bound:
                     self._bind_unbound(pod, uid)
                 elif (pod.get("status") or {}).get("phase") == "Failed":
@@ -58,7 +60,10 @@ class Upkeep:
             self.refused = {k: v for k, v in self.refused.items() if k in uids}
             jobs = {names.annotations_of(p).get(names.JOB_ID, "") for p in pods}
             self.workers.stopped &= jobs
-            self.workers.where = {j: ns for j, ns in self.workers.where.items() if j in jobs}
+            where = self.workers.where
+            self.workers.where = {
+                j: ns for j, ns in where.items() if j in jobs or j in self.workers.launching
+            }
             self.foreign.forget_failures({f.job_id for _, f in self.index.foreign_pending()})
 
     def _bind_unbound(self, pod: Obj, uid: str) -> None:

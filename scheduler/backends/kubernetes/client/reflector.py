@@ -66,6 +66,7 @@ class Reflector:
         self.listener = listener
         self._items: dict[str, Obj] = {}
         self._lock = threading.Lock()
+        self._moved = threading.Condition(self._lock)  # the version moved (`wait_for`)
         self._synced = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -91,6 +92,15 @@ class Reflector:
     def wait_synced(self, timeout_s: float) -> bool:
         return self._synced.wait(timeout_s)
 
+    def wait_for(self, version: int, timeout_s: float) -> bool:
+        """Wait until the cache is at `version` or later (etcd's versions are one
+        counter: it then holds every write committed up to that one, as a consistent
+        LIST made after it would); False when it is not after `timeout_s`."""
+        with self._moved:
+            return self._moved.wait_for(
+                lambda: as_version(self.resource_version) >= version, timeout_s
+            )
+
     # ---- running ----
 
     def start(self) -> None:
@@ -110,6 +120,7 @@ class Reflector:
             self.resource_version = rv
             if self.listener is not None:
                 self.listener.reset(self._items)
+            self._moved.notify_all()
         self.relists += 1
         self._synced.set()
 
@@ -171,3 +182,12 @@ class Reflector:
                     self.listener.update(key, None)
             if rv:  # BOOKMARK carries only a version
                 self.resource_version = rv
+                self._moved.notify_all()
+
+
+def as_version(text: object) -> int:
+    """A resourceVersion as etcd's integer (the API calls it opaque; 0 when it is not)."""
+    try:
+        return int(str(text))
+    except ValueError:
+        return 0

@@ -16,15 +16,20 @@ finished, and a device is never given twice (Shoal's own writes count before the
 shows them).
 
 Only on nodes of Shoal's pool (`nodepool`): elsewhere kube-scheduler allocates. And
-every allocation written is checked at once against all claims read back from the API
-server (`verify`: a fresh list, not the cache); a device also in another claim (another
+every allocation written is checked at once against all claims as the API server holds
+them after the write (`verify`: the claims cache once it has reached the write's
+resourceVersion, which then holds every claim committed before the write, as a LIST
+after it would; a LIST where the cache lags); a device also in another claim (another
 allocator on the node: a misconfigured cluster) has Shoal's allocation released before
 the pod is bound, and the launch fails with why (`DraConflict`), to be placed again.
+Launches run in parallel: a claim's devices are chosen and assumed under one lock, and
+written outside it (`allocate`).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +40,7 @@ from scheduler.backends.kubernetes import dra, names, nodepool
 from scheduler.backends.kubernetes.client.api import Kube
 from scheduler.backends.kubernetes.client.apierrors import ApiError
 from scheduler.backends.kubernetes.client.objects import ensure
-from scheduler.backends.kubernetes.client.reflector import Reflector, key_of
+from scheduler.backends.kubernetes.client.reflector import Reflector, as_version, key_of
 from scheduler.backends.kubernetes.config import KubeConfig
 from scheduler.backends.kubernetes.dra import claimobjects
 from scheduler.model import Enforcement
@@ -44,6 +49,11 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 # A claim's status with no allocation: how Shoal gives back what it wrote.
 RELEASED: Obj = {"status": {"allocation": None, "reservedFor": None}}
+# A claim chosen and not yet written (`DraClaims._assume`): kept above any version.
+ASSUMED = sys.maxsize
+# How long the check after an allocation waits for the claims cache to reach the write
+# before it reads every claim from the API server instead.
+VERIFY_WAIT_S = 5.0
 
 
 class DraUnfit(base.BackendError):
@@ -91,6 +101,7 @@ class DraClaims:
         self.nodes = nodes  # a Node object by name (the node cache), for the pool's label
         self._classes = dra.DeviceClasses()
         self._lock = threading.Lock()
+        self._choosing = threading.Lock()  # one claim's devices chosen and assumed at a time
         self._memo: tuple[tuple[str, ...], DraState] | None = None
         # (slices and classes versions, their inventory, each node's GPUs)
         self._devices: tuple[tuple[str, str], dra.Inventory, dict[str, dra.NodeGpus]] | None = None
@@ -105,7 +116,7 @@ class DraClaims:
         slices and classes (the inventory and each node's GPUs) apart from claims (what
         is in use), which every allocation moves."""
         with self._lock:
-            seen = _rv(self.claims.resource_version)
+            seen = as_version(self.claims.resource_version)
             self._written = {k: w for k, w in self._written.items() if w[0] > seen}
             devices_key = (self.slices.resource_version, self.classes.resource_version)
             if self._devices is None or self._devices[0] != devices_key:
@@ -163,55 +174,72 @@ class DraClaims:
 
     # ---- allocating ----
 
-    def allocate(self, pod: Obj) -> None:
-        """Make `pod`'s claim and allocate it for the pod, unless that is done.
-        Raises `DraUnfit` when no device fits."""
+    def allocate(self, pod: Obj) -> bool:
+        """Make `pod`'s claim and allocate it for the pod, unless that is done. False
+        while another thread writes its allocation (the pod is not to be bound yet).
+        Raises `DraUnfit` when no device fits.
+
+        Launches run in parallel (`launchpool`): the devices are chosen one claim at a
+        time and assumed at once (they count in `state()` before any write, so no
+        other launch chooses them), then written; a write that fails forgets them."""
         ann, meta = names.annotations_of(pod), pod["metadata"]
         key = f"{meta['namespace']}/{ann[names.DRA_CLAIM]}"
-        state = self.state()
-        found = state.claims.get(key)
-        if found is not None and claimobjects.reserved_for(found, pod):
-            return
-        if found is not None and claimobjects.owner_uid(found) != meta.get("uid"):
-            # An earlier pod of that name owned it: the garbage collector takes it away.
-            err = base.BackendError(
-                f"ResourceClaim {key} is an earlier pod's; waiting for it to go"
-            )
-            err.transient = True
-            raise err
-        node = ann.get(names.NODE, "")
-        if not self.may_allocate(node):  # placed before the node left the pool
-            raise DraUnfit(nodepool.outside_reason(node, self.config))
-        gpus = state.nodes.get(node)
-        if gpus is None:
-            raise DraUnfit(
-                f"node {node} publishes no device of DeviceClass {self.config.dra_gpu_class}"
-            )
-        indices = names.parse_gpus(ann.get(names.GPUS, ""))
-        fraction = float(ann.get(names.GPU_FRACTION, "1"))
-        choice = self._choose(state, gpus, indices, fraction)
-        if isinstance(choice, dra.Unfit):
-            raise DraUnfit(choice.reason)
-        made = self._claim_for(pod, choice, indices[0] if fraction < 1 else None)
-        if found is None:
-            found = ensure(self.kube, "resourceclaims", made, ann.get(names.JOB_ID, ""))
-        body = claimobjects.allocation(
-            found,
-            pod,
-            node,
-            [(claimobjects.REQUEST, d.key, _local(consumed, d)) for d, consumed in choice],
-        )
-        self.write_status(key, body)
-        self.verify([key], node)
+        with self._choosing:
+            state = self.state()
+            if self._assumed(key):
+                return False
+            found = state.claims.get(key)
+            if found is not None and claimobjects.reserved_for(found, pod):
+                return True
+            if found is not None and claimobjects.owner_uid(found) != meta.get("uid"):
+                # An earlier pod of that name owned it: the garbage collector takes it away.
+                err = base.BackendError(
+                    f"ResourceClaim {key} is an earlier pod's; waiting for it to go"
+                )
+                err.transient = True
+                raise err
+            node = ann.get(names.NODE, "")
+            if not self.may_allocate(node):  # placed before the node left the pool
+                raise DraUnfit(nodepool.outside_reason(node, self.config))
+            gpus = state.nodes.get(node)
+            if gpus is None:
+                raise DraUnfit(
+                    f"node {node} publishes no device of DeviceClass {self.config.dra_gpu_class}"
+                )
+            indices = names.parse_gpus(ann.get(names.GPUS, ""))
+            fraction = float(ann.get(names.GPU_FRACTION, "1"))
+            choice = self._choose(state, gpus, indices, fraction)
+            if isinstance(choice, dra.Unfit):
+                raise DraUnfit(choice.reason)
+            made = self._claim_for(pod, choice, indices[0] if fraction < 1 else None)
+            devices = [(claimobjects.REQUEST, d.key, _local(c, d)) for d, c in choice]
+            unmade = {**made, "metadata": {"uid": "", **made["metadata"]}}  # no uid yet
+            self._assume(key, made, claimobjects.allocation(found or unmade, pod, node, devices))
+        try:
+            if found is None:
+                found = ensure(self.kube, "resourceclaims", made, ann.get(names.JOB_ID, ""))
+            written = self.write_status(key, claimobjects.allocation(found, pod, node, devices))
+        except BaseException:
+            self._forget(key)
+            raise
+        if written:
+            self.verify([key], node)
+        return True
 
     def verify(self, keys: Sequence[str], node: str) -> None:
-        """The check after an allocation Shoal wrote: read every claim back from the
-        API server (a consistent list, not the cache, which may lag another
-        allocator's write) and, if a device of `keys` is also in another claim,
-        release `keys`' allocations (before their pod is bound) and raise
-        `DraConflict` with why. One LIST of the cluster's claims per allocation."""
-        items, _ = self.kube.list("resourceclaims")
-        claims = {key_of(c): c for c in items}
+        """The check after an allocation Shoal wrote: every claim as the API server
+        holds it once the write is in (the claims cache at the write's resourceVersion
+        or later, else a consistent LIST when the cache lags `VERIFY_WAIT_S`); if a
+        device of `keys` is also in another claim (another allocator on the node),
+        release `keys`' allocations (before their pod is bound) and raise `DraConflict`
+        with why."""
+        with self._lock:
+            versions = [self._written[k][0] for k in keys if k in self._written]
+        if versions and self.claims.wait_for(max(versions), VERIFY_WAIT_S):
+            claims = {key_of(c): c for c in self.claims.items()}
+        else:
+            items, _ = self.kube.list("resourceclaims")
+            claims = {key_of(c): c for c in items}
         inventory = self.state().usage.inventory
         why = [line for k in keys for line in dra.overbooked(claims, inventory, k)]
         if not why:
@@ -227,17 +255,35 @@ class DraClaims:
             '"Beside kube-scheduler, Kueue and KAI")'
         )
 
-    def write_status(self, key: str, body: Obj) -> None:
-        """Write a claim's allocation; it counts from now on, before the cache shows it."""
+    def write_status(self, key: str, body: Obj) -> bool:
+        """Write a claim's allocation; it counts from now on, before the cache shows it.
+        False: the claim is gone (its pod went and took it along: nothing left to do)."""
         namespace, name = key.split("/", 1)
         try:
             written = self.kube.patch("resourceclaims/status", name, body, namespace)
         except ApiError as e:
-            if e.status == 404:  # its pod went and took it along: nothing left to do
-                return
-            raise
+            if e.status != 404:
+                raise
+            self._forget(key)
+            return False
         with self._lock:
-            self._written[key] = (_rv(written["metadata"].get("resourceVersion")), written)
+            self._written[key] = (as_version(written["metadata"].get("resourceVersion")), written)
+        return True
+
+    def _assume(self, key: str, claim: Obj, allocation: Obj) -> None:
+        """Count `claim` allocated as `allocation` says from now on, before its writes."""
+        with self._lock:
+            self._written[key] = (ASSUMED, {**claim, **allocation})
+
+    def _assumed(self, key: str) -> bool:
+        with self._lock:
+            return self._written.get(key, (0,))[0] == ASSUMED
+
+    def _forget(self, key: str) -> None:
+        """An assumption whose writes failed no longer counts."""
+        with self._lock:
+            if self._written.get(key, (0,))[0] == ASSUMED:
+                del self._written[key]
 
     def device_classes(self) -> dra.DeviceClasses:
         """The DeviceClasses as `state()` last read them."""
@@ -307,10 +353,3 @@ def _local(consumed: Mapping[str, int] | None, device: dra.Device) -> dict[str, 
         domain, ident = dra.split_qualified(name)
         out[ident if domain in ("", device.driver) else name] = amount
     return out
-
-
-def _rv(text: object) -> int:
-    try:
-        return int(str(text))
-    except ValueError:
-        return 0

@@ -47,9 +47,8 @@ class PodBinder:
         ann, node = names.annotations_of(pod), names.annotations_of(pod).get(names.NODE, "")
         replica = bool(ann.get(names.GPU_REPLICA))  # the device plugin supplies the GPU
         if names.DRA_CLAIM in ann:
-            if self.claims is None:
+            if self.claims is None or not self.claims.allocate(pod):
                 return False
-            self.claims.allocate(pod)
         elif names.GPU_FRACTION in ann and not ann.get(names.GPU_UUID) and not replica:
             uuid = self.reservations.uuid(names.labels_of(pod).get(names.RESERVATION, ""))
             if not uuid:

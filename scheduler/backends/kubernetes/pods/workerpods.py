@@ -13,6 +13,7 @@ the job's owner asked for (a cancel, maxRuntime) and Shoal's own clean-up delete
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -59,6 +60,9 @@ class WorkerPods:
         self.dra = dra  # what a DRA driver offers on a node (None: the device plugin)
         self.gangs_served = h.config.workloads  # False once the API said it has no Workloads
         self.stopped: set[str] = set()  # jobs stop() has stopped (see stop)
+        # Jobs whose launch runs now, on whatever thread: their pods are the launch's
+        # to bind (the upkeep leaves them alone).
+        self.launching: set[str] = set()
         self.where: dict[str, str] = {}  # job -> its namespace, for those launched here
         self.evictions = evictions or disruption.Evictions()
         self.nominees = Nominees(h.kube, h.config)  # rooms kept for preemptors (swept by upkeep)
@@ -66,24 +70,41 @@ class WorkerPods:
         self.charge = fractioncharge.Advertiser(h.kube, nodes)
 
     def launch(self, request: base.LaunchRequest) -> None:
+        """Make and bind the attempt's objects. Launches of different jobs may run at
+        once (`launchpool`; a stop of the job cancels its launch first): the lock is
+        held through a launch only where a fraction takes a GPU reservation, which a
+        stop of another job could otherwise release before its pod exists."""
         ns, req = self.config.namespace_of(request.spec), request
         stem = names.job_base(req.job_id, req.spec.name)
-        with self.lock:
-            self.stopped.discard(req.job_id)
-            ensure(self.kube, "services", manifests.service(req, stem, ns), req.job_id)
-            if req.spec.framework is Framework.MPI:
-                body = manifests.hostfile(req, stem, ns, hosts_of(req, stem, ns))
-                ensure(self.kube, "configmaps", body, req.job_id)
-            pods = self.create(req, req.placements)
-            for pod in pods:
-                self.binder.bind_if_ready(pod)
-            if pods:
-                where = ", ".join(sorted({p.node for p in req.placements}))
-                self.events.emit(
-                    pods[0],
-                    "Launched",
-                    f"attempt {req.attempt} of job {req.job_id}: {len(pods)} worker(s) on {where}",
-                )
+        offers = {p.node: self.dra(p.node) for p in req.placements}
+        reserves = any(
+            objectmeta.is_fractional(p) and offers[p.node] is None for p in req.placements
+        )
+        with self.lock if reserves else contextlib.nullcontext():
+            with self.lock:
+                self.stopped.discard(req.job_id)
+                self.launching.add(req.job_id)
+            try:
+                self._launch(req, stem, ns)
+            finally:
+                with self.lock:
+                    self.launching.discard(req.job_id)
+
+    def _launch(self, req: base.LaunchRequest, stem: str, ns: str) -> None:
+        ensure(self.kube, "services", manifests.service(req, stem, ns), req.job_id)
+        if req.spec.framework is Framework.MPI:
+            body = manifests.hostfile(req, stem, ns, hosts_of(req, stem, ns))
+            ensure(self.kube, "configmaps", body, req.job_id)
+        pods = self.create(req, req.placements)
+        for pod in pods:
+            self.binder.bind_if_ready(pod)
+        if pods:
+            where = ", ".join(sorted({p.node for p in req.placements}))
+            self.events.emit(
+                pods[0],
+                "Launched",
+                f"attempt {req.attempt} of job {req.job_id}: {len(pods)} worker(s) on {where}",
+            )
 
     def create(self, req: base.LaunchRequest, placements: Sequence[WorkerPlacement]) -> list[Obj]:
         """Create (or adopt) the pods of `placements`, workers of `req`'s attempt at the
@@ -98,9 +119,10 @@ class WorkerPods:
         for p in placements:
             frac = objectmeta.is_fractional(p) and not replica[p.worker]
             if frac and offers[p.node] is None:
-                self.charge.ensure(p.node)
-                share = f"{ns}/{names.pod_name(stem, req.attempt, p.worker)}"
-                self.reservations.ensure(p.node, p.gpus[0], share)
+                with self.lock:
+                    self.charge.ensure(p.node)
+                    share = f"{ns}/{names.pod_name(stem, req.attempt, p.worker)}"
+                    self.reservations.ensure(p.node, p.gpus[0], share)
         pods = []
         for p in placements:
             offer = offers[p.node]
