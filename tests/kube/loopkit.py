@@ -17,6 +17,7 @@ from scheduler.spec import JobSpec
 from scheduler.spec.queue import QueueSpec
 from scheduler.store import queues
 from scheduler.store.db import Database, open_database
+from scheduler.store.jobs import cancel_job
 from scheduler.store.rows import get_job
 from scheduler.store.submission import submit_job
 
@@ -93,3 +94,8 @@ def pods_of(kube: FakeKube, job_id: str) -> list[Obj]:
 
 def of_job(job_id: str) -> Callable[[Obj], bool]:
     return lambda body: names.annotations_of(body).get(names.JOB_ID) == job_id
+
+
+def cancel(database: Database, job_id: str) -> None:
+    with database.session() as session:
+        cancel_job(session=session, job_id=job_id, by="test")
