@@ -36,7 +36,7 @@ def create_app(settings: Settings, wiring: Wiring | None = None) -> FastAPI:
         tokens=TokenTable.load(path=settings.tokens_file, inline=settings.tokens_yaml),
         worker_key=settings.worker_key,
         # Fair shares are computed with the policy the loop runs (given by `shoal serve`).
-        metrics=Metrics(database, config=lambda: wired.core_config),
+        metrics=Metrics(database, config=lambda: wired.core_config, loop_series=wired.loop_series),
         # Admission reads queues and nodes from a snapshot (api.feasibility_cache).
         feasibility=FeasibilitySnapshot(
             settings.admission_ttl_s,

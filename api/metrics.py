@@ -9,9 +9,10 @@ admission_wait_time_seconds and preempted_workloads_total; all carry the `shoal_
   `api.queuestats`): deserved (guarantee), limit, fair share, allocated, borrowed, lent,
   pending workloads and GPUs, running workloads; GPUs per model and per GPU;
 - per cycle (fed by the scheduler loop through `Metrics.observe_cycle` when the loop
-  runs in this process, as in `shoal serve`): cycle and per-step duration histograms,
-  admission wait per queue, preemptions per queue and reason (priority within a queue,
-  or reclaim of a guarantee), invariant violations, leader status;
+  runs in this process, as in `shoal serve --role scheduler`; in plain `shoal serve` the
+  API's process asks the loop's for them, `loop_series`): cycle and per-step duration
+  histograms, admission wait per queue, preemptions per queue and reason (priority within
+  a queue, or reclaim of a guarantee), invariant violations, leader status;
 - the API's own request latency.
 
 Scoping (`render`): an admin token or a `metrics` (scrape) token reads everything. A
@@ -164,15 +165,21 @@ class Metrics:
         config: Callable[[], model.Config | None] | None = None,
         *,
         store_series: bool = True,  # queue and GPU gauges read from the store per scrape
+        loop_series: Collector | None = None,
     ) -> None:
+        """`loop_series`: the per-cycle families when the loop runs in another process
+        (they are exposed from there, not from this process's unfed `loop_registry`)."""
         self.registry = CollectorRegistry()
-        r = self.registry
         self.latency = Histogram(
             "shoal_api_request_seconds",
             "API request latency",
             ["method", "route", "status"],
-            registry=r,
+            registry=self.registry,
         )
+        # The loop's families apart, so that a process can expose them alone (the
+        # scheduler's side of plain `shoal serve`, `scheduler.cli.loopshare`).
+        self.loop_registry = CollectorRegistry()
+        r = self.loop_registry
         self.cycle = Histogram(
             "shoal_scheduling_cycle_duration_seconds",
             "one scheduling cycle, end to end",
@@ -232,6 +239,7 @@ class Metrics:
         self._leading: Callable[[], bool] | None = None
         self.leader.set_function(lambda: float(bool(self._leading and self._leading())))
         self._kinds: set[str] = set()
+        self.registry.register(loop_series or self.loop_registry)
         if store_series:  # off in `--role scheduler`: the API's replicas report them
             self.registry.register(StoreCollector(database, config or (lambda: None)))
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fastapi import FastAPI
+from prometheus_client.registry import Collector
 
 from api.auth import TokenTable
 from api.dashboard.history import History
@@ -45,6 +46,9 @@ class Wiring:
     # What of a valid spec the backend cannot run (the local backend's processes mount no
     # claims): a 422 before anything is stored.
     spec_refusals: base.SpecRefusals | None = None
+    # The loop's per-cycle metric families when it runs in another process (plain `shoal
+    # serve`'s API process asks the scheduler's: `scheduler.cli.loopshare`).
+    loop_series: Collector | None = None
 
 
 class ProgressMemory:

@@ -23,6 +23,9 @@ class Settings:
     max_queued: int = 512  # requests waiting for a slot (bounds memory; max_wait_s bounds time)
     max_wait_s: float = 0.5  # the longest one waits before it is shed
     retry_after_s: int = 1
+    # Open connections past this get 503 + Retry-After from the HTTP protocol, before the
+    # app (scheduler.cli.connguard); 0: no bound.
+    max_connections: int = 1024
     # How stale the feasibility checks' queues and nodes may be (api.feasibility_cache).
     admission_ttl_s: float = 1.0
     # Signs per-job worker tokens (scheduler.workertoken); None: workers get no token.
@@ -41,6 +44,7 @@ class Settings:
             max_queued=int(os.environ.get("SHOAL_API_MAX_QUEUED", cls.max_queued)),
             max_wait_s=float(os.environ.get("SHOAL_API_MAX_WAIT", cls.max_wait_s)),
             retry_after_s=int(os.environ.get("SHOAL_API_RETRY_AFTER", cls.retry_after_s)),
+            max_connections=int(os.environ.get("SHOAL_API_MAX_CONNECTIONS", cls.max_connections)),
             admission_ttl_s=float(os.environ.get("SHOAL_API_ADMISSION_TTL", cls.admission_ttl_s)),
             worker_key=os.environ.get("SHOAL_WORKER_KEY") or None,
         )

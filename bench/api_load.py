@@ -77,9 +77,29 @@ def _serve(db_url: str | None, extra_env: dict[str, str]) -> Iterator[tuple[str,
 
 
 def _cpu_s(pid: int) -> float:
-    """CPU seconds (user + system, all threads) the server has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds (user + system, all threads) the server has used so far: `shoal serve`
+    and its API process (`scheduler.cli.apiproc`), not its workers."""
+    total = 0.0
+    for p in [pid, *_api_processes(pid)]:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _api_processes(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+            except FileNotFoundError:
+                continue
+            if b"scheduler.cli.apiproc" in cmdline:
+                found.append(int(child))
+    return found
 
 
 def bench(

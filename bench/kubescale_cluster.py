@@ -26,6 +26,7 @@ MODELS = [
 ]
 NS = "bench"
 JOBS_NS = "shoal-jobs"
+POOL = {"key": "shoal.dev/pool", "value": "shoal"}  # Shoal's node pool (its DRA nodes)
 
 
 class Cluster:
@@ -89,9 +90,11 @@ class Cluster:
         while self.http.get(sa).status_code != 200:
             time.sleep(0.2)
 
-    def nodes(self, n: int, gpus: int, device_plugin: bool = True) -> float:
+    def nodes(self, n: int, gpus: int, device_plugin: bool = True, pool: bool = False) -> float:
         """`n` kwok nodes `kw-0000`...; with `device_plugin`, `gpus` GPUs each as
-        `nvidia.com/gpu` and GFD labels; without, neither (a DRA driver's slices say)."""
+        `nvidia.com/gpu` and GFD labels; without, neither (a DRA driver's slices say).
+        `pool`: in Shoal's node pool (label and taint `shoal.dev/pool=shoal`), where
+        Shoal allocates DRA devices itself (docs/kubernetes.md)."""
         t0 = time.monotonic()
 
         def make(i: int) -> None:
@@ -115,9 +118,11 @@ class Cluster:
                             "type": "kwok",
                             "kubernetes.io/hostname": f"kw-{i:04d}",
                             **gfd,
+                            **({POOL["key"]: POOL["value"]} if pool else {}),
                         },
                         "annotations": {"kwok.x-k8s.io/node": "fake"},
                     },
+                    "spec": {"taints": [{**POOL, "effect": "NoSchedule"}] if pool else []},
                     "status": {"allocatable": alloc, "capacity": alloc},
                 },
             )

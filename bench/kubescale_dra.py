@@ -79,8 +79,9 @@ def shoal(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     cluster = Cluster(peer=False, tmp=tmp / "dra-shoal")
     proc: ShoalProc | None = None
     try:
+        # In Shoal's node pool: elsewhere Shoal leaves DRA devices to kube-scheduler.
         out: dict[str, Any] = {
-            "nodes_ready_s": round(cluster.nodes(args.nodes, args.gpus, False), 1)
+            "nodes_ready_s": round(cluster.nodes(args.nodes, args.gpus, False, pool=True), 1)
         }
         out["publish_s"] = round(publish(cluster, args.nodes, args.gpus), 1)
         cluster.namespace(JOBS_NS)

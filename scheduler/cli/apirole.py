@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import uvicorn
@@ -30,6 +30,7 @@ from api.app import create_app
 from api.services import Wiring, services_of
 from api.settings import Settings
 from scheduler.cli import settings as serve_settings
+from scheduler.cli.connguard import GuardedH11
 from scheduler.cli.wiring import WakeOnWrite
 from scheduler.store import cluster
 from scheduler.store.db import Database
@@ -46,8 +47,10 @@ def stored_exclusions(database: Database) -> dict[str, str]:
     return {n.name: n.no_sharing for n in nodes if n.no_sharing}
 
 
-def app_from_env() -> FastAPI:
-    """The API role's app from the environment (each uvicorn worker calls this)."""
+def app_from_env(adapt: Callable[[Wiring], Wiring] | None = None) -> FastAPI:
+    """The API role's app from the environment (each uvicorn worker calls this). `adapt`:
+    what a serving process adds to the role's wiring (plain `shoal serve`'s API process,
+    `scheduler.cli.apiproc`: the local backend's and the loop's parts)."""
     flags = json.loads(os.environ.get(CONFIG_VAR) or "{}")
     try:
         env = serve_settings.from_env()
@@ -67,7 +70,7 @@ def app_from_env() -> FastAPI:
         jobs_namespace=env.jobs_namespace,
         excluded_nodes=lambda: stored_exclusions(opened[0]),
     )
-    app = create_app(Settings.from_env(), wiring)
+    app = create_app(Settings.from_env(), adapt(wiring) if adapt else wiring)
     database = services_of(app).database
     opened.append(database)
     app.add_middleware(WakeOnWrite, wake=Notifier(database).notify)
@@ -100,7 +103,9 @@ def run(sock: socket.socket, workers: int, environment: Mapping[str, str]) -> No
     """Serve the API role on `sock` until stopped: in this process when `workers` is 1,
     else in that many uvicorn worker processes sharing the socket."""
     os.environ.update(environment)  # the worker processes inherit it
-    config = uvicorn.Config(FACTORY, factory=True, workers=workers, log_level="warning")
+    config = uvicorn.Config(
+        FACTORY, factory=True, workers=workers, http=GuardedH11, log_level="warning"
+    )
     if workers == 1:
         uvicorn.Server(config).run(sockets=[sock])
         return

@@ -1,6 +1,7 @@
 """What `shoal serve --role` runs, and the combinations it refuses before anything starts.
 
-`all` (the default): the API and the scheduler loop in one process, as always. `api`:
+`all` (the default): the API and the scheduler loop under one command (with the local
+backend in two processes, `scheduler.cli.apiproc`; with the kubernetes one in one). `api`:
 the API alone, on the store, with no backend and no loop. `scheduler`: the backend and
 the loop, with only probes on its port (`scheduler.cli.probes`). The two halves meet in
 the database, which also carries the API's wakes to the loop (`scheduler.store.wakeup`).
@@ -33,15 +34,15 @@ def check(role: Role, *, backend_kind: BackendKind, database_url: str, api_worke
         raise SystemExit(
             f"--role {role} needs --backend kubernetes: the local backend's workers are "
             "processes of the scheduler's host and state directory, and the API reads their "
-            "logs from there, so with --backend local run both halves in one process "
+            "logs from there, so with --backend local run both halves under one command "
             "(--role all, the default)"
         )
     if api_workers < 1:
         raise SystemExit(f"--api-workers {api_workers}: at least 1 (SHOAL_API_WORKERS)")
     if api_workers > 1 and role is not Role.API:
         raise SystemExit(
-            f"--api-workers {api_workers} is for --role api: with --role {role} the API "
-            "shares its process with the scheduler loop, which runs once"
+            f"--api-workers {api_workers} is for --role api: --role {role} runs one API "
+            "process beside the scheduler loop, which runs once"
         )
     if api_workers > 1 and database_url.startswith("sqlite"):
         raise SystemExit(

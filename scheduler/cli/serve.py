@@ -1,5 +1,7 @@
-"""`shoal serve`: the whole service in one process - the API (uvicorn) and the scheduler
-loop (a thread) on one store, with the local backend by default; or, with `--role api` /
+"""`shoal serve`: the whole service under one command - the API (uvicorn) and the
+scheduler loop (a thread) on one store, with the local backend by default, where the API
+runs in a child process of its own (`scheduler.cli.apiproc`: the loop no longer holds the
+GIL its requests wait for; the kubernetes backend keeps both in one); or, with `--role api` /
 `--role scheduler` (`scheduler.cli.roles`), one half of it: the API alone
 (`scheduler.cli.apirole`), or the backend and the loop with probes on the port
 (`scheduler.cli.probes`), woken by the API's writes through the database.
@@ -46,8 +48,10 @@ from api.services import Wiring, services_of
 from api.settings import Settings
 from scheduler.backends import base
 from scheduler.backends.local import LocalBackend
-from scheduler.cli import apirole, listen, roles, servesetup
+from scheduler.cli import apiproc, apirole, listen, roles, servesetup
 from scheduler.cli import settings as serve_settings
+from scheduler.cli.connguard import GuardedH11
+from scheduler.cli.loopshare import Pulse, beat, serve_series
 from scheduler.cli.probes import probe_app
 from scheduler.cli.roles import Role
 from scheduler.cli.statedir import secure
@@ -156,16 +160,42 @@ def serve(
     stop = threading.Event()  # the loop's thread: made before the app, whose /healthz checks it
     thread = threading.Thread(target=loop.run_forever, args=(stop,), name="loop", daemon=True)
     listener: Listener | None = None
-    if part is Role.SCHEDULER:
+    apart: tuple[dict[str, str], apiproc.Handover] | None = None
+    app: Starlette | None = None
+    if part is Role.ALL and isinstance(backend, LocalBackend):
+        # The API in a process of its own (`scheduler.cli.apiproc`): its writes wake the
+        # loop through the database, as the split roles' do.
+        listener = Listener(database, loop.wake)
+        role_env = apirole.role_environment(
+            database_url=db_url,
+            tokens=tokens,
+            worker_key=worker_key,
+            policy=policy,
+            min_runtime_s=min_runtime_s,
+            interval_s=interval_s,
+        )
+        handover = apiproc.Handover(
+            state_dir=str(state),
+            allowed_host_paths=backend.allowed_host_paths,
+            excluded_nodes=backend.excluded_nodes(),
+            team_tokens_refused=team_refusal(backend.users, shared_user_ok=shared_user_ok),
+            stall_s=_stall_s(pol.interval_s),
+        )
+        apart = (role_env, handover)
+    elif part is Role.SCHEDULER:
         # The API is in other processes: their writes wake the loop through the database.
         listener = Listener(database, loop.wake)
         app = _probes(database, loop, thread, pol.interval_s, tokens)
-    else:
+    else:  # --role all on Kubernetes: the API shares the process with the loop
         settings = _api_settings(db_url, tokens, database, worker_key)
         app = _app(settings, loop, thread, backend, pol, shared_user_ok, env.jobs_namespace)
     servesetup.announce(url, state, db_url, admin, part)
     try:
-        _run(app, loop, sock, thread, stop)
+        if apart is not None:
+            _run_apart(database, loop, sock, thread, stop, *apart)
+        else:
+            assert app is not None  # one of the branches above made it
+            _run(app, loop, sock, thread, stop)
     finally:
         if listener is not None:
             listener.close()
@@ -278,12 +308,10 @@ def _stall_s(interval_s: float) -> float:
     return float(os.environ.get("SHOAL_LOOP_STALL_SECONDS") or max(120.0, 20 * interval_s))
 
 
-def _run(
-    app: Starlette, loop: Loop, sock: socket.socket, thread: threading.Thread, stop: threading.Event
-) -> None:
-    """Serve `app` with the loop cycling on `thread` (stopped by `stop`), and the start-time
-    estimator beside it, woken by each cycle (SHOAL_ETA_INTERVAL_SECONDS, default 30, spaces
-    out the forecasts of a state that merely moved; 0: off), until uvicorn stops."""
+def _start_loop(loop: Loop, thread: threading.Thread, stop: threading.Event) -> None:
+    """Start the loop cycling on `thread` (stopped by `stop`), and the start-time estimator
+    beside it, woken by each cycle (SHOAL_ETA_INTERVAL_SECONDS, default 30, spaces out the
+    forecasts of a state that merely moved; 0: off)."""
     thread.start()
     eta_s = float(os.environ.get("SHOAL_ETA_INTERVAL_SECONDS") or 30)
     if eta_s > 0 and isinstance(loop.database, Database):
@@ -294,11 +322,66 @@ def _run(
         ).start()
     if threading.current_thread() is threading.main_thread():
         # uvicorn re-raises SIGTERM once it has stopped; with the default handler that
-        # kills the process before the clean-up below (Lease release, store lease).
+        # kills the process before the clean-up (Lease release, store lease, the API
+        # process).
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def _stop_loop(loop: Loop, thread: threading.Thread, stop: threading.Event) -> None:
+    stop.set()
+    loop.wake()
+    thread.join(timeout=10)
+
+
+def _run(
+    app: Starlette,
+    loop: Loop,
+    sock: socket.socket,
+    thread: threading.Thread,
+    stop: threading.Event,
+) -> None:
+    """Serve `app` with the loop cycling on `thread` until uvicorn stops."""
+    _start_loop(loop, thread, stop)
     try:
-        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+        uvicorn.Server(uvicorn.Config(app, http=GuardedH11, log_level="warning")).run(
+            sockets=[sock]
+        )
     finally:
-        stop.set()
-        loop.wake()
-        thread.join(timeout=10)
+        _stop_loop(loop, thread, stop)
+
+
+def _run_apart(
+    database: Database,
+    loop: Loop,
+    sock: socket.socket,
+    thread: threading.Thread,
+    stop: threading.Event,
+    role_env: dict[str, str],
+    handover: apiproc.Handover,
+) -> None:
+    """The loop here, the API in its own process on `sock` (`scheduler.cli.apiproc`),
+    until either stops: Ctrl-C or SIGTERM here, or the API process's end, which stops
+    this one too with why."""
+    metrics = Metrics(database, store_series=False)  # the loop's families, for the API's
+    metrics.follow_leader(lambda: loop.leading)
+    loop.observers.append(metrics.observe_cycle)
+    _start_loop(loop, thread, stop)
+    # Ctrl-C even where a shell started this with SIGINT ignored (in the background), as
+    # uvicorn, which sets its own handler, took it when it served in this process.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    pulse = Pulse.create()
+    beat(pulse, loop, thread, stop, handover.stall_s)
+    api = apiproc.Supervised(sock, role_env, handover, pulse, serve_series(metrics.loop_registry))
+    sock.close()  # the API process's now: with it gone, the port is too
+    try:
+        status = api.wait()
+    except KeyboardInterrupt:  # Ctrl-C: a stop asked for, as uvicorn took it in one process
+        return
+    finally:
+        api.stop()
+        _stop_loop(loop, thread, stop)
+    raise SystemExit(
+        f"the API process (pid {api.pid}) exited with status {status}: Shoal stops with "
+        "it (its log is above)"
+    )

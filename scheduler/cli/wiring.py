@@ -159,14 +159,21 @@ def loop_health(loop: Loop, thread: threading.Thread, stall_s: float) -> Callabl
     the API answering and nothing scheduled; failing liveness lets the kubelet restart it."""
 
     def check() -> str | None:
-        if not thread.is_alive():
-            return "scheduler loop stopped: its thread has exited"
-        age = time.monotonic() - loop.heartbeat
-        if age > stall_s:
-            return f"scheduler loop stalled: one cycle has run {age:.0f}s (limit {stall_s:g}s)"
-        return None
+        return loop_problem(alive=thread.is_alive(), heartbeat=loop.heartbeat, stall_s=stall_s)
 
     return check
+
+
+def loop_problem(*, alive: bool, heartbeat: float, stall_s: float) -> str | None:
+    """Why a loop whose thread is `alive` and whose last cycle began at `heartbeat`
+    (monotonic) is unhealthy, or None; in this process (`loop_health`) or another
+    (`scheduler.cli.loopshare`)."""
+    if not alive:
+        return "scheduler loop stopped: its thread has exited"
+    age = time.monotonic() - heartbeat
+    if age > stall_s:
+        return f"scheduler loop stalled: one cycle has run {age:.0f}s (limit {stall_s:g}s)"
+    return None
 
 
 def lease_identity(state: Path, *, pod_name: str | None, owns_state: bool) -> str:

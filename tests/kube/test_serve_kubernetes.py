@@ -173,10 +173,12 @@ def test_a_pytorch_job_runs_through_the_loop_on_kubernetes(
     assert service["spec"]["clusterIP"] == "None"
     # The launch runs on the backend's pool, off the loop's thread: bound in a moment.
     pods = eventually(
-        lambda: (ps := worker_pods(kube, job_id))
-        and len(ps) == 2
-        and all(p["spec"].get("nodeName") for p in ps)
-        and ps
+        lambda: (
+            (ps := worker_pods(kube, job_id))
+            and len(ps) == 2
+            and all(p["spec"].get("nodeName") for p in ps)
+            and ps
+        )
     )
     assert sorted(p["metadata"]["name"] for p in pods) == [f"{stem}-a1-w0", f"{stem}-a1-w1"]
     for p in pods:
