@@ -68,8 +68,10 @@ def _job(jid: str, k: int, **kw: object) -> m.JobRequest:
     return m.JobRequest(jid, **base)  # type: ignore[arg-type]
 
 
-def cluster(nodes: int, pending: int) -> m.Snapshot:
-    """The scale snapshot: see the module docstring."""
+def cluster(nodes: int, pending: int, starving: int = 0) -> m.Snapshot:
+    """The scale snapshot: see the module docstring. Pending jobs have waited under 500 s
+    (below the policy's starvation time) but for the first `starving`, which have waited
+    past it and so search for a reservation (`core.reservation`)."""
     ns = [_node(i) for i in range(nodes)]
     running: list[m.RunningJob] = []
     now = 100_000.0
@@ -101,14 +103,15 @@ def cluster(nodes: int, pending: int) -> m.Snapshot:
     waiting: list[m.JobRequest] = []
     for j in range(pending):
         kind = j % 10
+        at = now - (j % 500) - (1_000 if j < starving else 0)
         if kind < 6:
-            waiting.append(_job(f"p{j}", j, submitted_at=now - j))
+            waiting.append(_job(f"p{j}", j, submitted_at=at))
         elif kind < 8:
-            waiting.append(_job(f"p{j}", j, gpu=2.0, submitted_at=now - j))
+            waiting.append(_job(f"p{j}", j, gpu=2.0, submitted_at=at))
         elif kind == 8:
-            waiting.append(_job(f"p{j}", j, gpu=0.5, submitted_at=now - j))
+            waiting.append(_job(f"p{j}", j, gpu=0.5, submitted_at=at))
         else:
-            waiting.append(_job(f"p{j}", j, gpu=8.0, workers=2, submitted_at=now - j))
+            waiting.append(_job(f"p{j}", j, gpu=8.0, workers=2, submitted_at=at))
     guarantee = nodes * GPUS / QUEUES * 0.8
     queues = tuple(
         m.Queue(f"q{q}", guaranteed=m.Quota(total=guarantee), weight=1.0 + q % 3)

@@ -287,6 +287,9 @@ COVERED: dict[str, tuple[str, ...]] = {
     " ../shared/data/alibaba-gpu-2023/openb_pod_list_default.csv --limit 300"
     " --max-duration 7200 --arrival-scale 0.02": (TRACE,),
     ".venv/bin/python -m bench.job_modules --list": (BENCH,),
+    "nice .venv/bin/python -m bench.cycle_curve --nodes 1000,2000,5000,10000,20000"
+    " --plot docs/img/cycle-curve.png": (BENCH,),
+    "nice .venv/bin/python -m bench.cycle_curve --nodes 1000,2000,5000 --starving 1000": (BENCH,),
     "/usr/bin/time nice -n 5 /work/main/.venv/bin/python -m scheduler.cli.main simulate"
     " ../shared/data/alibaba-gpu-2023/openb_pod_list_default.csv --limit 300"
     " --max-duration 7200 --arrival-scale 0.02": (SIMULATE,),

@@ -34,6 +34,10 @@ SMALL = {
     "inventory_write": [],
     "reserve_rss": [],
     "job_modules": ["--list"],
+    "cycle_curve": [
+        "--nodes", "20,40", "--repeat", "1", "--starving", "3",
+        "--plot", "{tmp}/c.png", "--json", "{tmp}/c.json",
+    ],
     "api_fuzz": ["--requests", "30", "--databases", "sqlite"],
     "api_load": [
         "--rates", "0", "--duration", "2", "--databases", "sqlite", "--json", "{tmp}/l.json",

@@ -102,12 +102,14 @@ class DraClaims:
         self._classes = dra.DeviceClasses()
         self._lock = threading.Lock()
         self._choosing = threading.Lock()  # one claim's devices chosen and assumed at a time
-        self._memo: tuple[tuple[str, ...], DraState] | None = None
+        self._memo: tuple[tuple[str, str, str, int], DraState] | None = None
         # (slices and classes versions, their inventory, each node's GPUs)
         self._devices: tuple[tuple[str, str], dra.Inventory, dict[str, dra.NodeGpus]] | None = None
         # claim key -> (resourceVersion, the claim) as Shoal last wrote it: the cache
         # may not show it yet, and a device must not be chosen twice meanwhile.
         self._written: dict[str, tuple[int, Obj]] = {}
+        self._generation = 0  # moves with every change to `_written` (`state`'s memo)
+        self._pruned_at = ""  # the claims cache's version `_written` was last pruned at
 
     # ---- reading ----
 
@@ -116,8 +118,12 @@ class DraClaims:
         slices and classes (the inventory and each node's GPUs) apart from claims (what
         is in use), which every allocation moves."""
         with self._lock:
-            seen = as_version(self.claims.resource_version)
-            self._written = {k: w for k, w in self._written.items() if w[0] > seen}
+            seen = self.claims.resource_version
+            if seen != self._pruned_at:  # what the cache now shows need not be kept
+                kept = {k: w for k, w in self._written.items() if w[0] > as_version(seen)}
+                if len(kept) != len(self._written):
+                    self._written, self._generation = kept, self._generation + 1
+                self._pruned_at = seen
             devices_key = (self.slices.resource_version, self.classes.resource_version)
             if self._devices is None or self._devices[0] != devices_key:
                 inventory = dra.read_slices(self.slices.items())
@@ -127,11 +133,7 @@ class DraClaims:
                 )
                 self._devices = (devices_key, inventory, nodes)
             _, inventory, nodes = self._devices
-            key = (
-                *devices_key,
-                self.claims.resource_version,
-                *(f"{k}@{w[0]}" for k, w in sorted(self._written.items())),
-            )
+            key = (*devices_key, seen, self._generation)
             if self._memo is not None and self._memo[0] == key:
                 return self._memo[1]
             claims = {key_of(c): c for c in self.claims.items()}
@@ -268,12 +270,14 @@ class DraClaims:
             return False
         with self._lock:
             self._written[key] = (as_version(written["metadata"].get("resourceVersion")), written)
+            self._generation += 1
         return True
 
     def _assume(self, key: str, claim: Obj, allocation: Obj) -> None:
         """Count `claim` allocated as `allocation` says from now on, before its writes."""
         with self._lock:
             self._written[key] = (ASSUMED, {**claim, **allocation})
+            self._generation += 1
 
     def _assumed(self, key: str) -> bool:
         with self._lock:
@@ -284,6 +288,7 @@ class DraClaims:
         with self._lock:
             if self._written.get(key, (0,))[0] == ASSUMED:
                 del self._written[key]
+                self._generation += 1
 
     def device_classes(self) -> dra.DeviceClasses:
         """The DeviceClasses as `state()` last read them."""
