@@ -58,9 +58,10 @@ def table(rows: list[dict[str, Any]]) -> str:
     out = head + "|" + "---|" * (len(STEPS) + 6) + "\n"
     for r in rows:
         steps = " | ".join(f"{r['steps_s'][k]:.2f}" for k in STEPS)
+        starving = min(r["starving"], r["pending"])
         out += (
             f"| {r['nodes']:,} ({r['gpus']:,}) | {r['running']:,} ({r['pods']:,}) | "
-            f"{r['pending']:,} ({r['starving']}) | {r['cycle_s']:.2f} | {steps} | "
+            f"{r['pending']:,} ({starving:,}) | {r['cycle_s']:.2f} | {steps} | "
             f"{1000 * r['cycle_s'] / r['pods']:.3f} | {r['peak_rss_mib']:.0f} |\n"
         )
     return out

@@ -14,7 +14,7 @@ from typing import Any
 from scheduler.backends.kubernetes import nodepool
 from scheduler.backends.kubernetes.client.reflector import Reflector
 from scheduler.backends.kubernetes.config import KubeConfig
-from scheduler.backends.kubernetes.dra.draclaims import DraClaims, NodeOffer
+from scheduler.backends.kubernetes.dra.draclaims import DraClaims, DraState, NodeOffer
 from scheduler.backends.kubernetes.reservations import shares
 from scheduler.backends.kubernetes.view import inventory, podindex
 from scheduler.model import Node
@@ -46,10 +46,11 @@ class NodeView:
         again (the cache replaces an object on every change, never mutates it)."""
         used = self.index.usage()
         memo: dict[str, tuple[Obj, tuple[int, int, int], NodeOffer | None, Node | None]] = {}
+        state = self.claims.state() if self.claims is not None else None
         for n in self.node_cache.items():
             name = n["metadata"]["name"]
             u = used.get(name, (0, 0, 0))
-            offer = self._offer(n)
+            offer = self._offer(n, state)
             hit = self._node_memo.get(name)
             if hit is not None and hit[0] is n and hit[1] == u and hit[2] == offer:
                 memo[name] = hit
@@ -64,10 +65,11 @@ class NodeView:
         out = [replace(n, no_sharing=no_gpu[n.name]) if n.name in no_gpu else n for n in out]
         return sorted(out, key=lambda n: n.name)
 
-    def _offer(self, node: Obj) -> NodeOffer | None:
+    def _offer(self, node: Obj, state: DraState | None) -> NodeOffer | None:
         """What a DRA driver offers on `node` (None: its GPUs come from the device
         plugin); outside Shoal's pool none of its GPUs, and why (`nodepool`)."""
-        offer = self.claims.offer(node["metadata"]["name"]) if self.claims is not None else None
+        name = node["metadata"]["name"]
+        offer = self.claims.offer(name, state) if self.claims is not None else None
         if offer is None or nodepool.may_allocate(node, self.config):
             return offer
         why = nodepool.outside_reason(node["metadata"]["name"], self.config)
@@ -78,9 +80,9 @@ class NodeView:
         nodes = self._capacity(self.node_cache.items())
         if self.claims is None:
             return nodes
-        out = []
+        out, state = [], self.claims.state()
         for n in nodes:
-            offer = self.claims.offer(n.name)
+            offer = self.claims.offer(n.name, state)
             if offer is not None:
                 n = replace(n, gpu_count=offer.total, gpu_model=offer.model)
                 n = replace(n, gpu_memory_mib=offer.memory_mib, slices=0)
@@ -108,9 +110,10 @@ class NodeView:
         reach its container; its whole GPUs are still offered)."""
         out = {}
         no_gpu = self.reservations.excluded()
+        state = self.claims.state() if self.claims is not None else None
         for n in self.node_cache.items():
             name = n["metadata"]["name"]
-            offer = self._offer(n)
+            offer = self._offer(n, state)
             withheld = offer.withheld if offer is not None else ""
             reason = inventory.unschedulable_reason(n) or withheld or no_gpu.get(name)
             if reason:

@@ -103,6 +103,7 @@ class DraClaims:
         self._lock = threading.Lock()
         self._choosing = threading.Lock()  # one claim's devices chosen and assumed at a time
         self._memo: tuple[tuple[str, str, str, int], DraState] | None = None
+        self._foreign: tuple[tuple[str, str, str], dra.Usage] | None = None  # by versions
         # (slices and classes versions, their inventory, each node's GPUs)
         self._devices: tuple[tuple[str, str], dra.Inventory, dict[str, dra.NodeGpus]] | None = None
         # claim key -> (resourceVersion, the claim) as Shoal last wrote it: the cache
@@ -136,26 +137,35 @@ class DraClaims:
             key = (*devices_key, seen, self._generation)
             if self._memo is not None and self._memo[0] == key:
                 return self._memo[1]
-            claims = {key_of(c): c for c in self.claims.items()}
+            cached = self.claims.items()
+            claims = {key_of(c): c for c in cached}
             claims.update({k: w[1] for k, w in self._written.items()})
-            state = DraState(
-                nodes=nodes,
-                usage=dra.Usage.from_claims(claims.values(), inventory),
-                foreign=dra.Usage.from_claims(claims.values(), inventory, exclude=names.is_managed),
-                claims=claims,
-            )
+            if self._foreign is None or self._foreign[0] != key[:3]:
+                # Shoal's own writes are never foreign: only the cache moves these.
+                foreign = dra.Usage.from_claims(cached, inventory, exclude=names.is_managed)
+                self._foreign = (key[:3], foreign)
+            usage = dra.Usage.from_claims(claims.values(), inventory)
+            state = DraState(nodes=nodes, usage=usage, foreign=self._foreign[1], claims=claims)
             self._memo = (key, state)
             return state
 
-    def offer(self, node: str) -> NodeOffer | None:
+    def _inventory(self) -> dra.Inventory:
+        """The devices as last read (the check after an allocation needs no usage)."""
+        with self._lock:
+            devices = self._devices
+        return devices[1] if devices is not None else self.state().usage.inventory
+
+    def offer(self, node: str, state: DraState | None = None) -> NodeOffer | None:
         """What `node` offers when a DRA driver publishes its GPUs, else None: the GPUs
         no other scheduler's claim holds, their model and memory, and how a fraction
         is held there (a MIG slice: enforced; a share of a device shared by capacity:
-        advisory; neither: no fractions, and why)."""
-        gpus = self.state().nodes.get(node)
+        advisory; neither: no fractions, and why). `state`: one `state()` for a pass
+        over every node (launches move it meanwhile)."""
+        state = state or self.state()
+        gpus = state.nodes.get(node)
         if gpus is None or not gpus.gpus:
             return None
-        free = dra.offered(gpus, self.state().foreign)
+        free = dra.offered(gpus, state.foreign)
         first = gpus.gpus[0]
         if gpus.migs:
             how, why = Enforcement.ENFORCED, ""
@@ -242,7 +252,7 @@ class DraClaims:
         else:
             items, _ = self.kube.list("resourceclaims")
             claims = {key_of(c): c for c in items}
-        inventory = self.state().usage.inventory
+        inventory = self._inventory()
         why = [line for k in keys for line in dra.overbooked(claims, inventory, k)]
         if not why:
             return
