@@ -38,6 +38,7 @@ from types import FrameType
 import uvicorn
 
 from api.services import Wiring
+from scheduler.backends.kubernetes import names
 from scheduler.backends.local import statedir, volumes
 from scheduler.cli import apirole
 from scheduler.cli.connguard import GuardedH11
@@ -58,6 +59,10 @@ class Handover:
     excluded_nodes: dict[str, str]  # this host's GPUs not offered, with why (fixed at start)
     team_tokens_refused: str | None
     stall_s: float  # /healthz: the longest one cycle may run
+    # Kubernetes: the namespaces Shoal runs jobs in (its spec refusals); there are no
+    # worker log files (`kubectl logs`), and the nodes it excludes are the stored
+    # inventory's, as with `--role api`. None: the local backend.
+    job_namespaces: tuple[str, ...] | None = None
 
 
 class StateDirLogs:
@@ -78,6 +83,16 @@ class HostPathRefusals:
 
     def spec_refusals(self, spec: JobSpec) -> list[tuple[tuple[str | int, ...], str]]:
         return volumes.refusals(spec, self.allowed)
+
+
+class NamespaceRefusals:
+    """`base.SpecRefusals` of the Kubernetes backend, without it."""
+
+    def __init__(self, given: tuple[str, ...]) -> None:
+        self.given = given
+
+    def spec_refusals(self, spec: JobSpec) -> list[tuple[tuple[str | int, ...], str]]:
+        return names.namespace_refusals(spec, self.given)
 
 
 class Supervised:
@@ -151,18 +166,26 @@ def main() -> None:
         excluded_nodes=dict(config["excluded_nodes"]),
         team_tokens_refused=config["team_tokens_refused"],
         stall_s=float(config["stall_s"]),
+        job_namespaces=(
+            tuple(config["job_namespaces"]) if config["job_namespaces"] is not None else None
+        ),
     )
     pulse = Pulse(fds["pulse"], writable=False)
 
     def adapt(wiring: Wiring) -> Wiring:
+        wiring = replace(
+            wiring,
+            loop_health=pulse.health(handover.stall_s),
+            team_tokens_refused=handover.team_tokens_refused,
+            loop_series=RemoteSeries(fds["series"]),
+        )
+        if handover.job_namespaces is not None:  # Kubernetes
+            return replace(wiring, spec_refusals=NamespaceRefusals(handover.job_namespaces))
         return replace(
             wiring,
             log_source=StateDirLogs(Path(handover.state_dir)),
             spec_refusals=HostPathRefusals(handover.allowed_host_paths),
             excluded_nodes=lambda: dict(handover.excluded_nodes),
-            loop_health=pulse.health(handover.stall_s),
-            team_tokens_refused=handover.team_tokens_refused,
-            loop_series=RemoteSeries(fds["series"]),
         )
 
     app = apirole.app_from_env(adapt)

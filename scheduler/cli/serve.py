@@ -1,7 +1,7 @@
 """`shoal serve`: the whole service under one command - the API (uvicorn) and the
-scheduler loop (a thread) on one store, with the local backend by default, where the API
-runs in a child process of its own (`scheduler.cli.apiproc`: the loop no longer holds the
-GIL its requests wait for; the kubernetes backend keeps both in one); or, with `--role api` /
+scheduler loop (a thread) on one store, with the local backend by default, the API in a
+child process of its own (`scheduler.cli.apiproc`: the loop no longer holds the GIL its
+requests wait for, nor the kubernetes backend's launch threads); or, with `--role api` /
 `--role scheduler` (`scheduler.cli.roles`), one half of it: the API alone
 (`scheduler.cli.apirole`), or the backend and the loop with probes on the port
 (`scheduler.cli.probes`), woken by the API's writes through the database.
@@ -27,7 +27,6 @@ would run as the service's own user, team tokens are refused with the reason, un
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import signal
@@ -38,14 +37,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import uvicorn
-from fastapi import FastAPI
 from starlette.applications import Starlette
 
-from api.app import create_app
 from api.auth import TokenTable
 from api.metrics import Metrics
-from api.services import Wiring, services_of
-from api.settings import Settings
 from scheduler.backends import base
 from scheduler.backends.local import LocalBackend
 from scheduler.cli import apiproc, apirole, listen, roles, servesetup
@@ -56,7 +51,6 @@ from scheduler.cli.probes import probe_app
 from scheduler.cli.roles import Role
 from scheduler.cli.statedir import secure
 from scheduler.cli.wiring import (
-    WakeOnWrite,
     Wired,
     lease_identity,
     loop_health,
@@ -114,16 +108,17 @@ def serve(
     sock, url = listen.claim_port(host, port, url_file=url_file)
     secure(state)
     admin, worker_key, tokens = servesetup.tokens(env, state, url if url_file else None)
+    # What an API in a process of its own reads (`--role api`, or plain serve's API).
+    role_env = apirole.role_environment(
+        database_url=db_url,
+        tokens=tokens,
+        worker_key=worker_key,
+        policy=policy,
+        min_runtime_s=min_runtime_s,
+        interval_s=interval_s,
+    )
     if part is Role.API:
         servesetup.announce(url, state, db_url, admin, part)
-        role_env = apirole.role_environment(
-            database_url=db_url,
-            tokens=tokens,
-            worker_key=worker_key,
-            policy=policy,
-            min_runtime_s=min_runtime_s,
-            interval_s=interval_s,
-        )
         try:
             apirole.run(sock, api_workers, role_env)
         finally:
@@ -159,46 +154,18 @@ def serve(
     backend = wired.backend
     stop = threading.Event()  # the loop's thread: made before the app, whose /healthz checks it
     thread = threading.Thread(target=loop.run_forever, args=(stop,), name="loop", daemon=True)
-    listener: Listener | None = None
-    apart: tuple[dict[str, str], apiproc.Handover] | None = None
-    app: Starlette | None = None
-    if part is Role.ALL and isinstance(backend, LocalBackend):
-        # The API in a process of its own (`scheduler.cli.apiproc`): its writes wake the
-        # loop through the database, as the split roles' do.
-        listener = Listener(database, loop.wake)
-        role_env = apirole.role_environment(
-            database_url=db_url,
-            tokens=tokens,
-            worker_key=worker_key,
-            policy=policy,
-            min_runtime_s=min_runtime_s,
-            interval_s=interval_s,
-        )
-        handover = apiproc.Handover(
-            state_dir=str(state),
-            allowed_host_paths=backend.allowed_host_paths,
-            excluded_nodes=backend.excluded_nodes(),
-            team_tokens_refused=team_refusal(backend.users, shared_user_ok=shared_user_ok),
-            stall_s=_stall_s(pol.interval_s),
-        )
-        apart = (role_env, handover)
-    elif part is Role.SCHEDULER:
-        # The API is in other processes: their writes wake the loop through the database.
-        listener = Listener(database, loop.wake)
-        app = _probes(database, loop, thread, pol.interval_s, tokens)
-    else:  # --role all on Kubernetes: the API shares the process with the loop
-        settings = _api_settings(db_url, tokens, database, worker_key)
-        app = _app(settings, loop, thread, backend, pol, shared_user_ok, env.jobs_namespace)
+    # The API is in other processes (`--role scheduler`), or in one of its own
+    # (`scheduler.cli.apiproc`): its writes wake the loop through the database.
+    listener = Listener(database, loop.wake)
     servesetup.announce(url, state, db_url, admin, part)
     try:
-        if apart is not None:
-            _run_apart(database, loop, sock, thread, stop, *apart)
+        if part is Role.SCHEDULER:
+            _run(_probes(database, loop, thread, pol.interval_s, tokens), loop, sock, thread, stop)
         else:
-            assert app is not None  # one of the branches above made it
-            _run(app, loop, sock, thread, stop)
+            handover = _handover(backend, state, shared_user_ok, _stall_s(pol.interval_s))
+            _run_apart(database, loop, sock, thread, stop, role_env, handover)
     finally:
-        if listener is not None:
-            listener.close()
+        listener.close()
         wired.close()
         database.close()
         print("Shoal stopped", flush=True)
@@ -246,51 +213,31 @@ def _wire(
     return wired, loop
 
 
-def _api_settings(
-    db_url: str, tokens: Path, database: Database, worker_key: str | None
-) -> Settings:
-    """The API's settings on the loop's store: SHOAL_API_* limits (body size, load
-    shedding) as `uvicorn api.app:app_from_env` reads them, the tokens made here."""
-    return dataclasses.replace(
-        Settings.from_env(),
-        database_url=db_url,
-        tokens_file=str(tokens),
-        tokens_yaml=os.environ.get("SHOAL_API_TOKENS"),
-        database=database,
-        worker_key=worker_key,
-    )
+def _handover(
+    backend: base.ClusterBackend, state: Path, shared_user_ok: bool, stall_s: float
+) -> apiproc.Handover:
+    """What the API process takes from the backend: the local one's refusals, excluded
+    GPUs and team-token refusal; the Kubernetes one's namespaces (it excludes nodes as
+    the stored inventory says, as `--role api` does)."""
+    if isinstance(backend, LocalBackend):
+        return apiproc.Handover(
+            state_dir=str(state),
+            allowed_host_paths=backend.allowed_host_paths,
+            excluded_nodes=backend.excluded_nodes(),
+            team_tokens_refused=team_refusal(backend.users, shared_user_ok=shared_user_ok),
+            stall_s=stall_s,
+        )
+    from scheduler.backends.kubernetes import KubernetesBackend  # loaded by now: it runs
 
-
-def _app(
-    settings: Settings,
-    loop: Loop,
-    thread: threading.Thread,
-    backend: base.ClusterBackend,
-    pol: serve_settings.Policy,
-    shared_user_ok: bool,
-    jobs_namespace: str,
-) -> FastAPI:
-    """The API on the loop's store, wired to `backend` and to the loop on `thread`."""
-    stall_s = _stall_s(pol.interval_s)
-    local_users = backend.users if isinstance(backend, LocalBackend) else None
-    abilities = backend.capabilities()
-    excluded = abilities.excluded_nodes
-    wiring = Wiring(
-        log_source=abilities.logs,
-        core_config=pol.core,  # explain accounts with the policy the loop runs
-        chart_limits=pol.allowed,
-        jobs_namespace=jobs_namespace,
-        spec_refusals=abilities.spec_refusals,
-        excluded_nodes=excluded.excluded_nodes if excluded is not None else None,
-        loop_health=loop_health(loop, thread, stall_s),
-        team_tokens_refused=team_refusal(local_users, shared_user_ok=shared_user_ok),
+    assert isinstance(backend, KubernetesBackend), "serve runs the local or kubernetes backend"
+    return apiproc.Handover(
+        state_dir=str(state),
+        allowed_host_paths=(),
+        excluded_nodes={},
+        team_tokens_refused=None,
+        stall_s=stall_s,
+        job_namespaces=tuple(backend.config.job_namespaces),
     )
-    app = create_app(settings, wiring)
-    metrics = services_of(app).metrics
-    metrics.follow_leader(lambda: loop.leading)
-    loop.observers.append(metrics.observe_cycle)
-    app.add_middleware(WakeOnWrite, wake=loop.wake)
-    return app
 
 
 def _probes(

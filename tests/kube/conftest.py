@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from support.builders import launch_request as job  # noqa: F401  (the tests import it from here)
+from support.draslices import gpu_class, gpu_slice
 from support.wait import eventually  # noqa: F401
 
 from scheduler.backends.kubernetes import KubeConfig, KubernetesBackend, api_client
@@ -16,6 +17,7 @@ from .fakeapi import FakeKube
 from .loopkit import database, loop  # noqa: F401  (fixtures: the loop over the fake)
 
 NS = "jobs"
+POOL = {"key": "shoal.dev/pool", "value": "shoal", "effect": "NoSchedule"}  # Shoal's node pool
 Obj = dict[str, Any]
 
 
@@ -137,3 +139,15 @@ def env_of(pod_obj: Obj) -> dict[str, Any]:
         e["name"]: e.get("value", e.get("valueFrom"))
         for e in pod_obj["spec"]["containers"][0]["env"]
     }
+
+
+def dra_node(kube: FakeKube, name: str, *, pool: bool, gpus: int = 2) -> None:
+    """A node with no device-plugin GPU whose `gpus` a DRA driver publishes; in Shoal's
+    pool (labelled and tainted) or not."""
+    obj = node(name, gpus=0, taints=[POOL] if pool else None)
+    if pool:
+        obj["metadata"]["labels"]["shoal.dev/pool"] = "shoal"
+    kube.put("nodes", obj)
+    kube.put("deviceclasses", gpu_class())
+    for s in gpu_slice(name, gpus=gpus):
+        kube.put("resourceslices", s)

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support.draslices import gpu_class, gpu_slice
 
 from scheduler.backends import base
 from scheduler.backends.kubernetes import KubernetesBackend
@@ -23,13 +22,12 @@ from scheduler.spec import Phase
 from scheduler.store.db import Database
 from scheduler.store.events import list_events
 
-from .conftest import NS, eventually, job, node
+from .conftest import NS, dra_node, eventually, job, node
 from .fakeapi import FakeKube
 from .loopkit import cancel, of_job, pods_of, row, submit
 
 Make = Callable[..., KubernetesBackend]
 Obj = dict[str, Any]
-POOL = {"key": "shoal.dev/pool", "value": "shoal", "effect": "NoSchedule"}
 
 
 @pytest.fixture
@@ -142,13 +140,8 @@ def test_a_lapsed_lease_stops_a_queued_launchs_writes() -> None:
 def test_parallel_dra_launches_never_give_one_device_twice(
     kube: FakeKube, make_backend: Make
 ) -> None:
-    kube.put("deviceclasses", gpu_class())
     for n in ("n1", "n2"):
-        obj = node(n, gpus=0, taints=[POOL])
-        obj["metadata"]["labels"]["shoal.dev/pool"] = "shoal"
-        kube.put("nodes", obj)
-        for s in gpu_slice(n, gpus=8):
-            kube.put("resourceslices", s)
+        dra_node(kube, n, pool=True, gpus=8)
     b = make_backend(launch_workers=8)
     eventually(lambda: sum(n.gpu_count for n in b.nodes()) == 16)
     # 16 one-GPU jobs, 8 a node, all placed at GPU index 0, launched 8 at a time: each

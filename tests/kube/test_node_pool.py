@@ -11,30 +11,17 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support.draslices import allocated_claim, gpu_class, gpu_slice
+from support.draslices import allocated_claim
 
 from scheduler.backends.kubernetes import KubernetesBackend
 from scheduler.backends.kubernetes.dra.draclaims import DraConflict, DraUnfit
 
-from .conftest import NS, eventually, job, node
+from .conftest import NS, POOL, dra_node, eventually, job
 from .fakeapi import FakeKube
 
 Make = Callable[..., KubernetesBackend]
 Obj = dict[str, Any]
 D = "gpu.nvidia.com"
-POOL = {"key": "shoal.dev/pool", "value": "shoal", "effect": "NoSchedule"}
-
-
-def dra_node(kube: FakeKube, name: str, *, pool: bool, gpus: int = 2) -> None:
-    """A node with no device-plugin GPU whose `gpus` a DRA driver publishes; in Shoal's
-    pool (labelled and tainted) or not."""
-    obj = node(name, gpus=0, taints=[POOL] if pool else None)
-    if pool:
-        obj["metadata"]["labels"]["shoal.dev/pool"] = "shoal"
-    kube.put("nodes", obj)
-    kube.put("deviceclasses", gpu_class())
-    for s in gpu_slice(name, gpus=gpus):
-        kube.put("resourceslices", s)
 
 
 def offered(b: KubernetesBackend, name: str) -> Any:

@@ -11,20 +11,19 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support.draslices import allocated_claim, gpu_class, gpu_slice
+from support.draslices import allocated_claim
 
 from scheduler.backends.kubernetes import KubernetesBackend
 from scheduler.backends.kubernetes.dra.draclaims import DraUnfit
 from scheduler.backends.kubernetes.view.status import ForeignPod
 from scheduler.model import Requirement, WorkerPlacement
 
-from .conftest import eventually, node
+from .conftest import dra_node, eventually
 from .fakeapi import FakeKube
 
 Make = Callable[..., KubernetesBackend]
 Obj = dict[str, Any]
 D = "gpu.nvidia.com"
-POOL = {"key": "shoal.dev/pool", "value": "shoal", "effect": "NoSchedule"}
 
 
 def ref(name: str, uid: str) -> Obj:
@@ -58,13 +57,8 @@ def claimant(name: str) -> Obj:
 @pytest.fixture
 def cluster(kube: FakeKube) -> FakeKube:
     """Two DRA nodes of Shoal's pool, two GPUs each."""
-    kube.put("deviceclasses", gpu_class())
     for n in ("n1", "n2"):
-        obj = node(n, gpus=0, taints=[POOL])
-        obj["metadata"]["labels"]["shoal.dev/pool"] = "shoal"
-        kube.put("nodes", obj)
-        for s in gpu_slice(n, gpus=2):
-            kube.put("resourceslices", s)
+        dra_node(kube, n, pool=True, gpus=2)
     return kube
 
 

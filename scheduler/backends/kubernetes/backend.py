@@ -209,18 +209,8 @@ class KubernetesBackend:
         return self._nodes.excluded_nodes()
 
     def spec_refusals(self, spec: JobSpec) -> list[tuple[tuple[str | int, ...], str]]:
-        """A namespace Shoal is not given: it has no Role there to make the pods in."""
-        given = self.config.job_namespaces
-        if spec.namespace is None or spec.namespace in given:
-            return []
-        return [
-            (
-                ("namespace",),
-                f"Shoal does not run jobs in namespace {spec.namespace!r} (it runs them in "
-                f"{', '.join(given)}): an admin adds it to the chart's teamNamespaces, "
-                "which grants Shoal's Role there",
-            )
-        ]
+        """A namespace Shoal is not given (`names.namespace_refusals`)."""
+        return names.namespace_refusals(spec, self.config.job_namespaces)
 
     def launch(self, request: base.LaunchRequest) -> None:
         self._refuse(request)

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from typing import Any
+
+from scheduler.spec import JobSpec
 
 Obj = dict[str, Any]
 DOMAIN = "shoal.dev"
@@ -150,3 +153,19 @@ def gpus_text(gpus: tuple[int, ...]) -> str:
 
 def parse_gpus(text: str) -> tuple[int, ...]:
     return tuple(int(g) for g in text.split(",") if g.strip().isdigit())
+
+
+def namespace_refusals(
+    spec: JobSpec, given: Sequence[str]
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """A namespace Shoal is not `given`: it has no Role there to make the pods in."""
+    if spec.namespace is None or spec.namespace in given:
+        return []
+    return [
+        (
+            ("namespace",),
+            f"Shoal does not run jobs in namespace {spec.namespace!r} (it runs them in "
+            f"{', '.join(given)}): an admin adds it to the chart's teamNamespaces, "
+            "which grants Shoal's Role there",
+        )
+    ]
