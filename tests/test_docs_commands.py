@@ -150,6 +150,9 @@ BENCH = "tests/e2e/test_bench_commands.py::test_a_benchmark_runs_small"
 TRACE = "tests/e2e/test_bench_commands.py::test_a_benchmark_on_the_trace_runs_small"
 SIMULATE = "tests/e2e/test_bench_commands.py::test_simulate_on_the_trace_runs_as_loop_md_writes_it"
 SERVE = "tests/support/serve.py::serving"  # `shoal serve` for tests/e2e, tests/dashboard
+SERVE_APART = (
+    "tests/cli/test_serve_apart.py::test_the_api_runs_apart_and_a_submission_wakes_the_loop"
+)
 CP = "tests/cluster/conftest.py::control_plane"  # controlplane.sh start, then stop
 MANIFESTS = (
     "tests/cluster/test_manifests.py::test_crds_and_every_example_apply_and_print_their_columns"
@@ -287,6 +290,11 @@ COVERED: dict[str, tuple[str, ...]] = {
     " ../shared/data/alibaba-gpu-2023/openb_pod_list_default.csv --limit 300"
     " --max-duration 7200 --arrival-scale 0.02": (TRACE,),
     ".venv/bin/python -m bench.job_modules --list": (BENCH,),
+    "nice .venv/bin/python -m bench.api_load --rates 0,200,600 --duration 10 --databases sqlite": (
+        BENCH,
+    ),
+    # What plain `shoal serve` starts as its API process (docs/loop.md), not typed by a user.
+    "python -m scheduler.cli.apiproc": (SERVE_APART,),
     "nice .venv/bin/python -m bench.cycle_curve --nodes 1000,2000,5000,10000,20000"
     " --plot docs/img/cycle-curve.png": (BENCH,),
     "nice .venv/bin/python -m bench.cycle_curve --nodes 1000,2000,5000 --starving 1000": (BENCH,),
