@@ -109,10 +109,13 @@ def settle(cycle: Cycle, live: Mapping[str, LiveJob]) -> int:
         if job is None or job.attempt != request.attempt or job.phase not in PLACED:
             continue
         wrote += 1
-        if error is None:
-            _succeeded(cycle, request, launched)
-        else:
-            _failed(cycle, job, request, error)
+        try:
+            if error is None:
+                _succeeded(cycle, request, launched)
+            else:
+                _failed(cycle, job, request, error)
+        except Exception as exc:  # that job's trouble: the others are settled
+            cycle.on_error(request.job_id, "launch", exc)
     if launched:
         cycle.db.append_events(events=launched, now=as_datetime(cycle.now))
     return wrote
