@@ -42,6 +42,15 @@ def overbooked(
     mine = claims.get(key)
     if mine is None:
         return []
+    # Everything counted below is one device's or one pool's counters: claims holding
+    # nothing in the pools of `key`'s devices change none of it (a check per allocation
+    # then costs the node's claims, not the cluster's).
+    pools = {(driver, pool) for driver, pool, _ in _held(mine)}
+    claims = {
+        k: c
+        for k, c in claims.items()
+        if k == key or any((driver, pool) in pools for driver, pool, _ in _held(c))
+    }
     holders: dict[DeviceKey, list[str]] = {}
     for k, c in claims.items():
         for held in _held(c):
