@@ -166,12 +166,12 @@ def test_a_pytorch_job_runs_through_the_loop_on_kubernetes(
     cycle_until(loop, lambda: len(rt.backend.nodes()) == 2)
     job_id = submit(database)
 
-    # One cycle places it: the store says Scheduled, the Service and pods exist, bound.
+    # One cycle places it: the store says Scheduled; the launch runs on the backend's
+    # pool, off the loop's thread, so the Service and the bound pods follow in a moment.
     cycle_until(loop, lambda: phase_of(database, job_id) is Phase.SCHEDULED)
     stem = names.job_base(job_id, "resnet")
-    service = kube.obj("services", stem, NS)
+    service = eventually(lambda: kube.get("services", stem, NS))
     assert service["spec"]["clusterIP"] == "None"
-    # The launch runs on the backend's pool, off the loop's thread: bound in a moment.
     pods = eventually(
         lambda: (
             (ps := worker_pods(kube, job_id))
