@@ -244,11 +244,17 @@ def _probes(
     database: Database, loop: Loop, thread: threading.Thread, interval_s: float, tokens: Path
 ) -> Starlette:
     """The scheduler role's port: probes and the cycle metrics (`scheduler.cli.probes`)."""
+    metrics = _loop_metrics(database, loop)
+    table = TokenTable.load(path=str(tokens), inline=os.environ.get("SHOAL_API_TOKENS"))
+    return probe_app(database, loop_health(loop, thread, _stall_s(interval_s)), metrics, table)
+
+
+def _loop_metrics(database: Database, loop: Loop) -> Metrics:
+    """The cycle series, fed by `loop` (the store's series are the API's to report)."""
     metrics = Metrics(database, store_series=False)
     metrics.follow_leader(lambda: loop.leading)
     loop.observers.append(metrics.observe_cycle)
-    table = TokenTable.load(path=str(tokens), inline=os.environ.get("SHOAL_API_TOKENS"))
-    return probe_app(database, loop_health(loop, thread, _stall_s(interval_s)), metrics, table)
+    return metrics
 
 
 def _stall_s(interval_s: float) -> float:
@@ -309,9 +315,7 @@ def _run_apart(
     """The loop here, the API in its own process on `sock` (`scheduler.cli.apiproc`),
     until either stops: Ctrl-C or SIGTERM here, or the API process's end, which stops
     this one too with why."""
-    metrics = Metrics(database, store_series=False)  # the loop's families, for the API's
-    metrics.follow_leader(lambda: loop.leading)
-    loop.observers.append(metrics.observe_cycle)
+    metrics = _loop_metrics(database, loop)  # the loop's families, for the API's
     _start_loop(loop, thread, stop)
     # Ctrl-C even where a shell started this with SIGINT ignored (in the background), as
     # uvicorn, which sets its own handler, took it when it served in this process.
